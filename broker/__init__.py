@@ -1,0 +1,1 @@
+"""Broker and name server: the asyncio remoting server and request processors."""

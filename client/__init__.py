@@ -1,0 +1,1 @@
+"""Asyncio RocketMQ client SDK."""

@@ -1,0 +1,105 @@
+"""The remoting command: one request or response, as it travels in a frame."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from protocol.codes import SerializeType
+
+__all__ = [
+    "FLAG_ONEWAY",
+    "FLAG_RESPONSE",
+    "OUR_LANGUAGE",
+    "OUR_VERSION",
+    "RemotingCommand",
+]
+
+#: ``flag`` bit 0: the command is a response (``RemotingCommand.RPC_TYPE``).
+FLAG_RESPONSE: Final = 0b01
+#: ``flag`` bit 1: the sender expects no answer (``RPC_ONEWAY``). The C++ 1.2 client
+#: never sets it on the wire (remoting-protocol.md §1.4), so servers must not rely on it.
+FLAG_ONEWAY: Final = 0b10
+#: What we put in ``language``. Java clients only check it for logging; "JAVA" is what
+#: every client has seen from a real broker.
+OUR_LANGUAGE: Final = "JAVA"
+#: ``MQVersion.V4_9_4`` ordinal. Java clients refuse SQL92 subscriptions against brokers
+#: reporting less than V4_1_0 (232), and name servers pick route JSON style by it.
+OUR_VERSION: Final = 401
+
+_EMPTY: Mapping[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class RemotingCommand:
+    """One remoting command.
+
+    ``ext_fields`` always holds strings: decoders normalise the JSON numbers and
+    booleans that some clients send (remoting-protocol.md §1.6), and encoders emit
+    strings because the C++ client reads nothing else. Typed views of the fields are
+    the header classes in :mod:`protocol.headers`.
+
+    Attributes:
+        code: Request code, or response code when ``flag`` has :data:`FLAG_RESPONSE`.
+        opaque: Request id chosen by the requester's connection; responses echo it.
+        flag: Bit field of :data:`FLAG_RESPONSE` and :data:`FLAG_ONEWAY`.
+        remark: Free text, typically the reason for an error; ``None`` when absent.
+        ext_fields: Custom header fields, name to string value.
+        body: Payload bytes; meaning depends on the code.
+        language: Sender's language name (``"JAVA"``, ``"CPP"``, ...).
+        version: Sender's ``MQVersion`` ordinal.
+        serialize_type: How the header was (or will be) serialized.
+    """
+
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    body: bytes = b""
+    language: str = OUR_LANGUAGE
+    version: int = OUR_VERSION
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        """Whether this command answers an earlier request."""
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        """Whether the sender marked this request as expecting no answer."""
+        return bool(self.flag & FLAG_ONEWAY)
+
+    def make_response(
+        self,
+        code: int,
+        *,
+        remark: str | None = None,
+        ext_fields: Mapping[str, str] | None = None,
+        body: bytes = b"",
+    ) -> RemotingCommand:
+        """Build the answer to this request.
+
+        The answer echoes the opaque and uses the request's own serialization, because
+        the C++ and Node clients cannot read a binary header (remoting-protocol.md §1.5).
+
+        Args:
+            code: Response code.
+            remark: Optional text; set it on every error so the user learns why.
+            ext_fields: Response header fields (strings).
+            body: Response body.
+
+        Returns:
+            The response command.
+        """
+        return RemotingCommand(
+            code=code,
+            opaque=self.opaque,
+            flag=FLAG_RESPONSE,
+            remark=remark,
+            ext_fields=_EMPTY if ext_fields is None else ext_fields,
+            body=body,
+            serialize_type=self.serialize_type,
+        )

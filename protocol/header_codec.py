@@ -1,0 +1,246 @@
+"""Header serialization: JSON (type 0), ROCKETMQ binary (type 1) and msgpack (Rocklet).
+
+Layout of the ROCKETMQ binary header (``RocketMQSerializable.java``), big-endian:
+
+    ======  =======  ==========================================
+    offset  size     field
+    ======  =======  ==========================================
+    0       2        code (int16)
+    2       1        language code (int8)
+    3       2        version (int16)
+    5       4        opaque (int32)
+    9       4        flag (int32)
+    13      4        remark length R (0 = no remark)
+    17      R        remark, UTF-8
+    17+R    4        ext length E
+    21+R    E        entries: int16 key length, key, int32 value length, value
+    ======  =======  ==========================================
+
+Decoders accept what the official clients send: numbers, booleans and strings as
+extFields values, which are normalised to strings the way Java's fastjson does
+(remoting-protocol.md §1.6). Encoders always emit an ``extFields`` object of strings.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgpack
+
+from protocol.codes import LanguageCode, SerializeType
+from protocol.command import RemotingCommand
+from protocol.errors import FrameError
+
+__all__ = ["decode_header", "encode_header", "normalize_ext_value"]
+
+_INT32_MIN: Final = -(2**31)
+_INT32_MAX: Final = 2**31 - 1
+_BIN_FIXED = struct.Struct(">hbhii")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_LANG_BY_NUMBER: Final = {m.value: m.name for m in LanguageCode}
+_LANG_BY_NAME: Final = {m.name: m.value for m in LanguageCode}
+
+
+def normalize_ext_value(value: object) -> str | None:
+    """Turn one received extFields value into the string Java would have seen.
+
+    Args:
+        value: A decoded JSON or msgpack value.
+
+    Returns:
+        The string form, or ``None`` for a null (the field is then absent).
+    """
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return None
+    if isinstance(value, bool):  # before int: bool is an int subclass
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if not value.is_integer() else str(int(value))
+    # fastjson coerces nested values to their JSON text; do the same rather than fail.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _ext_from(raw: object) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise FrameError(f"extFields must be an object, got {type(raw).__name__}")
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        text = normalize_ext_value(value)
+        if text is not None:
+            out[str(key)] = text
+    return out
+
+
+def _int_field(obj: Mapping[str, Any], name: str, default: int | None = None) -> int:
+    value = obj.get(name, default)
+    if isinstance(value, str):  # fastjson would coerce "10" to 10; so do we
+        try:
+            value = int(value)
+        except ValueError:
+            raise FrameError(f"header field {name!r} is not an integer: {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FrameError(f"header field {name!r} must be an integer, got {value!r}")
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise FrameError(f"header field {name!r} is out of the int32 range: {value}")
+    return value
+
+
+def _from_mapping(obj: object, stype: SerializeType, body: bytes) -> RemotingCommand:
+    if not isinstance(obj, dict):
+        raise FrameError("header is not an object")
+    remark = obj.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        remark = normalize_ext_value(remark)
+    language = obj.get("language", "OTHER")
+    return RemotingCommand(
+        code=_int_field(obj, "code"),
+        opaque=_int_field(obj, "opaque", 0),
+        flag=_int_field(obj, "flag", 0),
+        remark=remark,
+        ext_fields=_ext_from(obj.get("extFields")),
+        body=body,
+        language=language if isinstance(language, str) else "OTHER",
+        version=_int_field(obj, "version", 0),
+        serialize_type=stype,
+    )
+
+
+def _decode_binary(data: bytes, body: bytes) -> RemotingCommand:
+    size = len(data)
+    if size < _BIN_FIXED.size + 8:
+        raise FrameError(f"binary header of {size} bytes is shorter than the minimum 21")
+    code, lang, version, opaque, flag = _BIN_FIXED.unpack_from(data, 0)
+    pos = _BIN_FIXED.size
+    (remark_len,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if remark_len < 0 or pos + remark_len + 4 > size:
+        raise FrameError(f"binary header remark length {remark_len} overruns the header")
+    remark = data[pos : pos + remark_len].decode("utf-8", "replace") if remark_len else None
+    pos += remark_len
+    (ext_len,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if ext_len < 0 or pos + ext_len != size:
+        raise FrameError(f"binary header ext length {ext_len} does not match the header size")
+    ext: dict[str, str] = {}
+    while pos < size:
+        if pos + 2 > size:
+            raise FrameError("binary header ext entry is truncated")
+        (klen,) = _I16.unpack_from(data, pos)
+        pos += 2
+        if klen < 0 or pos + klen + 4 > size:
+            raise FrameError(f"binary header ext key length {klen} overruns the header")
+        key = data[pos : pos + klen].decode("utf-8", "replace")
+        pos += klen
+        (vlen,) = _I32.unpack_from(data, pos)
+        pos += 4
+        if vlen < 0 or pos + vlen > size:
+            raise FrameError(f"binary header ext value length {vlen} overruns the header")
+        ext[key] = data[pos : pos + vlen].decode("utf-8", "replace")
+        pos += vlen
+    return RemotingCommand(
+        code=code,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext,
+        body=body,
+        language=_LANG_BY_NUMBER.get(lang, "OTHER"),
+        version=version,
+        serialize_type=SerializeType.ROCKETMQ,
+    )
+
+
+def decode_header(stype: int, data: bytes, body: bytes) -> RemotingCommand:
+    """Decode one header of the given serialization and attach the body.
+
+    Args:
+        stype: The serialize type from the frame's header-length word.
+        data: The header bytes.
+        body: The frame's body bytes.
+
+    Returns:
+        The command.
+
+    Raises:
+        FrameError: The header cannot be parsed; the connection should be closed.
+    """
+    if stype == SerializeType.JSON:
+        try:
+            obj = json.loads(data)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise FrameError(f"JSON header does not parse: {exc}") from None
+        return _from_mapping(obj, SerializeType.JSON, body)
+    if stype == SerializeType.ROCKETMQ:
+        return _decode_binary(data, body)
+    if stype == SerializeType.MSGPACK:
+        try:
+            obj = msgpack.unpackb(data, raw=False, strict_map_key=False)
+        except (
+            ValueError,
+            TypeError,
+            msgpack.ExtraData,
+            msgpack.FormatError,
+            msgpack.StackError,
+        ) as exc:
+            raise FrameError(f"msgpack header does not parse: {exc}") from None
+        return _from_mapping(obj, SerializeType.MSGPACK, body)
+    raise FrameError(f"unknown serialize type {stype}")
+
+
+def _as_mapping(cmd: RemotingCommand) -> dict[str, Any]:
+    # Keys in fastjson's (alphabetical) order, so our frames look like a Java broker's.
+    out: dict[str, Any] = {"code": cmd.code, "extFields": dict(cmd.ext_fields), "flag": cmd.flag}
+    out["language"] = cmd.language
+    out["opaque"] = cmd.opaque
+    if cmd.remark is not None:
+        out["remark"] = cmd.remark
+    out["serializeTypeCurrentRPC"] = "JSON"
+    out["version"] = cmd.version
+    return out
+
+
+def _encode_binary(cmd: RemotingCommand) -> bytes:
+    parts = [
+        _BIN_FIXED.pack(
+            cmd.code,
+            _LANG_BY_NAME.get(cmd.language, LanguageCode.OTHER),
+            cmd.version,
+            cmd.opaque,
+            cmd.flag,
+        )
+    ]
+    remark = cmd.remark.encode() if cmd.remark else b""
+    parts += [_I32.pack(len(remark)), remark]
+    ext = bytearray()
+    for key, value in cmd.ext_fields.items():
+        k, v = key.encode(), value.encode()
+        ext += _I16.pack(len(k)) + k + _I32.pack(len(v)) + v
+    parts += [_I32.pack(len(ext)), bytes(ext)]
+    return b"".join(parts)
+
+
+def encode_header(cmd: RemotingCommand) -> bytes:
+    """Serialize a command's header in its own ``serialize_type``.
+
+    Args:
+        cmd: The command.
+
+    Returns:
+        The header bytes (without the length words).
+    """
+    if cmd.serialize_type == SerializeType.JSON:
+        return json.dumps(_as_mapping(cmd), separators=(",", ":"), ensure_ascii=False).encode()
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        return _encode_binary(cmd)
+    packed: bytes = msgpack.packb(_as_mapping(cmd), use_bin_type=True)
+    return packed

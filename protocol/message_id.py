@@ -1,0 +1,65 @@
+"""Message ids.
+
+The *offset msgId* names a record by where it is stored: store host IPv4 (4 bytes),
+port (int32) and commitlog offset (int64), as 32 uppercase hex characters
+(``MessageDecoder.createMessageId``). Clients parse it to find the broker and the
+offset (VIEW_MESSAGE_BY_ID, END_TRANSACTION), so its form is fixed.
+
+The client's UNIQ_KEY is different: its layout varies by client build (the C++ wheel
+writes host-endian fields), so Rocklet treats it as an opaque string.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import NamedTuple
+
+from protocol.errors import MessageFormatError
+
+__all__ = ["OffsetMessageId", "make_offset_msg_id", "parse_offset_msg_id"]
+
+_ID = struct.Struct(">4siq")
+
+
+class OffsetMessageId(NamedTuple):
+    """A decoded offset msgId."""
+
+    host: str
+    port: int
+    offset: int
+
+
+def make_offset_msg_id(store_host: bytes, offset: int) -> str:
+    """Build the offset msgId of a record.
+
+    Args:
+        store_host: The record's 8-byte STOREHOST field (IPv4 + port).
+        offset: The record's commitlog offset.
+
+    Returns:
+        32 uppercase hex characters.
+    """
+    return (store_host + offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+
+def parse_offset_msg_id(msg_id: str) -> OffsetMessageId:
+    """Decode a 32-character offset msgId.
+
+    Args:
+        msg_id: The id, any case.
+
+    Returns:
+        Host, port and commitlog offset.
+
+    Raises:
+        MessageFormatError: The text is not a 32-hex-digit offset msgId.
+    """
+    if len(msg_id) != 32:
+        raise MessageFormatError(f"offset msgId must be 32 hex digits, got {len(msg_id)}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise MessageFormatError(f"offset msgId is not hex: {msg_id!r}") from None
+    ip, port, offset = _ID.unpack(raw)
+    return OffsetMessageId(socket.inet_ntoa(ip), port, offset)

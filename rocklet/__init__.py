@@ -1,0 +1,1 @@
+"""The ``rocklet`` command line: name server, broker, standalone, admin and bench."""

@@ -1,0 +1,1 @@
+"""Storage engine: commitlog, consume queues, index, flush, recovery (RocketMQ layout)."""
