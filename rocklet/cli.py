@@ -1,12 +1,47 @@
-"""Entry point of the ``rocklet`` command."""
+"""Entry point of the ``rocklet`` command: name server, broker and standalone."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["main"]
+import structlog
+import uvloop
+
+from broker.config import (
+    BrokerConfig,
+    ConfigError,
+    NamesrvConfig,
+    load_broker_config,
+    parse_properties,
+    with_overrides,
+)
+from broker.namesrv import NamesrvServer
+from rocklet.logging import configure_logging
+
+__all__ = ["build_parser", "main"]
+
+_log = structlog.get_logger(__name__)
+
+#: Exit code for bad arguments or configuration (argparse uses 2 as well).
+EXIT_USAGE = 2
+#: Exit code for a command that cannot run yet.
+EXIT_UNAVAILABLE = 3
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-json", action="store_true", help="write JSON log lines")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+        help="minimum log level (default: INFO)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,8 +51,115 @@ def build_parser() -> argparse.ArgumentParser:
         The parser.
     """
     parser = argparse.ArgumentParser(prog="rocklet", description=__doc__)
-    parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    namesrv = sub.add_parser("namesrv", help="run a name server")
+    namesrv.add_argument("-c", "--config", type=Path, help="namesrv properties file")
+    namesrv.add_argument("--port", type=int, help="listen port (default: 9876; 0 = any free)")
+    namesrv.add_argument("--host", help="bind address (default: 0.0.0.0)")
+    _common(namesrv)
+
+    broker = sub.add_parser("broker", help="run a broker")
+    broker.add_argument("-c", "--config", type=Path, required=True, help="broker.conf file")
+    broker.add_argument("--namesrv", help="name server address(es), host:port;host:port")
+    broker.add_argument("--listen-port", type=int, help="client port (default: 10911)")
+    broker.add_argument("--data-dir", type=Path, help="store root directory (storePathRootDir)")
+    _common(broker)
+
+    standalone = sub.add_parser("standalone", help="run a name server and a broker together")
+    standalone.add_argument("-c", "--config", type=Path, help="broker.conf file")
+    standalone.add_argument(
+        "--data-dir", type=Path, default=Path("data"), help="store root (default: ./data)"
+    )
+    standalone.add_argument("--namesrv-port", type=int, default=9876, help="(default: 9876)")
+    standalone.add_argument("--listen-port", type=int, help="broker port (default: 10911)")
+    _common(standalone)
     return parser
+
+
+def namesrv_config(args: argparse.Namespace) -> NamesrvConfig:
+    """The name server's config from ``rocklet namesrv`` arguments.
+
+    Args:
+        args: Parsed arguments.
+
+    Returns:
+        The config (file values, then command-line overrides).
+
+    Raises:
+        ConfigError: Unreadable file or invalid value.
+    """
+    config = NamesrvConfig()
+    if args.config is not None:
+        try:
+            text = args.config.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {args.config}: {exc}") from None
+        config = NamesrvConfig.from_properties(parse_properties(text))
+    return with_overrides(config, {"listen_port": args.port, "listen_host": args.host})
+
+
+def broker_config(args: argparse.Namespace) -> BrokerConfig:
+    """The broker's config from ``rocklet broker`` or ``rocklet standalone`` arguments.
+
+    Args:
+        args: Parsed arguments.
+
+    Returns:
+        The config (file values, then command-line overrides).
+
+    Raises:
+        ConfigError: Unreadable file or invalid value.
+    """
+    overrides: dict[str, object] = {
+        "listen_port": args.listen_port,
+        "store_path_root_dir": args.data_dir,
+    }
+    if args.command == "standalone":
+        overrides["namesrv_addr"] = f"127.0.0.1:{args.namesrv_port}"
+    else:
+        overrides["namesrv_addr"] = args.namesrv
+    return load_broker_config(args.config, overrides)
+
+
+async def serve_namesrv(config: NamesrvConfig) -> None:
+    """Run a name server until SIGTERM or SIGINT, then stop it cleanly.
+
+    Args:
+        config: The name server's config.
+    """
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        server = await NamesrvServer.start(config.listen_host, config.listen_port, config=config)
+        _log.info("namesrv listening", host=config.listen_host, port=server.port)
+        await stop.wait()
+        _log.info("namesrv stopping")
+        await server.stop()
+        _log.info("namesrv stopped")
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+def _run_namesrv(args: argparse.Namespace) -> int:
+    config = namesrv_config(args)
+    try:
+        uvloop.run(serve_namesrv(config))
+    except OSError as exc:
+        _log.error("namesrv cannot start", error=str(exc))
+        return 1
+    return 0
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    config = broker_config(args)
+    _log.debug("broker config", config=config)
+    # The broker core is not wired in yet; fail loudly rather than pretend to run.
+    sys.stderr.write(f"rocklet {args.command}: broker not implemented yet\n")
+    return EXIT_UNAVAILABLE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,6 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The process exit code.
     """
-    parser = build_parser()
-    parser.parse_args(sys.argv[1:] if argv is None else argv)
-    return 0
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    configure_logging(json=args.log_json, level=args.log_level)
+    try:
+        if args.command == "namesrv":
+            return _run_namesrv(args)
+        return _run_broker(args)
+    except ConfigError as exc:
+        sys.stderr.write(f"rocklet {args.command}: {exc}\n")
+        return EXIT_USAGE

@@ -85,6 +85,9 @@ def _base_type(hint: Any) -> type:
 class Header:
     """Base of typed headers; subclasses are frozen, slotted dataclasses."""
 
+    # Empty slots so that slotted subclasses really have no per-instance __dict__.
+    __slots__ = ()
+
     _specs: ClassVar[tuple[_Spec, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

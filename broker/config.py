@@ -1,0 +1,421 @@
+"""Broker and name server configuration, read from RocketMQ ``broker.conf`` files.
+
+Files use Java properties syntax and RocketMQ's property names (``brokerClusterName``,
+``listenPort``, ``flushDiskType``, ...), so existing files keep working. Each property
+maps to a snake_case field of a frozen dataclass; a unit goes in the field name when
+the property has one (``flushIntervalCommitLog`` -> ``flush_interval_commit_log_ms``).
+Defaults are RocketMQ 4.9's (``BrokerConfig``, ``MessageStoreConfig``,
+``NettyServerConfig``). Unknown keys are kept in ``extra`` (RocketMQ silently ignores
+them; we log them at debug). A value that does not parse is a :class:`ConfigError`
+naming the key and the value, where Java would die with a bare
+``NumberFormatException``.
+
+This module and the CLI are the only places that read the environment
+(style.md §8 item 13): ``NAMESRV_ADDR`` fills ``namesrvAddr`` when neither the file nor
+the command line sets it, as in RocketMQ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Self, TypeVar
+
+import structlog
+
+__all__ = [
+    "BrokerConfig",
+    "BrokerRole",
+    "ConfigError",
+    "FlushDiskType",
+    "NamesrvConfig",
+    "load_broker_config",
+    "parse_properties",
+    "property_name",
+    "with_overrides",
+]
+
+_log = structlog.get_logger(__name__)
+
+_C = TypeVar("_C", "BrokerConfig", "NamesrvConfig")
+
+#: ``MessageStoreConfig.messageDelayLevel``: the 18 delay levels.
+DEFAULT_DELAY_LEVELS: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is invalid."""
+
+
+class FlushDiskType(enum.StrEnum):
+    """``flushDiskType``: when a send is acknowledged relative to the disk."""
+
+    ASYNC_FLUSH = "ASYNC_FLUSH"  #: a flush thread syncs every flushIntervalCommitLog ms
+    SYNC_FLUSH = "SYNC_FLUSH"  #: acknowledge only once the bytes are on disk
+
+
+class BrokerRole(enum.StrEnum):
+    """``brokerRole``: master (replicating asynchronously or synchronously) or slave."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+#: Property names that are not the field name in camelCase minus its unit suffix.
+_IRREGULAR: Final = {
+    "broker_ip1": "brokerIP1",
+    "broker_ip2": "brokerIP2",
+    "check_crc_on_recover": "checkCRCOnRecover",
+    "short_polling_time_ms": "shortPollingTimeMills",
+    "register_broker_timeout_ms": "registerBrokerTimeoutMills",
+    "transaction_timeout_ms": "transactionTimeOut",
+}
+_UNIT_SUFFIX: Final = re.compile(r"_(ms|hours)$")
+
+
+def property_name(field_name: str) -> str:
+    """The RocketMQ property name of a config field.
+
+    Args:
+        field_name: A field of :class:`BrokerConfig` or :class:`NamesrvConfig`.
+
+    Returns:
+        E.g. ``flushIntervalCommitLog`` for ``flush_interval_commit_log_ms``.
+    """
+    if field_name in _IRREGULAR:
+        return _IRREGULAR[field_name]
+    head, *rest = _UNIT_SUFFIX.sub("", field_name).split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _property_fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
+    return {property_name(f.name): f for f in dataclasses.fields(cls) if f.name != "extra"}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Everything a broker is configured with; build it with :func:`load_broker_config`."""
+
+    broker_cluster_name: str = "DefaultCluster"
+    #: Java defaults to the host name; a fixed name keeps data directories portable.
+    broker_name: str = "broker-a"
+    broker_id: int = 0  #: 0 = master, >= 1 = slave
+    listen_port: int = 10911
+    ha_listen_port: int = 10912
+    #: ``;``-separated ``host:port`` list; ``None`` = no name server (standalone tests).
+    namesrv_addr: str | None = None
+    #: Address advertised to clients and in message ids; ``None`` = detect.
+    broker_ip1: str | None = None
+    broker_ip2: str | None = None  #: HA address; ``None`` = brokerIP1
+    store_path_root_dir: Path = field(default_factory=lambda: Path.home() / "store")
+    #: Defaults to ``<storePathRootDir>/commitlog`` (see :attr:`commit_log_dir`).
+    store_path_commit_log: Path | None = None
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    broker_permission: int = 6  #: PermName READ | WRITE
+    file_reserved_time_hours: int = 72
+    delete_when: str = "04"  #: hour(s) of day, ``;``-separated
+    disk_max_used_space_ratio: int = 75  #: percent
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 5_000_000 * 4
+    message_index_enable: bool = True
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    max_message_size: int = 4 * 1024 * 1024  #: bytes
+    flush_interval_commit_log_ms: int = 500
+    flush_interval_consume_queue_ms: int = 1000
+    flush_consumer_offset_interval_ms: int = 5000
+    sync_flush_timeout_ms: int = 5000
+    check_crc_on_recover: bool = True
+    long_polling_enable: bool = True
+    short_polling_time_ms: int = 1000
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    transfer_msg_by_heap: bool = True
+    default_query_max_num: int = 32
+    transaction_check_interval_ms: int = 60_000
+    transaction_timeout_ms: int = 6000
+    transaction_check_max: int = 15
+    reject_transaction_message: bool = False
+    register_name_server_period_ms: int = 30_000
+    register_broker_timeout_ms: int = 6000
+    compressed_register: bool = False
+    force_register: bool = True
+    notify_consumer_ids_changed_enable: bool = True
+    #: Properties RocketMQ does not define here (kept, never interpreted).
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_port("listenPort", self.listen_port)
+        _check_port("haListenPort", self.ha_listen_port)
+        _check_min("brokerId", self.broker_id, 0)
+        _check_min("defaultTopicQueueNums", self.default_topic_queue_nums, 1)
+        _check_min("mappedFileSizeCommitLog", self.mapped_file_size_commit_log, 4096)
+        _check_min("mappedFileSizeConsumeQueue", self.mapped_file_size_consume_queue, 20)
+        _check_min("maxMessageSize", self.max_message_size, 1)
+        _check_min("maxHashSlotNum", self.max_hash_slot_num, 1)
+        _check_min("maxIndexNum", self.max_index_num, 1)
+        _check_min("fileReservedTime", self.file_reserved_time_hours, 0)
+        if not 10 <= self.disk_max_used_space_ratio <= 95:  # MessageStoreConfig clamps
+            raise ConfigError(
+                f"diskMaxUsedSpaceRatio must be within 10..95: {self.disk_max_used_space_ratio}"
+            )
+        if self.broker_id == 0 and self.broker_role is BrokerRole.SLAVE:
+            raise ConfigError("brokerRole=SLAVE needs a brokerId >= 1")
+        if self.broker_id > 0 and self.broker_role is not BrokerRole.SLAVE:
+            raise ConfigError(f"brokerId={self.broker_id} is a slave id; set brokerRole=SLAVE")
+
+    @property
+    def commit_log_dir(self) -> Path:
+        """Where commitlog segments live."""
+        return self.store_path_commit_log or self.store_path_root_dir / "commitlog"
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> Self:
+        """Build from parsed properties; absent keys keep their defaults.
+
+        Args:
+            props: Property name to raw string value.
+
+        Returns:
+            The config.
+
+        Raises:
+            ConfigError: A value does not parse or is out of range.
+        """
+        return cls(**_kwargs_from_properties(cls, props))
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    """Name server configuration (``NamesrvConfig`` + ``NettyServerConfig``)."""
+
+    listen_port: int = 9876
+    #: Java binds every interface.
+    listen_host: str = "0.0.0.0"
+    #: ``scanNotActiveBroker`` period: expired brokers are looked for every 10 s.
+    scan_not_active_broker_interval_ms: int = 10_000
+    #: Put KV ``ORDER_TOPIC_CONFIG`` into routes as ``orderTopicConf`` (off in Java too).
+    order_message_enable: bool = False
+    #: Answer clients older than V4_9_4 (version < 401) with fastjson's unquoted
+    #: ``brokerAddrs`` keys, as a Java name server does. Off: quoted keys for everyone
+    #: (the C++ client reads both; old Go clients want quoted ones).
+    unquoted_route_keys_for_old_clients: bool = False
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_port("listenPort", self.listen_port)
+        _check_min("scanNotActiveBrokerInterval", self.scan_not_active_broker_interval_ms, 1)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> Self:
+        """Build from parsed properties; absent keys keep their defaults.
+
+        Args:
+            props: Property name to raw string value.
+
+        Returns:
+            The config.
+
+        Raises:
+            ConfigError: A value does not parse or is out of range.
+        """
+        return cls(**_kwargs_from_properties(cls, props))
+
+
+def _check_port(key: str, port: int) -> None:
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{key} must be a TCP port (0..65535): {port}")
+
+
+def _check_min(key: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise ConfigError(f"{key} must be at least {minimum}: {value}")
+
+
+# -- Java properties --------------------------------------------------------------------
+
+_ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_KEY_END: Final = re.compile(r"(?<!\\)(?:\\\\)*[=:\s]")
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 == len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
+            out.append(chr(int(text[i + 2 : i + 6], 16)))
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def _logical_lines(text: str) -> list[str]:
+    lines: list[str] = []
+    pending: str | None = None
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f")
+        if pending is None and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        continued = trailing % 2 == 1  # an odd count: the last backslash escapes the newline
+        if continued:
+            line = line[:-1]
+        pending = line if pending is None else pending + line
+        if not continued:
+            lines.append(pending)
+            pending = None
+    if pending is not None:
+        lines.append(pending)
+    return lines
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    r"""Parse Java properties text (``java.util.Properties.load`` rules).
+
+    ``key=value``, ``key: value`` or ``key value``; ``#`` and ``!`` start comment lines;
+    a line ending in an odd number of backslashes continues on the next one; escapes
+    (``\\t``, ``\\n``, ``\\uXXXX``, ...) are decoded. Keys and values are trimmed.
+
+    Args:
+        text: The file's text.
+
+    Returns:
+        Key to value; a repeated key keeps its last value, as in Java.
+    """
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        match = _KEY_END.search(line)
+        if match is None:
+            key, rest = line, ""
+        else:
+            key, rest = line[: match.end() - 1], line[match.end() - 1 :]
+            rest = rest.lstrip(" \t\f")
+            if rest[:1] in ("=", ":"):
+                rest = rest[1:]
+        props[_unescape(key).strip()] = _unescape(rest.strip(" \t\f")).strip()
+    return props
+
+
+# -- typed conversion -------------------------------------------------------------------
+
+
+def _convert(key: str, raw: str, hint: Any) -> Any:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
+        if raw == "":
+            return None
+    try:
+        if hint is bool:
+            lowered = raw.lower()
+            if lowered not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return lowered == "true"
+        if hint is int:
+            return int(raw, 10)
+        if hint is Path:
+            return Path(raw).expanduser()
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            return hint(raw.upper())
+        return raw
+    except ValueError as exc:
+        raise ConfigError(f"invalid value for {key}: {raw!r} ({exc})") from None
+
+
+def _kwargs_from_properties(cls: type, props: Mapping[str, str]) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    by_prop = _property_fields(cls)
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, str] = {}
+    for key, raw in props.items():
+        spec = by_prop.get(key)
+        if spec is None:
+            _log.debug("unknown config property kept", key=key, value=raw)
+            extra[key] = raw
+            continue
+        kwargs[spec.name] = _convert(key, raw.strip(), hints[spec.name])
+    kwargs["extra"] = extra
+    return kwargs
+
+
+def with_overrides(config: _C, overrides: Mapping[str, object]) -> _C:
+    """Apply command-line overrides; ``None`` values mean "not given".
+
+    Args:
+        config: The config from the file (or defaults).
+        overrides: Field name (``listen_port``) or property name (``listenPort``) to
+            value, already typed (strings are parsed like file values).
+
+    Returns:
+        A new config.
+
+    Raises:
+        ConfigError: An unknown key, or a value that does not parse or is out of range.
+    """
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    by_prop = _property_fields(type(config))
+    hints = typing.get_type_hints(type(config))
+    changes: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        spec = fields.get(key) or by_prop.get(key)
+        if spec is None or spec.name == "extra":
+            raise ConfigError(f"unknown configuration key: {key}")
+        if isinstance(value, str):
+            value = _convert(key, value.strip(), hints[spec.name])
+        changes[spec.name] = value
+    return dataclasses.replace(config, **changes)
+
+
+def load_broker_config(
+    path: Path | None = None,
+    overrides: Mapping[str, object] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """Read a ``broker.conf``, then apply overrides and the ``NAMESRV_ADDR`` fallback.
+
+    Args:
+        path: The file; ``None`` for RocketMQ's defaults.
+        overrides: As :func:`with_overrides` (command-line values win over the file).
+        environ: The environment; ``os.environ`` by default.
+
+    Returns:
+        The config.
+
+    Raises:
+        ConfigError: The file cannot be read, or a value is invalid.
+    """
+    props: dict[str, str] = {}
+    if path is not None:
+        try:
+            props = parse_properties(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    env = os.environ if environ is None else environ
+    if "namesrvAddr" not in props and env.get("NAMESRV_ADDR"):
+        props["namesrvAddr"] = env["NAMESRV_ADDR"]
+    return with_overrides(BrokerConfig.from_properties(props), overrides or {})

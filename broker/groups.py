@@ -1,0 +1,118 @@
+"""Subscription groups, persisted as subscriptionGroup.json (RocketMQ's layout).
+
+A group unknown to the broker is created with defaults on first use when
+``autoCreateSubscriptionGroup`` is on, as RocketMQ's ``SubscriptionGroupManager``
+does; otherwise pulls of that group get SUBSCRIPTION_GROUP_NOT_EXIST.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from broker.json_file import load_json, persist_json
+from protocol.bodies.subscription_group import SubscriptionGroupConfig
+from protocol.bodies.topic import DataVersion
+from protocol.errors import BodyError
+from store.clock import Clock
+
+__all__ = ["SubscriptionGroupManager"]
+
+# Groups RocketMQ's broker always has (MixAll / SubscriptionGroupManager.init).
+_SYSTEM_GROUPS = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_RMQ_SYS_TRANS",
+)
+
+
+class SubscriptionGroupManager:
+    """Group configs by name. Not thread-safe: use it from the event loop.
+
+    Args:
+        path: ``<store>/config/subscriptionGroup.json``.
+        clock: Time source for data versions.
+        auto_create: ``autoCreateSubscriptionGroup``.
+    """
+
+    def __init__(self, path: Path, clock: Clock, *, auto_create: bool = True) -> None:
+        self._path = path
+        self._clock = clock
+        self._auto_create = auto_create
+        self._table: dict[str, SubscriptionGroupConfig] = {
+            name: SubscriptionGroupConfig(name) for name in _SYSTEM_GROUPS
+        }
+        self.data_version = DataVersion()
+        self._dirty = False
+
+    def load(self) -> None:
+        """Load the file or its backup; entries that do not parse are skipped."""
+        obj = load_json(self._path)
+        if not isinstance(obj, dict):
+            return
+        for name, raw in (obj.get("subscriptionGroupTable") or {}).items():
+            try:
+                self._table[name] = SubscriptionGroupConfig.from_dict(raw)
+            except BodyError:
+                continue
+        try:
+            self.data_version = DataVersion.from_dict(obj.get("dataVersion", {}))
+        except BodyError:
+            self.data_version = DataVersion()
+
+    def find(self, group: str, *, create: bool = True) -> SubscriptionGroupConfig | None:
+        """Return a group's config, creating it with defaults when allowed.
+
+        Args:
+            group: Group name.
+            create: Create the group if it is unknown and auto-creation is on.
+
+        Returns:
+            The config, or ``None`` when the group is unknown and not created.
+        """
+        config = self._table.get(group)
+        if config is None and create and self._auto_create:
+            config = self.update(SubscriptionGroupConfig(group))
+        return config
+
+    def update(self, config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        """Create or replace a group's config."""
+        self._table[config.group_name] = config
+        self.data_version = self.data_version.next_version(self._clock.now_ms())
+        self._dirty = True
+        return config
+
+    def delete(self, group: str) -> bool:
+        """Delete a group; returns whether it existed."""
+        if self._table.pop(group, None) is None:
+            return False
+        self.data_version = self.data_version.next_version(self._clock.now_ms())
+        self._dirty = True
+        return True
+
+    def all(self) -> list[SubscriptionGroupConfig]:
+        """Return every group config."""
+        return list(self._table.values())
+
+    def wrapper(self) -> dict[str, Any]:
+        """Return the GET_ALL_SUBSCRIPTIONGROUP_CONFIG / file JSON object."""
+        return {
+            "dataVersion": self.data_version.to_dict(),
+            "subscriptionGroupTable": {n: c.to_dict() for n, c in self._table.items()},
+        }
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """Return the file content if anything changed since the last snapshot."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return self.wrapper()
+
+    def persist_snapshot(self, snapshot: dict[str, Any]) -> None:
+        """Write a snapshot to disk (blocking; call from a worker thread)."""
+        persist_json(self._path, snapshot)

@@ -1,0 +1,108 @@
+"""Long polling: pulls that found nothing wait here until a message arrives.
+
+RocketMQ's ``PullRequestHoldService`` parks a pull whose queue is caught up and
+re-checks it every 5 s, plus when the reput service reports an arrival. We keep only
+the push half: the store's dispatch listener calls :meth:`PullHoldService.notify` for
+every message it indexes, which wakes exactly the pulls parked on that queue whose
+offset is now readable and whose subscription matches the tag hash. A parked pull
+costs one future, not a polling loop, and the C++ client (which re-pulls at once on
+PULL_NOT_FOUND) is kept from spinning (remoting-protocol.md §3.4, §6.3 item 9).
+
+Everything here runs on the event loop; the store calls :meth:`notify` from the thread
+that appended, which is the loop too (puts happen on the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+__all__ = ["PullHoldService"]
+
+
+@dataclass(slots=True, eq=False)
+class _Hold:
+    offset: int
+    tag_codes: Collection[int] | None
+    future: asyncio.Future[bool] = field(repr=False)
+
+
+class PullHoldService:
+    """Parks pulls per (topic, queue) and wakes them on arrival.
+
+    Not thread-safe: call every method from the event loop.
+    """
+
+    def __init__(self) -> None:
+        self._holds: dict[tuple[str, int], list[_Hold]] = {}
+        self._closed = False
+
+    @property
+    def held(self) -> int:
+        """Number of pulls parked right now."""
+        return sum(len(holds) for holds in self._holds.values())
+
+    async def wait(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        timeout_s: float,
+        tag_codes: Collection[int] | None = None,
+    ) -> bool:
+        """Wait until a message at or past ``offset`` arrives, or the timeout passes.
+
+        Args:
+            topic: Topic of the pull.
+            queue_id: Queue of the pull.
+            offset: The offset the pull asked for (the queue's max offset when parked).
+            timeout_s: How long to hold (the pull's suspendTimeoutMillis).
+            tag_codes: Tag hashes of the subscription, or ``None`` for every message.
+
+        Returns:
+            ``True`` when woken by an arrival, ``False`` on timeout or shutdown.
+        """
+        if self._closed or timeout_s <= 0:
+            return False
+        key = (topic, queue_id)
+        hold = _Hold(offset, tag_codes, asyncio.get_running_loop().create_future())
+        self._holds.setdefault(key, []).append(hold)
+        try:
+            return await asyncio.wait_for(hold.future, timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            holds = self._holds.get(key)
+            if holds is not None:
+                if hold in holds:
+                    holds.remove(hold)
+                if not holds:
+                    del self._holds[key]
+
+    def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
+        """Wake the pulls parked on a queue that can now read something.
+
+        Args:
+            topic: Topic of the new message.
+            queue_id: Its queue.
+            max_offset: The queue's new max offset (next index to be written).
+            tags_code: The message's tag hash (``None`` when unknown: wake every pull).
+        """
+        holds = self._holds.get((topic, queue_id))
+        if not holds:
+            return
+        for hold in holds:
+            if hold.future.done() or hold.offset >= max_offset:
+                continue
+            if tags_code is not None and hold.tag_codes and tags_code not in hold.tag_codes:
+                continue
+            hold.future.set_result(True)
+
+    def close(self) -> None:
+        """Release every parked pull (they answer as on timeout). Idempotent."""
+        self._closed = True
+        for holds in self._holds.values():
+            for hold in holds:
+                if not hold.future.done():
+                    hold.future.set_result(False)

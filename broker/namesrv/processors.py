@@ -1,0 +1,257 @@
+"""The name server's request processors (RocketMQ's ``DefaultRequestProcessor``).
+
+Each processor reads a typed header, consults the :class:`RouteInfoManager` or the
+:class:`KVConfigManager` and answers with the bodies of remoting-protocol.md §5. Header
+and body errors propagate to the dispatcher, which answers SYSTEM_ERROR with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from typing import Final
+
+from broker.config import NamesrvConfig
+from broker.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
+from broker.namesrv.route_info import RouteInfoManager
+from broker.remoting import ProcessorRegistry, RequestContext
+from client.connection import Connection
+from protocol.bodies.cluster import KVTable, TopicList
+from protocol.bodies.register import RegisterBrokerBody
+from protocol.bodies.topic import DataVersion, TopicConfigSerializeWrapper
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers.namesrv import (
+    DeleteKVConfigRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
+    GetKVListByNamespaceRequestHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    PutKVConfigRequestHeader,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
+)
+from store.clock import Clock
+
+__all__ = ["NamesrvProcessors"]
+
+#: ``MQVersion.Version.V4_9_4``: from this version on clients get standard JSON routes.
+_V4_9_4: Final = 401
+#: Connection attribute marking that a close callback already watches it.
+_WATCHED: Final = "namesrv.broker_watch"
+
+
+def java_crc32(data: bytes) -> int:
+    """``UtilAll.crc32``: CRC-32 of the bytes with the sign bit cleared.
+
+    Args:
+        data: The bytes.
+
+    Returns:
+        A non-negative int32.
+    """
+    return zlib.crc32(data) & 0x7FFFFFFF
+
+
+class NamesrvProcessors:
+    """The name server's processors over shared route and KV tables.
+
+    Args:
+        routes: The routing tables.
+        kv: The KV configuration.
+        config: The name server's config.
+        clock: Source of registration times (monotonic milliseconds).
+    """
+
+    def __init__(
+        self, routes: RouteInfoManager, kv: KVConfigManager, config: NamesrvConfig, clock: Clock
+    ) -> None:
+        self._routes = routes
+        self._kv = kv
+        self._config = config
+        self._clock = clock
+
+    def registry(self) -> ProcessorRegistry:
+        """A registry with every name server request code.
+
+        Returns:
+            The registry.
+        """
+        registry = ProcessorRegistry()
+        registry.register_all(
+            {
+                RequestCode.REGISTER_BROKER: self.register_broker,
+                RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+                RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info,
+                RequestCode.GET_BROKER_CLUSTER_INFO: self.get_cluster_info,
+                RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topics,
+                RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+                RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+                RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+                RequestCode.GET_KV_CONFIG: self.get_kv_config,
+                RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+                RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
+                RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            }
+        )
+        return registry
+
+    def _unquoted_keys(self, cmd: RemotingCommand, standard_only: bool = False) -> bool:
+        # DefaultRequestProcessor.getRouteInfoByTopic (4.9.4+): fastjson's unquoted
+        # integer keys for older clients, unless they ask for standard JSON.
+        return (
+            self._config.unquoted_route_keys_for_old_clients
+            and cmd.version < _V4_9_4
+            and not standard_only
+        )
+
+    async def register_broker(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """REGISTER_BROKER (103): record a broker and its topic table."""
+        header = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        if cmd.body and header.body_crc32 != 0 and java_crc32(cmd.body) != header.body_crc32:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark="crc32 not match")
+        if cmd.body:
+            body = RegisterBrokerBody.decode(cmd.body, compressed=header.compressed)
+            topics = body.topic_config_serialize_wrapper
+        else:
+            topics = TopicConfigSerializeWrapper({})
+        result = self._routes.register_broker(
+            cluster=header.cluster_name,
+            broker_addr=header.broker_addr,
+            broker_name=header.broker_name,
+            broker_id=header.broker_id,
+            ha_server_addr=header.ha_server_addr,
+            topics=topics,
+            connection=ctx.connection,
+            now_ms=self._clock.monotonic_ms(),
+        )
+        self._watch(ctx.connection)
+        reply = RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr)
+        order_conf = self._kv.namespace(ORDER_TOPIC_CONFIG)
+        return cmd.make_response(
+            ResponseCode.SUCCESS,
+            ext_fields=reply.to_ext_fields(),
+            body=b"" if order_conf is None else KVTable(order_conf).to_json(),
+        )
+
+    def _watch(self, conn: Connection) -> None:
+        # BrokerHousekeepingService: a broker whose channel closes is dropped at once.
+        if conn.attributes.get(_WATCHED):
+            return
+        conn.attributes[_WATCHED] = True
+        conn.add_close_callback(self._routes.on_connection_closed)
+
+    async def unregister_broker(
+        self, _ctx: RequestContext, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """UNREGISTER_BROKER (104): forget a broker that shuts down."""
+        header = UnregisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        self._routes.unregister_broker(
+            cluster=header.cluster_name,
+            broker_addr=header.broker_addr,
+            broker_name=header.broker_name,
+            broker_id=header.broker_id,
+        )
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def query_data_version(
+        self, _ctx: RequestContext, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """QUERY_DATA_VERSION (322): has the broker's topic table changed since it registered?
+
+        Like Java, the query also counts as a sign of life for the broker.
+        """
+        header = QueryDataVersionRequestHeader.from_ext_fields(cmd.ext_fields)
+        version = DataVersion.from_json(cmd.body) if cmd.body else DataVersion()
+        known = self._routes.data_version(header.broker_addr)
+        self._routes.touch(header.broker_addr, self._clock.monotonic_ms())
+        changed = QueryDataVersionResponseHeader(changed=known != version)
+        return cmd.make_response(
+            ResponseCode.SUCCESS,
+            ext_fields=changed.to_ext_fields(),
+            body=b"" if known is None else known.to_json(),
+        )
+
+    async def get_route_info(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ROUTEINFO_BY_TOPIC (105): a topic's route, or TOPIC_NOT_EXIST."""
+        header = GetRouteInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        route = self._routes.get_topic_route(header.topic)
+        if route is None:
+            return cmd.make_response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                remark=f"No topic route info in name server for the topic: {header.topic}",
+            )
+        if self._config.order_message_enable:
+            order_conf = self._kv.get(ORDER_TOPIC_CONFIG, header.topic)
+            if order_conf is not None:
+                route = dataclasses.replace(route, order_topic_conf=order_conf)
+        unquoted = self._unquoted_keys(cmd, bool(header.accept_standard_json_only))
+        return cmd.make_response(
+            ResponseCode.SUCCESS, body=route.to_json(unquoted_int_keys=unquoted)
+        )
+
+    async def get_cluster_info(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CLUSTER_INFO (106): every broker group and cluster."""
+        info = self._routes.cluster_info()
+        body = info.to_json(unquoted_int_keys=self._unquoted_keys(cmd))
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def get_all_topics(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206): every routed topic."""
+        body = TopicList(tuple(self._routes.all_topics())).to_json()
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def get_topics_by_cluster(
+        self, _ctx: RequestContext, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """GET_TOPICS_BY_CLUSTER (224): topics with queues in one cluster."""
+        header = GetTopicsByClusterRequestHeader.from_ext_fields(cmd.ext_fields)
+        body = TopicList(tuple(self._routes.topics_of_cluster(header.cluster))).to_json()
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def delete_topic(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_NAMESRV (216): forget a topic's queues."""
+        header = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(cmd.ext_fields)
+        self._routes.delete_topic(header.topic, header.cluster_name)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def put_kv_config(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """PUT_KV_CONFIG (100)."""
+        header = PutKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        self._kv.put(header.namespace, header.key, header.value)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def get_kv_config(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_KV_CONFIG (101): the value, or QUERY_NOT_FOUND."""
+        header = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        value = self._kv.get(header.namespace, header.key)
+        if value is None:
+            return cmd.make_response(
+                ResponseCode.QUERY_NOT_FOUND,
+                remark=f"No config item, Namespace: {header.namespace} Key: {header.key}",
+            )
+        return cmd.make_response(
+            ResponseCode.SUCCESS, ext_fields=GetKVConfigResponseHeader(value).to_ext_fields()
+        )
+
+    async def delete_kv_config(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """DELETE_KV_CONFIG (102)."""
+        header = DeleteKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        self._kv.delete(header.namespace, header.key)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def get_kv_list(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_KVLIST_BY_NAMESPACE (219): a namespace as a KVTable, or QUERY_NOT_FOUND."""
+        header = GetKVListByNamespaceRequestHeader.from_ext_fields(cmd.ext_fields)
+        table = self._kv.namespace(header.namespace)
+        if table is None:
+            return cmd.make_response(
+                ResponseCode.QUERY_NOT_FOUND,
+                remark=f"No config item, Namespace: {header.namespace}",
+            )
+        return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

@@ -1,0 +1,139 @@
+"""A running name server: the remoting server, the processors and the expiry timer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Self
+
+import structlog
+
+from broker.config import NamesrvConfig
+from broker.namesrv.kv_config import KVConfigManager
+from broker.namesrv.processors import NamesrvProcessors
+from broker.namesrv.route_info import RouteInfoManager
+from broker.remoting import RemotingServer
+from client.connection import Connection
+from store.clock import Clock, SystemClock
+
+__all__ = ["NamesrvServer"]
+
+_log = structlog.get_logger(__name__)
+
+
+class NamesrvServer:
+    """A name server bound to a port; create it with :meth:`start`.
+
+    Args:
+        config: The configuration (its host and port are what :meth:`start` binds).
+        clock: Time source for registrations and expiry. Default: the system clock.
+    """
+
+    def __init__(self, config: NamesrvConfig, clock: Clock | None = None) -> None:
+        self._config = config
+        self._clock: Clock = SystemClock() if clock is None else clock
+        self.routes = RouteInfoManager()
+        self.kv = KVConfigManager()
+        processors = NamesrvProcessors(self.routes, self.kv, config, self._clock)
+        self._server = RemotingServer(
+            config.listen_host, config.listen_port, processors.registry(), name="namesrv"
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._scanner: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(
+        cls,
+        host: str = "0.0.0.0",
+        port: int = 9876,
+        *,
+        config: NamesrvConfig | None = None,
+        clock: Clock | None = None,
+    ) -> Self:
+        """Start a name server; returns once it is listening.
+
+        Args:
+            host: Bind address. Default: every interface.
+            port: Port; 0 picks a free one (read it from :attr:`port`). Default: 9876.
+            config: Other settings; its host and port are replaced by the arguments.
+            clock: Time source. Default: the system clock.
+
+        Returns:
+            The running name server.
+
+        Raises:
+            OSError: The address cannot be bound.
+        """
+        base = NamesrvConfig() if config is None else config
+        server = cls(
+            NamesrvConfig(
+                listen_port=port,
+                listen_host=host,
+                scan_not_active_broker_interval_ms=base.scan_not_active_broker_interval_ms,
+                order_message_enable=base.order_message_enable,
+                unquoted_route_keys_for_old_clients=base.unquoted_route_keys_for_old_clients,
+                extra=base.extra,
+            ),
+            clock,
+        )
+        await server._server.start()
+        server._scanner = asyncio.create_task(server._scan_loop())
+        return server
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return self._server.port
+
+    @property
+    def connections(self) -> frozenset[Connection]:
+        """The connections currently open (brokers, clients, tools)."""
+        return self._server.connections
+
+    @property
+    def config(self) -> NamesrvConfig:
+        """The configuration in use."""
+        return self._config
+
+    def scan_once(self) -> int:
+        """Drop brokers silent for 120 s and close their connections (one timer step).
+
+        Returns:
+            How many brokers were dropped.
+        """
+        dropped = self.routes.scan_once(self._clock.monotonic_ms())
+        for live in dropped:
+            if isinstance(live.connection, Connection):
+                task = asyncio.create_task(live.connection.close())
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        return len(dropped)
+
+    async def _scan_loop(self) -> None:
+        # NamesrvController schedules scanNotActiveBroker every 10 s.
+        interval_s = self._config.scan_not_active_broker_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.scan_once()
+            except Exception:
+                _log.exception("broker expiry scan failed")
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop the timer and the server; safe to call more than once.
+
+        Args:
+            grace_s: How long in-flight requests may finish.
+        """
+        if self._scanner is not None:
+            self._scanner.cancel()
+            await asyncio.gather(self._scanner, return_exceptions=True)
+            self._scanner = None
+        await self._server.stop(grace_s)
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()

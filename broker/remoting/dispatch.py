@@ -1,0 +1,135 @@
+"""Route each request to the processor registered for its code, and turn failures into answers.
+
+The rules follow Java's ``NettyRemotingAbstract.processRequestCommand``:
+
+- an unknown code is answered with REQUEST_CODE_NOT_SUPPORTED and the remark
+  ``" request type N not supported"`` (remoting-protocol.md §1.4);
+- a header or message-format error raised by a processor is answered with the error's
+  own response code and its text as the remark, as Java answers a
+  ``RemotingCommandException``;
+- any other exception is logged with its traceback and answered with SYSTEM_ERROR; the
+  connection stays open;
+- answers use the request's serialization and echo its opaque
+  (:meth:`~protocol.command.RemotingCommand.make_response`); the connection never
+  answers a request marked oneway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+
+import structlog
+
+from broker.remoting.context import RequestContext
+from client.connection import Connection, HandlerResult
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.errors import ProtocolError
+
+__all__ = ["Processor", "ProcessorRegistry", "dispatch"]
+
+_log = structlog.get_logger(__name__)
+
+#: Handles one request code. Returns the answer, or ``None`` to send nothing.
+Processor = Callable[[RequestContext, RemotingCommand], Awaitable[HandlerResult]]
+
+
+class ProcessorRegistry:
+    """Request code to processor."""
+
+    def __init__(self) -> None:
+        self._processors: dict[int, Processor] = {}
+
+    def register(self, code: int, processor: Processor) -> None:
+        """Register the processor of one request code.
+
+        Args:
+            code: The request code.
+            processor: Its processor.
+
+        Raises:
+            ValueError: The code already has a processor.
+        """
+        if code in self._processors:
+            raise ValueError(f"request code {code} already has a processor")
+        self._processors[code] = processor
+
+    def register_all(self, processors: Mapping[int, Processor]) -> None:
+        """Register several processors at once.
+
+        Args:
+            processors: Request code to processor.
+
+        Raises:
+            ValueError: A code already has a processor.
+        """
+        for code, processor in processors.items():
+            self.register(code, processor)
+
+    def get(self, code: int) -> Processor | None:
+        """Return the processor of a code, or ``None``.
+
+        Args:
+            code: The request code.
+
+        Returns:
+            The processor, or ``None`` when the code is not supported.
+        """
+        return self._processors.get(code)
+
+    def __contains__(self, code: object) -> bool:
+        return code in self._processors
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self._processors))
+
+    def __len__(self) -> int:
+        return len(self._processors)
+
+
+def not_supported(cmd: RemotingCommand) -> RemotingCommand:
+    """Build Java's answer to an unknown request code.
+
+    Args:
+        cmd: The request.
+
+    Returns:
+        A REQUEST_CODE_NOT_SUPPORTED response with Java's remark.
+    """
+    return cmd.make_response(
+        ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported"
+    )
+
+
+async def dispatch(
+    registry: ProcessorRegistry, connection: Connection, cmd: RemotingCommand
+) -> HandlerResult:
+    """Run the processor for one request and map its failures to answers.
+
+    Args:
+        registry: Where processors are looked up.
+        connection: The connection the request arrived on.
+        cmd: The request.
+
+    Returns:
+        The answer to write, or ``None``.
+    """
+    processor = registry.get(cmd.code)
+    if processor is None:
+        _log.debug("request code not supported", code=cmd.code, peer=connection.peer_address)
+        return not_supported(cmd)
+    try:
+        return await processor(RequestContext(connection), cmd)
+    except ProtocolError as exc:
+        code = exc.response_code if exc.response_code is not None else ResponseCode.SYSTEM_ERROR
+        _log.info(
+            "request rejected",
+            code=cmd.code,
+            response_code=int(code),
+            peer=connection.peer_address,
+            error=str(exc),
+        )
+        return cmd.make_response(code, remark=str(exc))
+    except Exception as exc:
+        _log.exception("processor failed", code=cmd.code, peer=connection.peer_address)
+        return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,143 @@
+"""The asyncio TCP server that accepts remoting connections and dispatches their requests."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+import structlog
+
+from broker.remoting.dispatch import ProcessorRegistry, dispatch
+from client.connection import Connection, HandlerResult
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.frame import DEFAULT_MAX_FRAME_SIZE
+
+__all__ = ["DEFAULT_GRACE_S", "RemotingServer"]
+
+_log = structlog.get_logger(__name__)
+
+#: How long stop() lets in-flight requests finish by default.
+DEFAULT_GRACE_S: Final = 5.0
+_SHUTTING_DOWN: Final = "server is shutting down"
+
+
+class RemotingServer:
+    """Accepts connections and hands each request to the registry's processor.
+
+    Every accepted socket becomes a :class:`~client.connection.Connection`, so the
+    server shares the framing, flow control and broker-to-client requests of the SDK.
+
+    Args:
+        host: Address to bind (``"0.0.0.0"`` for every interface).
+        port: Port to bind; 0 picks a free one (see :attr:`port`).
+        registry: Processors by request code.
+        max_frame_size: Largest accepted frame. Default: 16 MiB.
+        high_water: Per-connection write-buffer high-water mark in bytes; above it the
+            server stops reading that connection. Default: the transport's (64 KiB).
+        name: Name used in log lines (``"broker"``, ``"namesrv"``).
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        registry: ProcessorRegistry,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        high_water: int | None = None,
+        name: str = "remoting",
+    ) -> None:
+        self._host = host
+        self._requested_port = port
+        self._registry = registry
+        self._max_frame_size = max_frame_size
+        self._high_water = high_water
+        self._name = name
+        self._server: asyncio.Server | None = None
+        self._port = 0
+        self._connections: set[Connection] = set()
+        self._stopping = False
+
+    @property
+    def host(self) -> str:
+        """The bind address."""
+        return self._host
+
+    @property
+    def port(self) -> int:
+        """The bound port (the real one when 0 was asked); 0 before :meth:`start`."""
+        return self._port
+
+    @property
+    def registry(self) -> ProcessorRegistry:
+        """The processors by request code."""
+        return self._registry
+
+    @property
+    def connections(self) -> frozenset[Connection]:
+        """The connections currently open."""
+        return frozenset(self._connections)
+
+    @property
+    def is_serving(self) -> bool:
+        """Whether the server accepts connections."""
+        return self._server is not None and not self._stopping
+
+    async def start(self) -> None:
+        """Bind and start accepting; returns once the socket is listening.
+
+        Raises:
+            RuntimeError: The server was already started.
+            OSError: The address cannot be bound.
+        """
+        if self._server is not None:
+            raise RuntimeError(f"{self._name} server already started")
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, self._host, self._requested_port, reuse_address=True
+        )
+        self._port = int(self._server.sockets[0].getsockname()[1])
+        _log.debug("remoting server listening", server=self._name, host=self._host, port=self._port)
+
+    async def stop(self, grace_s: float = DEFAULT_GRACE_S) -> None:
+        """Stop gracefully; safe to call more than once.
+
+        Stops accepting, turns away new requests with SYSTEM_BUSY, lets requests in
+        flight finish for up to ``grace_s`` seconds, then closes every connection
+        (cancelling what is still running).
+
+        Args:
+            grace_s: Longest wait for in-flight requests, in seconds.
+        """
+        if self._server is None or self._stopping:
+            return
+        self._stopping = True
+        self._server.close()
+        connections = list(self._connections)
+        for conn in connections:
+            conn.refuse_requests(ResponseCode.SYSTEM_BUSY, _SHUTTING_DOWN)
+        finished = await asyncio.gather(*(c.wait_handlers(grace_s) for c in connections))
+        if not all(finished):
+            _log.warning("grace period over; cancelling requests in flight", server=self._name)
+        await asyncio.gather(*(c.close() for c in connections))
+        await self._server.wait_closed()
+        _log.debug("remoting server stopped", server=self._name, port=self._port)
+
+    async def __aenter__(self) -> RemotingServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def _new_connection(self) -> Connection:
+        conn = Connection(
+            handler=self._handle, max_frame_size=self._max_frame_size, high_water=self._high_water
+        )
+        self._connections.add(conn)
+        conn.add_close_callback(self._connections.discard)
+        return conn
+
+    async def _handle(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        return await dispatch(self._registry, conn, cmd)

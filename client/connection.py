@@ -1,0 +1,552 @@
+"""The one asyncio transport for remoting connections, both outgoing and accepted.
+
+A :class:`Connection` is an :class:`asyncio.Protocol` around the sans-IO
+:class:`~protocol.frame.FrameDecoder`. It is used by the SDK (connections to name
+servers and brokers), by the broker for its own outgoing requests (registration with
+name servers, broker-to-client requests such as NOTIFY_CONSUMER_IDS_CHANGED) and by the
+remoting server for every accepted socket.
+
+What it does, and why:
+
+- Correlation lives here, not in the command (style.md §8 item 12): the connection
+  allocates opaques and keeps ``opaque -> Future``; answers may come in any order, and
+  each request has its own timeout that removes its entry. RocketMQ's static
+  ``requestId`` counter is the counter-example.
+- Requests coming *from* the peer go to a handler, each in its own owned task, so a
+  held long-poll pull never blocks the next request on the same connection (Java runs
+  each request on an executor for the same reason).
+- Flow control: when the transport's write buffer passes its high-water mark we stop
+  reading that connection until it drains, so a client that never reads cannot make
+  us buffer responses without bound.
+- A broken frame closes only this connection: after a bad length there is no frame
+  boundary left to trust (Java's ``NettyDecoder`` closes the channel too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, NamedTuple, TypeAlias, cast
+
+import structlog
+
+from client.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
+from protocol.codes import ResponseCode
+from protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from protocol.errors import FrameError
+from protocol.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_command_parts
+
+__all__ = [
+    "Buffer",
+    "Connection",
+    "ConnectionStatus",
+    "HandlerResult",
+    "Reply",
+    "RequestHandler",
+    "open_connection",
+]
+
+_log = structlog.get_logger(__name__)
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+
+#: Opaques stay non-negative int32 values, as the C++ client's (``& INT_MAX``).
+_OPAQUE_MASK: Final = 0x7FFFFFFF
+#: How long close() lets queued bytes drain before it aborts the socket.
+DEFAULT_LINGER_S: Final = 1.0
+#: The C++ client's connect timeout (remoting-protocol.md §6).
+DEFAULT_CONNECT_TIMEOUT_S: Final = 3.0
+
+
+class ConnectionStatus(enum.Enum):
+    """Lifecycle of a connection."""
+
+    CONNECTING = "connecting"  #: created, socket not yet attached
+    OPEN = "open"  #: requests may be sent
+    CLOSING = "closing"  #: close() was called or the stream broke; nothing new is sent
+    CLOSED = "closed"  #: the socket is gone and every pending request has failed
+
+
+class Reply(NamedTuple):
+    """A response whose body continues in extra buffers written without a copy.
+
+    Attributes:
+        command: The response; its ``body`` is the first part of the body.
+        extra_body: Further body parts, e.g. slices of a mapped commitlog for a pull.
+    """
+
+    command: RemotingCommand
+    extra_body: Sequence[Buffer]
+
+
+#: What a request handler returns: an answer, an answer with extra body buffers, or
+#: ``None`` for no answer.
+HandlerResult: TypeAlias = RemotingCommand | Reply | None
+#: Handles one request from the peer. It runs in its own task; exceptions are logged
+#: and answered with SYSTEM_ERROR.
+RequestHandler: TypeAlias = Callable[["Connection", RemotingCommand], Awaitable[HandlerResult]]
+#: Called once when the connection is closed, with the connection.
+CloseCallback: TypeAlias = Callable[["Connection"], object]
+
+
+class Connection(asyncio.Protocol):
+    """One remoting connection: send requests, answer the peer's requests.
+
+    Create one with :func:`open_connection`, or let the remoting server create one per
+    accepted socket. All methods must be called from the event loop's thread.
+
+    Args:
+        handler: Handles requests the peer sends; ``None`` answers each with
+            REQUEST_CODE_NOT_SUPPORTED.
+        max_frame_size: Largest accepted frame (Java's 16 MiB by default).
+        high_water: Write-buffer size, in bytes, above which reading pauses (the
+            transport's default, 64 KiB, when ``None``).
+        linger_s: How long :meth:`close` waits for queued bytes to be sent.
+    """
+
+    def __init__(
+        self,
+        *,
+        handler: RequestHandler | None = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        high_water: int | None = None,
+        linger_s: float = DEFAULT_LINGER_S,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._handler = handler
+        self._decoder = FrameDecoder(max_frame_size=max_frame_size)
+        self._high_water = high_water
+        self._linger_s = linger_s
+        self._transport: asyncio.Transport | None = None
+        self._status = ConnectionStatus.CONNECTING
+        self._peer: tuple[str, int] | None = None
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._next_opaque = 0
+        self._close_cause: BaseException | None = None
+        self._lost: asyncio.Future[None] = self._loop.create_future()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._reading_paused = False
+        self._pause_count = 0
+        self._refusal: tuple[int, str] | None = None
+        self._close_callbacks: list[CloseCallback] = []
+        #: Free slot for whoever owns the connection (the broker keeps client ids here).
+        self.attributes: dict[str, object] = {}
+
+    # -- public state -------------------------------------------------------------
+
+    @property
+    def status(self) -> ConnectionStatus:
+        """Where the connection is in its lifecycle."""
+        return self._status
+
+    @property
+    def is_open(self) -> bool:
+        """Whether requests can be sent."""
+        return self._status is ConnectionStatus.OPEN
+
+    @property
+    def peer(self) -> tuple[str, int] | None:
+        """The other side's ``(host, port)``, once connected."""
+        return self._peer
+
+    @property
+    def peer_address(self) -> str | None:
+        """The other side as ``"host:port"``, once connected."""
+        return None if self._peer is None else f"{self._peer[0]}:{self._peer[1]}"
+
+    @property
+    def pending_requests(self) -> int:
+        """Requests sent and still waiting for their answer."""
+        return len(self._pending)
+
+    @property
+    def handlers_in_flight(self) -> int:
+        """Requests from the peer currently being handled."""
+        return len(self._tasks)
+
+    @property
+    def reading_paused(self) -> bool:
+        """Whether the socket is not being read because the peer is not taking our writes.
+
+        Asks the transport itself, so it reports what really happens on the socket.
+        """
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return False
+        return not transport.is_reading()
+
+    @property
+    def pause_count(self) -> int:
+        """How many times reading was paused for flow control (a metric)."""
+        return self._pause_count
+
+    @property
+    def write_buffer_size(self) -> int:
+        """Bytes queued in the transport and not yet handed to the kernel."""
+        return 0 if self._transport is None else self._transport.get_write_buffer_size()
+
+    # -- sending ------------------------------------------------------------------
+
+    async def request(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send a request and wait for its answer.
+
+        Args:
+            cmd: The request; its opaque and flag are replaced, so build it without.
+            timeout_s: Seconds to wait for the answer, including time spent waiting
+                for a congested connection to drain.
+
+        Returns:
+            The answer (any response code; interpreting it is the caller's job).
+
+        Raises:
+            RequestTimeoutError: No answer in time; the request may still have run.
+            ConnectionClosedError: The connection is or became closed.
+        """
+        opaque = -1
+        fut: asyncio.Future[RemotingCommand] | None = None
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.wait_writable()
+                opaque = self._allocate_opaque()
+                fut = self._loop.create_future()
+                self._pending[opaque] = fut
+                self._write(_with(cmd, opaque, cmd.flag & ~(FLAG_RESPONSE | FLAG_ONEWAY)))
+                return await fut
+        except TimeoutError:
+            raise RequestTimeoutError(
+                code=cmd.code, opaque=opaque, timeout_s=timeout_s, peer=self.peer_address
+            ) from None
+        finally:
+            # Compare identity: after an answer the opaque is free and may be reused.
+            if fut is not None and self._pending.get(opaque) is fut:
+                del self._pending[opaque]
+
+    async def send_oneway(self, cmd: RemotingCommand, timeout_s: float | None = None) -> None:
+        """Send a request that expects no answer (flag bit 2 set).
+
+        Args:
+            cmd: The request; its opaque and flag are replaced.
+            timeout_s: Seconds to wait for a congested connection to drain; ``None``
+                waits as long as the connection lives.
+
+        Raises:
+            RequestTimeoutError: The connection stayed congested past ``timeout_s``.
+            ConnectionClosedError: The connection is closed.
+        """
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.wait_writable()
+        except TimeoutError:
+            raise RequestTimeoutError(
+                code=cmd.code, opaque=-1, timeout_s=timeout_s or 0.0, peer=self.peer_address
+            ) from None
+        # Java assigns oneway requests an opaque too; nobody waits on it.
+        self._write(_with(cmd, self._allocate_opaque(), (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY))
+
+    async def wait_writable(self) -> None:
+        """Return once the connection accepts writes (it is open and not congested).
+
+        Raises:
+            ConnectionClosedError: The connection is or became closed.
+        """
+        self._ensure_open()
+        if not self._writable.is_set():
+            await self._writable.wait()
+            self._ensure_open()
+
+    def refuse_requests(self, code: int, remark: str) -> None:
+        """Answer every request arriving from now on with ``code`` instead of handling it.
+
+        The remoting server calls this during a graceful stop, so in-flight requests
+        can finish while new ones are turned away.
+
+        Args:
+            code: Response code for refused requests (e.g. SYSTEM_BUSY).
+            remark: Remark for refused requests.
+        """
+        self._refusal = (code, remark)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def add_close_callback(self, callback: CloseCallback) -> None:
+        """Call ``callback(connection)`` once the connection is closed.
+
+        Args:
+            callback: A plain function; exceptions from it are logged.
+        """
+        if self._status is ConnectionStatus.CLOSED:
+            self._loop.call_soon(callback, self)
+        else:
+            self._close_callbacks.append(callback)
+
+    async def wait_handlers(self, timeout_s: float) -> bool:
+        """Wait for the requests being handled right now to finish.
+
+        Args:
+            timeout_s: Longest wait in seconds.
+
+        Returns:
+            ``True`` when all finished, ``False`` when some were still running.
+        """
+        current = asyncio.current_task()
+        tasks = {t for t in self._tasks if t is not current}
+        if not tasks:
+            return True
+        _done, running = await asyncio.wait(tasks, timeout=timeout_s)
+        return not running
+
+    async def wait_closed(self) -> None:
+        """Return once the socket is gone."""
+        await asyncio.shield(self._lost)
+
+    async def close(self) -> None:
+        """Close the connection; safe to call any number of times.
+
+        Stops sending, cancels and awaits the handler tasks, fails every pending
+        request with :class:`ConnectionClosedError`, lets queued bytes drain for up to
+        ``linger_s`` and then aborts the socket.
+        """
+        if self._status in (ConnectionStatus.CONNECTING, ConnectionStatus.OPEN):
+            self._status = ConnectionStatus.CLOSING
+            if self._transport is not None:
+                self._transport.close()
+        self._fail_pending()
+        current = asyncio.current_task()
+        tasks = [t for t in self._tasks if t is not current]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._transport is None:
+            self._finish(None)
+            return
+        _done, lingering = await asyncio.wait({self._lost}, timeout=self._linger_s)
+        if lingering:
+            self._transport.abort()
+            await asyncio.shield(self._lost)
+
+    async def __aenter__(self) -> Connection:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- asyncio.Protocol ---------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Attach the socket (called by asyncio)."""
+        self._transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self._peer = (str(peer[0]), int(peer[1]))
+        if self._high_water is not None:
+            self._transport.set_write_buffer_limits(high=self._high_water)
+        if self._status is ConnectionStatus.CONNECTING:
+            self._status = ConnectionStatus.OPEN
+
+    def data_received(self, data: bytes) -> None:
+        """Decode frames and route them (called by asyncio)."""
+        if self._status is not ConnectionStatus.OPEN:
+            return
+        self._decoder.feed(data)
+        while True:
+            try:
+                cmd = self._decoder.next_command()
+            except FrameError as exc:
+                _log.warning(
+                    "closing connection: broken frame", peer=self.peer_address, error=str(exc)
+                )
+                self._abort(exc)
+                return
+            if cmd is None:
+                return
+            if cmd.is_response:
+                self._on_response(cmd)
+            else:
+                self._on_request(cmd)
+
+    def pause_writing(self) -> None:
+        """Stop reading until the write buffer drains (called by asyncio)."""
+        self._writable.clear()
+        if self._transport is not None and not self._reading_paused:
+            self._transport.pause_reading()
+            self._reading_paused = True
+            self._pause_count += 1
+            _log.debug("reading paused: peer is slow to read", peer=self.peer_address)
+
+    def resume_writing(self) -> None:
+        """Resume reading once the write buffer drained (called by asyncio)."""
+        self._writable.set()
+        if self._transport is not None and self._reading_paused:
+            self._reading_paused = False
+            if not self._transport.is_closing():
+                self._transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Fail what is pending and run close callbacks (called by asyncio)."""
+        self._finish(exc)
+
+    # -- internals ----------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._status is not ConnectionStatus.OPEN:
+            raise self._closed_error()
+
+    def _closed_error(self) -> ConnectionClosedError:
+        err = ConnectionClosedError(
+            f"connection to {self.peer_address} is closed", peer=self.peer_address
+        )
+        err.__cause__ = self._close_cause
+        return err
+
+    def _allocate_opaque(self) -> int:
+        opaque = self._next_opaque
+        while opaque in self._pending:  # only after 2**31 requests with one stuck
+            opaque = (opaque + 1) & _OPAQUE_MASK
+        self._next_opaque = (opaque + 1) & _OPAQUE_MASK
+        return opaque
+
+    def _write(self, cmd: RemotingCommand, extra_body: Sequence[Buffer] = ()) -> None:
+        self._ensure_open()
+        assert self._transport is not None  # OPEN implies connection_made ran
+        self._transport.writelines(encode_command_parts(cmd, extra_body))
+
+    def _on_response(self, cmd: RemotingCommand) -> None:
+        fut = self._pending.pop(cmd.opaque, None)
+        if fut is None:
+            # Late answers to timed-out requests land here; Java logs and drops them too.
+            _log.warning(
+                "dropping response with unknown opaque",
+                peer=self.peer_address,
+                opaque=cmd.opaque,
+                code=cmd.code,
+            )
+        elif not fut.done():
+            fut.set_result(cmd)
+
+    def _on_request(self, cmd: RemotingCommand) -> None:
+        if self._refusal is not None:
+            if not cmd.is_oneway:
+                code, remark = self._refusal
+                self._write(cmd.make_response(code, remark=remark))
+            return
+        task = self._loop.create_task(self._handle(cmd))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, cmd: RemotingCommand) -> None:
+        result: HandlerResult
+        try:
+            if self._handler is None:
+                result = cmd.make_response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                    remark=f" request type {cmd.code} not supported",
+                )
+            else:
+                result = await self._handler(self, cmd)
+        except Exception as exc:
+            _log.exception("request handler failed", peer=self.peer_address, code=cmd.code)
+            result = cmd.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"
+            )
+        # Java never answers a request marked oneway with a processor response (§1.4).
+        if result is None or cmd.is_oneway or self._status is not ConnectionStatus.OPEN:
+            return
+        if isinstance(result, Reply):
+            self._write(result.command, result.extra_body)
+        else:
+            self._write(result)
+
+    def _abort(self, cause: BaseException) -> None:
+        self._close_cause = cause
+        self._status = ConnectionStatus.CLOSING
+        self._fail_pending()
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _fail_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(self._closed_error())
+
+    def _finish(self, cause: BaseException | None) -> None:
+        if self._status is ConnectionStatus.CLOSED:
+            return
+        self._status = ConnectionStatus.CLOSED
+        if cause is not None and self._close_cause is None:
+            self._close_cause = cause
+        self._writable.set()  # wake writers so they see the closed state
+        self._fail_pending()
+        for task in self._tasks:
+            task.cancel()
+        if not self._lost.done():
+            self._lost.set_result(None)
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            try:
+                callback(self)
+            except Exception:
+                _log.exception("close callback failed", peer=self.peer_address)
+
+
+def _with(cmd: RemotingCommand, opaque: int, flag: int) -> RemotingCommand:
+    # Positional construction: a cheaper path than dataclasses.replace on the hot path.
+    return RemotingCommand(
+        cmd.code,
+        opaque,
+        flag,
+        cmd.remark,
+        cmd.ext_fields,
+        cmd.body,
+        cmd.language,
+        cmd.version,
+        cmd.serialize_type,
+    )
+
+
+async def open_connection(
+    host: str,
+    port: int,
+    *,
+    handler: RequestHandler | None = None,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    high_water: int | None = None,
+) -> Connection:
+    """Connect to a name server or broker.
+
+    Args:
+        host: Host name or IP address.
+        port: TCP port.
+        handler: Handles requests the peer sends us (broker-initiated requests such as
+            NOTIFY_CONSUMER_IDS_CHANGED); ``None`` answers them with
+            REQUEST_CODE_NOT_SUPPORTED. Default: ``None``.
+        connect_timeout_s: Seconds allowed for the TCP connect. Default: 3.0.
+        max_frame_size: Largest accepted frame. Default: 16 MiB.
+        high_water: Write-buffer high-water mark in bytes. Default: the transport's.
+
+    Returns:
+        The open connection.
+
+    Raises:
+        ConnectError: The connection could not be made in time.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(connect_timeout_s):
+            _transport, conn = await loop.create_connection(
+                lambda: Connection(
+                    handler=handler, max_frame_size=max_frame_size, high_water=high_water
+                ),
+                host,
+                port,
+            )
+    except (OSError, TimeoutError) as exc:
+        raise ConnectError(
+            f"cannot connect to {host}:{port}: {exc}", peer=f"{host}:{port}"
+        ) from exc
+    return conn

@@ -1,0 +1,58 @@
+"""PULL_MESSAGE (11) headers (remoting-protocol.md §3.4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntFlag
+
+from protocol.headers.base import Header, wire
+
+__all__ = ["PullMessageRequestHeader", "PullMessageResponseHeader", "PullSysFlag"]
+
+
+class PullSysFlag(IntFlag):
+    """``sysFlag`` bits of a pull (``common/sysflag/PullSysFlag.java``)."""
+
+    COMMIT_OFFSET = 1  #: store ``commitOffset`` for the group (master only)
+    SUSPEND = 2  #: the broker may hold the request until a message arrives (long poll)
+    SUBSCRIPTION = 4  #: use this request's ``subscription``, not the heartbeat's
+    CLASS_FILTER = 8  #: filter-server class filter (obsolete)
+    LITE_PULL = 16  #: 4.9 lite pull consumer
+
+
+@dataclass(frozen=True, slots=True)
+class PullMessageRequestHeader(Header):
+    """``PullMessageRequestHeader``: read up to ``max_msg_nums`` messages from a queue.
+
+    Java marks every field but ``subscription`` and ``expressionType`` as required;
+    we only require what locates the read, and default the rest the way a client
+    that sent nothing would mean it (no commit, no suspend, Java's batch size).
+    """
+
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    queue_offset: int = wire("queueOffset")
+    max_msg_nums: int = wire("maxMsgNums", 32)
+    sys_flag: int = wire("sysFlag", 0)
+    commit_offset: int = wire("commitOffset", 0)
+    suspend_timeout_millis: int = wire("suspendTimeoutMillis", 0)
+    subscription: str | None = wire("subscription", None)
+    sub_version: int = wire("subVersion", 0)
+    #: ``TAG`` or ``SQL92``; only Java sends it, ``None`` means TAG.
+    expression_type: str | None = wire("expressionType", None)
+
+    @property
+    def flags(self) -> PullSysFlag:
+        """``sys_flag`` as :class:`PullSysFlag` bits."""
+        return PullSysFlag(self.sys_flag & 0x1F)
+
+
+@dataclass(frozen=True, slots=True)
+class PullMessageResponseHeader(Header):
+    """``PullMessageResponseHeader``: all four are required by Java and C++ clients."""
+
+    suggest_which_broker_id: int = wire("suggestWhichBrokerId")
+    next_begin_offset: int = wire("nextBeginOffset")
+    min_offset: int = wire("minOffset")
+    max_offset: int = wire("maxOffset")

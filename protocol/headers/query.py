@@ -1,0 +1,49 @@
+"""QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33) headers (remoting-protocol.md §3.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.headers.base import Header, wire
+
+__all__ = [
+    "UNIQUE_KEY_QUERY",
+    "QueryMessageRequestHeader",
+    "QueryMessageResponseHeader",
+    "ViewMessageRequestHeader",
+]
+
+#: ``MixAll.UNIQUE_MSG_QUERY_FLAG``: extFields key marking a query by UNIQ_KEY.
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+
+
+@dataclass(frozen=True, slots=True)
+class QueryMessageRequestHeader(Header):
+    """``QueryMessageRequestHeader``: messages of ``topic`` indexed under ``key``.
+
+    ``unique_key_query`` is the extra ``_UNIQUE_KEY_QUERY`` ext field the Java client
+    adds; when true the broker answers with its ``defaultQueryMaxNum`` instead of
+    ``maxNum`` (``QueryMessageProcessor.queryMessage``).
+    """
+
+    topic: str = wire("topic")
+    key: str = wire("key")
+    max_num: int = wire("maxNum")
+    begin_timestamp: int = wire("beginTimestamp")
+    end_timestamp: int = wire("endTimestamp")
+    unique_key_query: bool = wire(UNIQUE_KEY_QUERY, False)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryMessageResponseHeader(Header):
+    """``QueryMessageResponseHeader``: how current the index that answered is."""
+
+    index_last_update_timestamp: int = wire("indexLastUpdateTimestamp")
+    index_last_update_phyoffset: int = wire("indexLastUpdatePhyoffset")
+
+
+@dataclass(frozen=True, slots=True)
+class ViewMessageRequestHeader(Header):
+    """``ViewMessageRequestHeader``: one stored message by commit-log offset."""
+
+    offset: int = wire("offset")

@@ -1,0 +1,166 @@
+"""SEND_MESSAGE family headers (remoting-protocol.md §3.1, §3.2).
+
+The same request header travels in two spellings:
+
+* V1 (codes 10 and 324): descriptive keys (``producerGroup``, ``topic``...). The only
+  form the C++ client sends, with numbers as JSON numbers and booleans as "0"/"1".
+* V2 (codes 310, 320 and 325): single-letter keys ``a``..``n``
+  (``SendMessageRequestHeaderV2``), which Java and ali-ons send by default.
+
+:func:`parse_send_header` turns either into one :class:`SendMessageRequestHeader`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Final, Self
+
+from protocol.codes import RequestCode
+from protocol.command import RemotingCommand
+from protocol.errors import HeaderError
+from protocol.headers.base import Header, wire
+
+__all__ = [
+    "SEND_CODES",
+    "SendMessageRequestHeader",
+    "SendMessageRequestHeaderV2",
+    "SendMessageResponseHeader",
+    "parse_send_header",
+]
+
+#: Codes whose header is the send header, and whether it is the V2 spelling.
+SEND_CODES: Final = {
+    RequestCode.SEND_MESSAGE: False,
+    RequestCode.SEND_REPLY_MESSAGE: False,
+    RequestCode.SEND_MESSAGE_V2: True,
+    RequestCode.SEND_BATCH_MESSAGE: True,
+    RequestCode.SEND_REPLY_MESSAGE_V2: True,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessageRequestHeader(Header):
+    """``SendMessageRequestHeader``: a producer's send (V1 keys).
+
+    ``batch`` and ``unit_mode`` accept "true"/"false" in any case and "1"/"0": the
+    C++ client marks its batches with ``batch="1"``, which Java's
+    ``Boolean.parseBoolean`` would read as false (rocketmq-client-cpp #363, #447).
+    """
+
+    producer_group: str = wire("producerGroup")
+    topic: str = wire("topic")
+    default_topic: str = wire("defaultTopic")
+    default_topic_queue_nums: int = wire("defaultTopicQueueNums")
+    queue_id: int = wire("queueId")  #: -1 lets the broker pick a queue
+    sys_flag: int = wire("sysFlag")
+    born_timestamp: int = wire("bornTimestamp")
+    flag: int = wire("flag")
+    properties: str | None = wire("properties", None)
+    reconsume_times: int = wire("reconsumeTimes", 0)
+    unit_mode: bool = wire("unitMode", False)
+    batch: bool = wire("batch", False)
+    #: Sent by Java for retry-topic sends; ``None`` when absent.
+    max_reconsume_times: int | None = wire("maxReconsumeTimes", None)
+    #: 4.9.7's target broker name (``RpcRequestHeader.bname``; V2 key ``n``).
+    broker_name: str | None = wire("bname", None)
+
+    def to_v2(self) -> SendMessageRequestHeaderV2:
+        """The same header with the V2 single-letter keys (``createSendMessageRequestHeaderV2``)."""
+        return SendMessageRequestHeaderV2(**{v2: getattr(self, v1) for v2, v1 in _V2_TO_V1})
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessageRequestHeaderV2(Header):
+    """``SendMessageRequestHeaderV2``: the send header with single-letter keys."""
+
+    a: str = wire("a")  #: producerGroup
+    b: str = wire("b")  #: topic
+    c: str = wire("c")  #: defaultTopic
+    d: int = wire("d")  #: defaultTopicQueueNums
+    e: int = wire("e")  #: queueId
+    f: int = wire("f")  #: sysFlag
+    g: int = wire("g")  #: bornTimestamp
+    h: int = wire("h")  #: flag
+    i: str | None = wire("i", None)  #: properties
+    j: int = wire("j", 0)  #: reconsumeTimes
+    k: bool = wire("k", False)  #: unitMode
+    l: int | None = wire("l", None)  # noqa: E741  #: maxReconsumeTimes (consumeRetryTimes)
+    m: bool = wire("m", False)  #: batch
+    n: str | None = wire("n", None)  #: brokerName (4.9.7)
+
+    def to_v1(self) -> SendMessageRequestHeader:
+        """The same header with the V1 keys (``createSendMessageRequestHeaderV1``)."""
+        return SendMessageRequestHeader(**{v1: getattr(self, v2) for v2, v1 in _V2_TO_V1})
+
+    @classmethod
+    def from_v1(cls, header: SendMessageRequestHeader) -> Self:
+        """Build the V2 spelling of a V1 header (``createSendMessageRequestHeaderV2``)."""
+        return cls(**{v2: getattr(header, v1) for v2, v1 in _V2_TO_V1})
+
+
+#: V2 attribute to V1 attribute (``SendMessageRequestHeaderV2`` comments).
+_V2_TO_V1: Final = (
+    ("a", "producer_group"),
+    ("b", "topic"),
+    ("c", "default_topic"),
+    ("d", "default_topic_queue_nums"),
+    ("e", "queue_id"),
+    ("f", "sys_flag"),
+    ("g", "born_timestamp"),
+    ("h", "flag"),
+    ("i", "properties"),
+    ("j", "reconsume_times"),
+    ("k", "unit_mode"),
+    ("l", "max_reconsume_times"),
+    ("m", "batch"),
+    ("n", "broker_name"),
+)
+
+
+def parse_send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
+    """Read the send header of any send-family request.
+
+    Codes 10 and 324 carry V1 keys; 310, 320 and 325 carry V2 keys. Code 320
+    (SEND_BATCH_MESSAGE) is a batch whatever its ``m`` key says, because Java's broker
+    dispatches batches on the code.
+
+    Args:
+        cmd: The request.
+
+    Returns:
+        The header in its V1 form.
+
+    Raises:
+        HeaderError: The code is not a send code, or a field is missing or ill-typed.
+    """
+    try:
+        is_v2 = SEND_CODES[RequestCode(cmd.code)]
+    except (ValueError, KeyError):
+        raise HeaderError(f"request code {cmd.code} does not carry a send header") from None
+    if not is_v2:
+        return SendMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+    header = SendMessageRequestHeaderV2.from_ext_fields(cmd.ext_fields).to_v1()
+    if cmd.code == RequestCode.SEND_BATCH_MESSAGE and not header.batch:
+        header = dataclasses.replace(header, batch=True)
+    return header
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessageResponseHeader(Header):
+    """``SendMessageResponseHeader`` plus the two extFields Java's broker adds.
+
+    ``msgId`` is the offset msgId (comma-joined ids for a batch); Java's client unboxes
+    ``queueId`` and ``queueOffset`` and reads ``MSG_REGION`` without a null check, and
+    the C++ client reads only string values (remoting-protocol.md §1.6, §3.1), so all
+    are always emitted as strings.
+    """
+
+    msg_id: str = wire("msgId")
+    queue_id: int = wire("queueId")
+    queue_offset: int = wire("queueOffset")
+    transaction_id: str | None = wire("transactionId", None)
+    #: ``MessageConst.PROPERTY_MSG_REGION``; the broker's ``regionId``.
+    msg_region: str = wire("MSG_REGION", "DefaultRegion")
+    #: ``MessageConst.PROPERTY_TRACE_SWITCH``; the broker's ``traceOn``.
+    trace_on: bool = wire("TRACE_ON", True)

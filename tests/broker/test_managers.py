@@ -1,0 +1,189 @@
+"""Broker-side managers: offsets, groups, topics, locks, clients, long polling."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from broker.groups import SubscriptionGroupManager
+from broker.locks import RebalanceLockManager
+from broker.long_polling import PullHoldService
+from broker.offsets import ConsumerOffsetManager
+from broker.topics import AUTO_CREATE_TOPIC, TopicConfigManager, check_topic_name
+from protocol.bodies.queue import MessageQueue
+from protocol.bodies.route import Perm
+from protocol.bodies.subscription_group import SubscriptionGroupConfig
+from protocol.bodies.topic import TopicConfig
+from store.clock import ManualClock
+from tests.conftest import GOLDEN_STORE
+
+
+@pytest.fixture
+def golden_config(tmp_path: Path) -> Path:
+    target = tmp_path / "config"
+    shutil.copytree(GOLDEN_STORE / "config", target)
+    return target
+
+
+def test_offsets_load_fastjson_file_written_by_rocketmq(golden_config: Path) -> None:
+    offsets = ConsumerOffsetManager(golden_config / "consumerOffset.json")
+    offsets.load()
+    assert offsets.offsets_of("GoldenGroup", "GoldenTopic") == {0: 501, 1: 500, 2: 500, 3: 500}
+    assert offsets.query("GoldenGroup", "%RETRY%GoldenGroup", 0) == 0
+    assert offsets.query("GoldenGroup", "GoldenTopic", 9) is None
+    assert sorted(offsets.topics_of("GoldenGroup")) == ["%RETRY%GoldenGroup", "GoldenTopic"]
+
+
+def test_offsets_persist_roundtrip_keeps_backup(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "consumerOffset.json"
+    offsets = ConsumerOffsetManager(path)
+    offsets.commit("G", "T", 0, 5)
+    snap = offsets.snapshot()
+    assert snap is not None
+    offsets.persist_snapshot(snap)
+    assert offsets.snapshot() is None  # nothing changed since
+    offsets.commit("G", "T", 0, 7)
+    snap = offsets.snapshot()
+    assert snap is not None
+    offsets.persist_snapshot(snap)
+    assert path.with_name("consumerOffset.json.bak").exists()
+    reloaded = ConsumerOffsetManager(path)
+    reloaded.load()
+    assert reloaded.query("G", "T", 0) == 7
+    # A torn main file falls back to the backup (the previous version).
+    path.write_text('{"offsetTable":{"T@G":{0:')
+    fallback = ConsumerOffsetManager(path)
+    fallback.load()
+    assert fallback.query("G", "T", 0) == 5
+
+
+def test_offsets_remove_group_and_topic(tmp_path: Path) -> None:
+    offsets = ConsumerOffsetManager(tmp_path / "o.json")
+    offsets.commit("G1", "T1", 0, 1)
+    offsets.commit("G2", "T1", 0, 2)
+    offsets.commit("G1", "T2", 1, 3)
+    offsets.remove_group("G1")
+    assert offsets.groups_of("T1") == ["G2"]
+    offsets.remove_topic("T1")
+    assert list(offsets.entries()) == []
+
+
+def test_groups_load_and_auto_create(golden_config: Path) -> None:
+    clock = ManualClock()
+    groups = SubscriptionGroupManager(golden_config / "subscriptionGroup.json", clock)
+    groups.load()
+    golden = groups.find("GoldenGroup", create=False)
+    assert golden is not None and golden.retry_max_times == 16
+    created = groups.find("NewGroup")
+    assert created == SubscriptionGroupConfig("NewGroup")
+    strict = SubscriptionGroupManager(golden_config / "x.json", clock, auto_create=False)
+    assert strict.find("Unknown") is None
+    before = groups.data_version.counter
+    assert groups.delete("NewGroup") and not groups.delete("NewGroup")
+    assert groups.data_version.counter == before + 1
+
+
+def test_topics_auto_create_from_template(tmp_path: Path) -> None:
+    changes: list[int] = []
+    topics = TopicConfigManager(
+        tmp_path / "topics.json",
+        ManualClock(),
+        cluster_name="C",
+        broker_name="b",
+        on_change=lambda: changes.append(1),
+    )
+    template = topics.find(AUTO_CREATE_TOPIC)
+    assert template is not None and template.perm & Perm.INHERIT
+    created = topics.create_for_send("NewTopic", AUTO_CREATE_TOPIC, 4)
+    assert created == TopicConfig("NewTopic", 4, 4, perm=Perm.READ | Perm.WRITE)
+    assert changes == [1]
+    # More queues than the template has are capped at the template's count.
+    big = topics.create_for_send("Big", AUTO_CREATE_TOPIC, 1000)
+    assert big is not None and big.write_queue_nums == 8
+    # A template without INHERIT (or unknown) does not create.
+    assert topics.create_for_send("Nope", "NewTopic", 4) is None
+    assert topics.create_for_send("Nope", "Missing", 4) is None
+    snap = topics.snapshot()
+    assert snap is not None
+    topics.persist_snapshot(snap)
+    reloaded = TopicConfigManager(
+        tmp_path / "topics.json", ManualClock(), cluster_name="C", broker_name="b"
+    )
+    reloaded.load()
+    assert reloaded.find("NewTopic") == created
+    assert reloaded.data_version == topics.data_version
+
+
+def test_topics_without_auto_create_drop_template(golden_config: Path) -> None:
+    topics = TopicConfigManager(
+        golden_config / "topics.json",
+        ManualClock(),
+        cluster_name="DefaultCluster",
+        broker_name="broker-a",
+        auto_create=False,
+    )
+    topics.load()
+    assert topics.find(AUTO_CREATE_TOPIC) is None
+    golden = topics.find("GoldenTopic")
+    assert golden is not None and golden.read_queue_nums == 4
+    assert topics.create_for_send("Fresh", AUTO_CREATE_TOPIC, 4) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("TopicTest", True),
+        ("%RETRY%g", True),
+        ("a|b-c_d", True),
+        ("", False),
+        ("bad topic", False),
+        ("x" * 127, True),
+        ("x" * 128, False),
+        ("t/é", False),
+    ],
+)
+def test_topic_name_validation(name: str, ok: bool) -> None:
+    assert (check_topic_name(name) is None) is ok
+
+
+def test_locks_are_exclusive_until_expiry() -> None:
+    clock = ManualClock()
+    locks = RebalanceLockManager(clock, max_live_ms=60_000)
+    q0, q1 = MessageQueue("T", "b", 0), MessageQueue("T", "b", 1)
+    assert locks.try_lock("G", [q0, q1], "c1") == {q0, q1}
+    assert locks.try_lock("G", [q0, q1], "c2") == set()
+    assert locks.try_lock("OtherGroup", [q0], "c2") == {q0}
+    locks.unlock("G", [q1], "c2")  # not the holder: no effect
+    assert locks.holder("G", q1) == "c1"
+    locks.unlock("G", [q1], "c1")
+    assert locks.try_lock("G", [q1], "c2") == {q1}
+    clock.advance(60_001)
+    assert locks.holder("G", q0) is None
+    assert locks.try_lock("G", [q0], "c2") == {q0}
+
+
+async def test_long_poll_wakes_on_arrival_and_filters_tags() -> None:
+    holds = PullHoldService()
+    waiter = asyncio.create_task(holds.wait("T", 0, 5, timeout_s=30, tag_codes={111}))
+    other = asyncio.create_task(holds.wait("T", 1, 0, timeout_s=30))
+    await asyncio.sleep(0)  # one loop turn: both tasks run up to their park
+    assert holds.held == 2
+    holds.notify("T", 0, 5, 111)  # max offset not past the pull's offset yet
+    holds.notify("T", 0, 6, 222)  # a message the subscription does not want
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    holds.notify("T", 0, 7, 111)
+    assert await asyncio.wait_for(waiter, 5) is True
+    assert holds.held == 1
+    holds.close()
+    assert await asyncio.wait_for(other, 5) is False
+    assert holds.held == 0
+
+
+async def test_long_poll_times_out() -> None:
+    holds = PullHoldService()
+    assert await holds.wait("T", 0, 0, timeout_s=0.01) is False
+    assert holds.held == 0
