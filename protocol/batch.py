@@ -46,9 +46,16 @@ def encode_batch(items: Iterable[BatchItem]) -> bytes:
 
     Returns:
         The body bytes.
+
+    Raises:
+        MessageFormatError: An item's properties exceed their int16 length field.
     """
     out = bytearray()
     for item in items:
+        if len(item.properties) > MAX_PROPERTIES_SIZE:
+            raise MessageFormatError(
+                f"properties are {len(item.properties)} bytes; the limit is {MAX_PROPERTIES_SIZE}"
+            )
         size = _ITEM_OVERHEAD + len(item.body) + len(item.properties)
         out += _HEAD.pack(size, 0, 0, item.flag, len(item.body))
         out += item.body

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from protocol.codes import ResponseCode
 
-__all__ = ["FrameError", "HeaderError", "MessageFormatError", "ProtocolError"]
+__all__ = ["BodyError", "FrameError", "HeaderError", "MessageFormatError", "ProtocolError"]
 
 
 class ProtocolError(Exception):
@@ -48,3 +48,14 @@ class MessageFormatError(ProtocolError):
     """Bytes that should hold a stored message, a batch body or a message id do not."""
 
     response_code: ResponseCode | None = ResponseCode.MESSAGE_ILLEGAL
+
+
+class BodyError(ProtocolError):
+    """A request's or response's JSON body is malformed or lacks a required member.
+
+    Like :class:`HeaderError`, the frame was intact, so the request is answered with
+    ``SYSTEM_ERROR`` (Java's fastjson throws inside the processor, which the remoting
+    layer turns into ``SYSTEM_ERROR``) and the connection stays open.
+    """
+
+    response_code: ResponseCode | None = ResponseCode.SYSTEM_ERROR

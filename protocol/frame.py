@@ -13,8 +13,9 @@ Layout of one frame (both directions, big-endian):
 
 The decoder is sans-IO (h11/wsproto style): :meth:`FrameDecoder.feed` takes any number
 of bytes and :meth:`FrameDecoder.next_command` returns whole commands. Lengths are
-checked against the limits as soon as their 4 bytes arrive, before anything is
-buffered for them, so a hostile length cannot make us allocate.
+checked against the limits, and the serialize type against the known ones, as soon as
+their 4 bytes arrive, before anything is buffered for them, so a hostile length cannot
+make us allocate.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from typing import Final, TypeAlias
 
+from protocol.codes import SerializeType
 from protocol.command import RemotingCommand
 from protocol.errors import FrameError
 from protocol.header_codec import decode_header, encode_header
@@ -45,6 +47,9 @@ DEFAULT_MAX_HEADER_SIZE: Final = 1024 * 1024
 
 _LENGTHS = struct.Struct(">ii")
 _PREFIX = struct.Struct(">II")
+#: The header length shares its word with the serialize type: 24 bits.
+_MAX_HEADER_FIELD: Final = 0xFFFFFF
+_KNOWN_TYPES: Final = frozenset(t.value for t in SerializeType)
 # Compact the receive buffer once this many consumed bytes sit at its front: moving
 # the unread tail is O(tail), so doing it rarely keeps decoding linear.
 _COMPACT_AT: Final = 64 * 1024
@@ -96,7 +101,9 @@ class FrameDecoder:
 
         Raises:
             FrameError: The stream is broken (bad lengths, unknown serialize type,
-                unparsable header). The decoder is then unusable; close the connection.
+                unparsable header). Lengths and the serialize type are refused as soon
+                as their bytes arrive. The decoder is then unusable; close the
+                connection.
         """
         buf, pos = self._buf, self._pos
         avail = len(buf) - pos
@@ -108,7 +115,9 @@ class FrameDecoder:
             return None
         total, word = _LENGTHS.unpack_from(buf, pos)
         self._check_total(total)
-        stype, header_len = (word >> 24) & 0xFF, word & 0xFFFFFF
+        stype, header_len = (word >> 24) & 0xFF, word & _MAX_HEADER_FIELD
+        if stype not in _KNOWN_TYPES:
+            raise FrameError(f"unknown serialize type {stype}")
         if header_len > total - 4:
             raise FrameError(f"header length {header_len} exceeds frame length {total}")
         if header_len > self._max_header:
@@ -147,6 +156,13 @@ class FrameDecoder:
             raise FrameError(f"frame length {total} exceeds the limit {self._max_frame}")
 
 
+def _prefix(cmd: RemotingCommand, header: bytes, body_len: int) -> bytes:
+    if len(header) > _MAX_HEADER_FIELD:
+        # The length would spill into the serialize-type byte and garble the frame.
+        raise ValueError(f"header of {len(header)} bytes does not fit the 24-bit length field")
+    return _PREFIX.pack(4 + len(header) + body_len, (cmd.serialize_type << 24) | len(header))
+
+
 def encode_command_parts(cmd: RemotingCommand, extra_body: Sequence[Buffer] = ()) -> list[Buffer]:
     """Encode a command as buffers for ``writelines`` (no copy of the body).
 
@@ -157,11 +173,14 @@ def encode_command_parts(cmd: RemotingCommand, extra_body: Sequence[Buffer] = ()
 
     Returns:
         The frame as a list of buffers whose concatenation is the wire form.
+
+    Raises:
+        ValueError: A header field does not fit its wire type
+            (:func:`protocol.header_codec.encode_header`).
     """
     header = encode_header(cmd)
     body_len = len(cmd.body) + sum(len(part) for part in extra_body)
-    prefix = _PREFIX.pack(4 + len(header) + body_len, (cmd.serialize_type << 24) | len(header))
-    parts: list[Buffer] = [prefix + header]
+    parts: list[Buffer] = [_prefix(cmd, header, body_len) + header]
     if cmd.body:
         parts.append(cmd.body)
     parts.extend(extra_body)
@@ -176,7 +195,10 @@ def encode_command(cmd: RemotingCommand) -> bytes:
 
     Returns:
         The frame's bytes.
+
+    Raises:
+        ValueError: A header field does not fit its wire type
+            (:func:`protocol.header_codec.encode_header`).
     """
     header = encode_header(cmd)
-    prefix = _PREFIX.pack(4 + len(header) + len(cmd.body), (cmd.serialize_type << 24) | len(header))
-    return prefix + header + cmd.body
+    return _prefix(cmd, header, len(cmd.body)) + header + cmd.body

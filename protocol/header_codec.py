@@ -19,6 +19,12 @@ Layout of the ROCKETMQ binary header (``RocketMQSerializable.java``), big-endian
 Decoders accept what the official clients send: numbers, booleans and strings as
 extFields values, which are normalised to strings the way Java's fastjson does
 (remoting-protocol.md §1.6). Encoders always emit an ``extFields`` object of strings.
+
+Integer ranges: ``opaque``, ``flag`` and (in JSON and msgpack) ``code`` and ``version``
+are Java ``int`` fields, so every type carries them as int32; the binary layout narrows
+``code`` and ``version`` to int16. Encoders refuse values outside those ranges with a
+``ValueError`` (a caller bug, never a peer's) instead of emitting a header that Java
+would truncate and our own decoder would refuse.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ __all__ = ["decode_header", "encode_header", "normalize_ext_value"]
 
 _INT32_MIN: Final = -(2**31)
 _INT32_MAX: Final = 2**31 - 1
+_INT16_MIN: Final = -(2**15)
+_INT16_MAX: Final = 2**15 - 1
 _BIN_FIXED = struct.Struct(">hbhii")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -53,6 +61,10 @@ def normalize_ext_value(value: object) -> str | None:
 
     Returns:
         The string form, or ``None`` for a null (the field is then absent).
+
+    Raises:
+        FrameError: The value has no JSON text form (msgpack binary or extension
+            types, or containers holding them).
     """
     if isinstance(value, str):
         return value
@@ -65,7 +77,11 @@ def normalize_ext_value(value: object) -> str | None:
     if isinstance(value, float):
         return repr(value) if not value.is_integer() else str(int(value))
     # fastjson coerces nested values to their JSON text; do the same rather than fail.
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # Only msgpack can hand us values JSON cannot express (bin, ext, bytes keys).
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        raise FrameError(f"header value of type {type(value).__name__} is unsupported") from None
 
 
 def _ext_from(raw: object) -> dict[str, str]:
@@ -82,7 +98,9 @@ def _ext_from(raw: object) -> dict[str, str]:
 
 
 def _int_field(obj: Mapping[str, Any], name: str, default: int | None = None) -> int:
-    value = obj.get(name, default)
+    value = obj.get(name)
+    if value is None:  # absent or null: fastjson leaves the int field at its default
+        value = default
     if isinstance(value, str):  # fastjson would coerce "10" to 10; so do we
         try:
             value = int(value)
@@ -197,19 +215,29 @@ def decode_header(stype: int, data: bytes, body: bytes) -> RemotingCommand:
     raise FrameError(f"unknown serialize type {stype}")
 
 
-def _as_mapping(cmd: RemotingCommand) -> dict[str, Any]:
+def _as_mapping(cmd: RemotingCommand, rpc_type: str | None) -> dict[str, Any]:
     # Keys in fastjson's (alphabetical) order, so our frames look like a Java broker's.
     out: dict[str, Any] = {"code": cmd.code, "extFields": dict(cmd.ext_fields), "flag": cmd.flag}
     out["language"] = cmd.language
     out["opaque"] = cmd.opaque
     if cmd.remark is not None:
         out["remark"] = cmd.remark
-    out["serializeTypeCurrentRPC"] = "JSON"
+    if rpc_type is not None:  # Java writes it and every reader ignores it
+        out["serializeTypeCurrentRPC"] = rpc_type
     out["version"] = cmd.version
     return out
 
 
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ValueError(f"header field {name!r} = {value} does not fit in [{low}, {high}]")
+
+
 def _encode_binary(cmd: RemotingCommand) -> bytes:
+    # RocketMQSerializable narrows code and version to int16 (Java casts silently; we
+    # refuse, so a response code never turns into another one on the wire).
+    _check_range("code", cmd.code, _INT16_MIN, _INT16_MAX)
+    _check_range("version", cmd.version, _INT16_MIN, _INT16_MAX)
     parts = [
         _BIN_FIXED.pack(
             cmd.code,
@@ -219,11 +247,14 @@ def _encode_binary(cmd: RemotingCommand) -> bytes:
             cmd.flag,
         )
     ]
+    # A zero length means "no remark", so an empty remark travels as None, exactly as
+    # Java 4.9.7's readStr turns a zero-length string into null.
     remark = cmd.remark.encode() if cmd.remark else b""
     parts += [_I32.pack(len(remark)), remark]
     ext = bytearray()
     for key, value in cmd.ext_fields.items():
         k, v = key.encode(), value.encode()
+        _check_range("extFields key length", len(k), 0, _INT16_MAX)
         ext += _I16.pack(len(k)) + k + _I32.pack(len(v)) + v
     parts += [_I32.pack(len(ext)), bytes(ext)]
     return b"".join(parts)
@@ -237,10 +268,21 @@ def encode_header(cmd: RemotingCommand) -> bytes:
 
     Returns:
         The header bytes (without the length words).
+
+    Raises:
+        ValueError: A field does not fit its wire type (see the module docstring), or
+            the serialize type is not one we can write.
     """
+    for name, value in (("code", cmd.code), ("opaque", cmd.opaque), ("flag", cmd.flag)):
+        _check_range(name, value, _INT32_MIN, _INT32_MAX)
     if cmd.serialize_type == SerializeType.JSON:
-        return json.dumps(_as_mapping(cmd), separators=(",", ":"), ensure_ascii=False).encode()
+        _check_range("version", cmd.version, _INT32_MIN, _INT32_MAX)
+        text = json.dumps(_as_mapping(cmd, "JSON"), separators=(",", ":"), ensure_ascii=False)
+        return text.encode()
     if cmd.serialize_type == SerializeType.ROCKETMQ:
         return _encode_binary(cmd)
-    packed: bytes = msgpack.packb(_as_mapping(cmd), use_bin_type=True)
-    return packed
+    if cmd.serialize_type == SerializeType.MSGPACK:
+        _check_range("version", cmd.version, _INT32_MIN, _INT32_MAX)
+        packed: bytes = msgpack.packb(_as_mapping(cmd, None), use_bin_type=True)
+        return packed
+    raise ValueError(f"cannot encode serialize type {cmd.serialize_type!r}")

@@ -31,7 +31,8 @@ IPv6 hosts (Java can store them) so RocketMQ stores still decode.
 
 from __future__ import annotations
 
-import socket
+import functools
+import ipaddress
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
@@ -76,6 +77,7 @@ MAX_TOPIC_SIZE: Final = 127
 _HEAD = struct.Struct(">iiiiiqqiq")  # size..bornTimestamp: 48 bytes
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_I8 = struct.Struct(">b")
 _Q = struct.Struct(">q")
 _TAIL = struct.Struct(">iq")  # reconsumeTimes, preparedTransactionOffset
 _HOST4 = struct.Struct(">4si")
@@ -112,7 +114,8 @@ def java_string_hash(text: str) -> int:
         The signed 32-bit hash.
     """
     h = 0
-    data = text.encode("utf-16-be")
+    # surrogatepass: a lone surrogate is one UTF-16 unit to Java, not an error.
+    data = text.encode("utf-16-be", "surrogatepass")
     for (unit,) in struct.iter_unpack(">H", data):
         h = (31 * h + unit) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
@@ -134,13 +137,23 @@ def pack_host(ip: str, port: int) -> bytes:
     """Pack an IPv4 address and port as a record's 8-byte host field.
 
     Args:
-        ip: Dotted IPv4 address.
+        ip: Dotted-quad IPv4 address (strict: no ``inet_aton`` shorthands).
         port: TCP port.
 
     Returns:
         Eight bytes.
+
+    Raises:
+        ValueError: ``ip`` is not a dotted-quad IPv4 address.
     """
-    return _HOST4.pack(socket.inet_aton(ip), port)
+    return _HOST4.pack(_ipv4_packed(ip), port)
+
+
+@functools.lru_cache(maxsize=1024)
+def _ipv4_packed(ip: str) -> bytes:
+    # A broker sees few distinct hosts and packs one per stored message; ipaddress
+    # parses strictly but slowly, so remember the answers.
+    return ipaddress.IPv4Address(ip).packed
 
 
 def unpack_host(data: bytes | bytearray | memoryview) -> tuple[str, int]:
@@ -151,10 +164,16 @@ def unpack_host(data: bytes | bytearray | memoryview) -> tuple[str, int]:
 
     Returns:
         ``(ip, port)``.
+
+    Raises:
+        MessageFormatError: ``data`` is neither 8 nor 20 bytes long.
     """
     if len(data) == 8:
-        return socket.inet_ntoa(bytes(data[:4])), _I32.unpack_from(data, 4)[0]
-    return socket.inet_ntop(socket.AF_INET6, bytes(data[:16])), _I32.unpack_from(data, 16)[0]
+        a, b, c, d = data[:4]
+        return f"{a}.{b}.{c}.{d}", _I32.unpack_from(data, 4)[0]
+    if len(data) == 20:
+        return str(ipaddress.IPv6Address(bytes(data[:16]))), _I32.unpack_from(data, 16)[0]
+    raise MessageFormatError(f"host field of {len(data)} bytes; expected 8 or 20")
 
 
 def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
@@ -215,7 +234,11 @@ def encode_message(
 
     Raises:
         MessageFormatError: The topic or properties exceed their length fields.
+        ValueError: A host field is not 8 bytes (a slice of the wrong size would
+            silently shift every later field).
     """
+    if len(born_host) != 8 or len(store_host) != 8:
+        raise ValueError("born_host and store_host must be 8-byte fields from pack_host()")
     topic_b = topic.encode()
     props_b = properties if isinstance(properties, bytes) else encode_properties(properties)
     if len(topic_b) > MAX_TOPIC_SIZE:
@@ -357,7 +380,10 @@ def decode_message(data: bytes | bytearray | memoryview, pos: int = 0) -> Stored
             raise MessageFormatError(f"body length {body_len} overruns the record at {pos}")
         body = bytes(data[p : p + body_len])
         p += body_len
-        topic_len = data[p]
+        # Signed, as Java's ``byteBuffer.get()``: a length of 128-255 is malformed.
+        (topic_len,) = _I8.unpack_from(data, p)
+        if topic_len < 0 or p + 1 + topic_len + 2 > end:
+            raise MessageFormatError(f"topic length {topic_len} overruns the record at {pos}")
         topic = bytes(data[p + 1 : p + 1 + topic_len]).decode("utf-8", "replace")
         p += 1 + topic_len
         (props_len,) = _I16.unpack_from(data, p)
@@ -365,9 +391,7 @@ def decode_message(data: bytes | bytearray | memoryview, pos: int = 0) -> Stored
         if props_len < 0 or p + props_len != end:
             raise MessageFormatError(f"properties length {props_len} does not end the record")
         props = decode_properties(data[p : p + props_len])
-    except (struct.error, IndexError, OSError, ValueError) as exc:
-        if isinstance(exc, MessageFormatError):
-            raise
+    except struct.error as exc:
         raise MessageFormatError(f"record at {pos} is malformed: {exc}") from None
     return StoredMessage(
         size=size,

@@ -11,15 +11,16 @@ writes host-endian fields), so Rocklet treats it as an opaque string.
 
 from __future__ import annotations
 
-import socket
+import string
 import struct
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from protocol.errors import MessageFormatError
 
 __all__ = ["OffsetMessageId", "make_offset_msg_id", "parse_offset_msg_id"]
 
 _ID = struct.Struct(">4siq")
+_HEX_DIGITS: Final = frozenset(string.hexdigits)
 
 
 class OffsetMessageId(NamedTuple):
@@ -39,7 +40,12 @@ def make_offset_msg_id(store_host: bytes, offset: int) -> str:
 
     Returns:
         32 uppercase hex characters.
+
+    Raises:
+        ValueError: ``store_host`` is not an 8-byte IPv4 host field.
     """
+    if len(store_host) != 8:
+        raise ValueError(f"store_host must be 8 bytes (IPv4 + port), got {len(store_host)}")
     return (store_host + offset.to_bytes(8, "big", signed=True)).hex().upper()
 
 
@@ -57,9 +63,8 @@ def parse_offset_msg_id(msg_id: str) -> OffsetMessageId:
     """
     if len(msg_id) != 32:
         raise MessageFormatError(f"offset msgId must be 32 hex digits, got {len(msg_id)}")
-    try:
-        raw = bytes.fromhex(msg_id)
-    except ValueError:
-        raise MessageFormatError(f"offset msgId is not hex: {msg_id!r}") from None
-    ip, port, offset = _ID.unpack(raw)
-    return OffsetMessageId(socket.inet_ntoa(ip), port, offset)
+    # bytes.fromhex alone would skip embedded spaces and return fewer than 16 bytes.
+    if not _HEX_DIGITS.issuperset(msg_id):
+        raise MessageFormatError(f"offset msgId is not hex: {msg_id!r}")
+    ip, port, offset = _ID.unpack(bytes.fromhex(msg_id))
+    return OffsetMessageId(".".join(str(octet) for octet in ip), port, offset)

@@ -1,0 +1,59 @@
+"""Offset message ids: store host, port and commitlog offset as 32 hex digits."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol import MessageFormatError
+from protocol.message import pack_host
+from protocol.message_id import OffsetMessageId, make_offset_msg_id, parse_offset_msg_id
+
+DOC_EXAMPLE = "7F00000100002A9F0000000000000C8A"  # remoting-protocol.md §4.5
+
+
+def test_reference_example() -> None:
+    assert make_offset_msg_id(pack_host("127.0.0.1", 10911), 0xC8A) == DOC_EXAMPLE
+    assert parse_offset_msg_id(DOC_EXAMPLE) == OffsetMessageId("127.0.0.1", 10911, 3210)
+    assert parse_offset_msg_id(DOC_EXAMPLE.lower()) == parse_offset_msg_id(DOC_EXAMPLE)
+
+
+def test_ids_from_the_real_broker_capture() -> None:
+    # cpp-client-smoke.decoded.txt: the broker's first two send responses.
+    assert parse_offset_msg_id("7F00000100002A9F0000000000000000").offset == 0
+    assert parse_offset_msg_id("7F00000100002A9F00000000000000D3").offset == 0xD3
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", "must be 32 hex digits, got 0"),
+        (DOC_EXAMPLE + "00", "must be 32 hex digits, got 34"),
+        (DOC_EXAMPLE[:-1] + "G", "is not hex"),
+        # bytes.fromhex skips spaces: 30 digits and 2 spaces would give 15 bytes.
+        ("7F 000001 00002A9F0000000000000C", "is not hex"),
+        ("7F00000100002A9F0000000000000C8\u0661", "is not hex"),
+    ],
+)
+def test_malformed_ids_are_message_format_errors(text: str, match: str) -> None:
+    with pytest.raises(MessageFormatError, match=match):
+        parse_offset_msg_id(text)
+
+
+def test_make_refuses_a_host_field_that_is_not_ipv4() -> None:
+    with pytest.raises(ValueError, match="must be 8 bytes"):
+        make_offset_msg_id(bytes(20), 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.ip_addresses(v=4),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+)
+def test_round_trip(ip: object, port: int, offset: int) -> None:
+    msg_id = make_offset_msg_id(pack_host(str(ip), port), offset)
+    assert len(msg_id) == 32
+    assert msg_id == msg_id.upper()
+    assert parse_offset_msg_id(msg_id) == OffsetMessageId(str(ip), port, offset)
