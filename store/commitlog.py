@@ -1,0 +1,185 @@
+"""The commitlog: every record of every topic, appended to fixed-size segments.
+
+Layout: segments ``commitlog/<20-digit start offset>``, each ``commitlog_file_size_bytes``
+long, holding records back to back (``protocol.message`` has the record table). The
+end of a segment is marked by a blank filler:
+
+    ======  ====  ===========================================================
+    offset  size  field
+    ======  ====  ===========================================================
+    0       4     TOTALSIZE = bytes left in the segment
+    4       4     MAGICCODE = BLANK_MAGIC (0xCBD43194)
+    ======  ====  ===========================================================
+
+A record goes to the next segment when it plus 8 bytes does not fit
+(``CommitLog.DefaultAppendMessageCallback``: ``END_FILE_MIN_BLANK_LENGTH``).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from protocol.message import (
+    BLANK_MAGIC,
+    PHYSICAL_OFFSET_POS,
+    QUEUE_OFFSET_POS,
+    STORE_TIMESTAMP_POS,
+)
+from store.mapped_file import MappedFile, MappedFileQueue
+
+__all__ = ["END_FILE_MIN_BLANK", "AppendResult", "AppendStatus", "CommitLog"]
+
+#: A segment always keeps room for the 8-byte blank header.
+END_FILE_MIN_BLANK: Final = 8
+
+_BLANK = struct.Struct(">ii")
+_Q = struct.Struct(">q")
+
+
+class AppendStatus(enum.Enum):
+    """Outcome of a raw append (``AppendMessageStatus``)."""
+
+    PUT_OK = "PUT_OK"
+    MESSAGE_SIZE_EXCEEDED = "MESSAGE_SIZE_EXCEEDED"
+
+
+class AppendResult(NamedTuple):
+    """Where an append landed."""
+
+    status: AppendStatus
+    wrote_offset: int
+    wrote_bytes: int
+
+
+class CommitLog:
+    """Segments of records. Not thread-safe: the store calls it under its put lock.
+
+    Args:
+        directory: ``<store>/commitlog``.
+        file_size: Segment size.
+    """
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.files = MappedFileQueue(directory, file_size)
+        self.file_size = file_size
+        #: Store time of the newest appended record (the checkpoint's physic time).
+        self.last_store_timestamp = 0
+
+    def load(self) -> None:
+        """Map the existing segments (positions are set by recovery)."""
+        self.files.load()
+
+    def min_offset(self) -> int:
+        """First offset still stored."""
+        return self.files.min_offset()
+
+    def max_offset(self) -> int:
+        """Offset of the next append."""
+        return self.files.max_offset()
+
+    def append(
+        self,
+        buf: bytearray,
+        starts: Sequence[int],
+        first_queue_offset: int,
+        queue_offset_step: int,
+        store_timestamp: int,
+    ) -> AppendResult:
+        """Append encoded records in one copy, patching offsets and store time first.
+
+        Args:
+            buf: One or more encoded records back to back (patched in place).
+            starts: Position of each record in ``buf``.
+            first_queue_offset: Queue offset of the first record.
+            queue_offset_step: 1 for consecutive offsets, 0 for transaction
+                prepared/rollback records (RocketMQ gives them queue offset 0).
+            store_timestamp: Store time for every record.
+
+        Returns:
+            The append result; MESSAGE_SIZE_EXCEEDED if ``buf`` cannot fit a segment.
+        """
+        size = len(buf)
+        if size + END_FILE_MIN_BLANK > self.file_size:
+            return AppendResult(AppendStatus.MESSAGE_SIZE_EXCEEDED, 0, 0)
+        mf = self.files.last_or_new()
+        if size + END_FILE_MIN_BLANK > mf.free:
+            self._write_blank(mf)
+            mf = self.files.create_file(mf.end_offset)
+        phy = mf.wrote_offset
+        pack = _Q.pack_into
+        qoff = first_queue_offset
+        for start in starts:
+            pack(buf, start + QUEUE_OFFSET_POS, qoff)
+            pack(buf, start + PHYSICAL_OFFSET_POS, phy + start)
+            pack(buf, start + STORE_TIMESTAMP_POS, store_timestamp)
+            qoff += queue_offset_step
+        mf.append(buf)
+        self.last_store_timestamp = store_timestamp
+        return AppendResult(AppendStatus.PUT_OK, phy, size)
+
+    @staticmethod
+    def _write_blank(mf: MappedFile) -> None:
+        # The blank's TOTALSIZE is everything left, so a reader jumps to the next file.
+        free = mf.free
+        mf.write_at(mf.wrote_position, _BLANK.pack(free, BLANK_MAGIC))
+        mf.wrote_position = mf.size
+
+    def read(self, offset: int, size: int) -> memoryview | None:
+        """Zero-copy view of ``size`` bytes at ``offset``. Any thread under the store lock.
+
+        Args:
+            offset: Commitlog offset.
+            size: Bytes wanted (must not cross a segment end).
+
+        Returns:
+            A slice of the mapped segment, or None if not (or no longer) stored.
+        """
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.from_offset
+        if pos + size > mf.wrote_position:
+            return None
+        return mf.view[pos : pos + size]
+
+    def record_size_at(self, offset: int) -> int:
+        """TOTALSIZE of the record at ``offset``, or 0 if none is stored there.
+
+        Args:
+            offset: Commitlog offset.
+
+        Returns:
+            The size, or 0.
+        """
+        head = self.read(offset, 8)
+        if head is None:
+            return 0
+        size, magic = _BLANK.unpack(head)
+        return size if magic != BLANK_MAGIC and size > 0 else 0
+
+    def roll_next_file(self, offset: int) -> int:
+        """Start of the segment after the one holding ``offset`` (``rollNextFile``).
+
+        Args:
+            offset: Any commitlog offset.
+
+        Returns:
+            The next segment's start offset.
+        """
+        return offset + self.file_size - offset % self.file_size
+
+    def flush(self) -> int:
+        """Fdatasync every segment with unflushed bytes. Flush thread.
+
+        Returns:
+            Segments synced.
+        """
+        return self.files.flush()
+
+    def close(self) -> None:
+        """Release the maps."""
+        self.files.close()

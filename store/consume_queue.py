@@ -1,0 +1,246 @@
+"""The consume queue of one topic and queue: fixed 20-byte entries indexing the commitlog.
+
+Layout: files ``consumequeue/<topic>/<queueId>/<20-digit byte offset>`` of
+``entries_per_file`` entries; entry ``i`` (the message with queue offset ``i``) is at
+byte ``i * 20`` of the queue:
+
+    ======  ====  ===========================================================
+    offset  size  field
+    ======  ====  ===========================================================
+    0       8     commitlog offset of the record
+    8       4     record size (TOTALSIZE)
+    12      8     tags code: Java hashCode of TAGS, or the deliver time (schedule topic)
+    ======  ====  ===========================================================
+
+A queue whose first file starts past entry 0 has the gap before its first entry filled
+with blank entries (offset 0, size 0x7FFFFFFF, tags 0: ``fillPreBlank``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+import structlog
+
+from store.mapped_file import MappedFileQueue
+
+__all__ = ["BLANK_ENTRY_SIZE", "ENTRY", "ENTRY_SIZE", "ConsumeQueue"]
+
+log = structlog.get_logger(__name__)
+
+ENTRY: Final = struct.Struct(">qiq")
+ENTRY_SIZE: Final = 20
+#: Size field of a pre-blank entry.
+BLANK_ENTRY_SIZE: Final = 0x7FFFFFFF
+_BLANK_ENTRY: Final = ENTRY.pack(0, BLANK_ENTRY_SIZE, 0)
+
+#: ``validate(index, commitlog_offset, size) -> bool`` used by recovery.
+EntryValidator = Callable[[int, int, int], bool]
+
+
+class ConsumeQueue:
+    """One topic-queue's index. Writer: the dispatching thread under the store lock.
+
+    Args:
+        topic: Topic name.
+        queue_id: Queue id.
+        directory: ``<store>/consumequeue/<topic>/<queueId>``.
+        entries_per_file: Entries per file.
+    """
+
+    def __init__(self, topic: str, queue_id: int, directory: Path, entries_per_file: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = MappedFileQueue(directory, entries_per_file * ENTRY_SIZE)
+        #: End (offset + size) of the newest indexed record; replays below it are skipped.
+        self.max_physic_offset = -1
+        #: Byte offset of the first live entry.
+        self.min_logic_offset = 0
+
+    def load(self) -> None:
+        """Map the existing files (positions are set by :meth:`recover`)."""
+        self.files.load()
+
+    def min_offset(self) -> int:
+        """First readable queue offset."""
+        return self.min_logic_offset // ENTRY_SIZE
+
+    def max_offset(self) -> int:
+        """Next queue offset to be written (the number of entries)."""
+        return self.files.max_offset() // ENTRY_SIZE
+
+    def put(self, commitlog_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
+        """Write the entry of queue offset ``queue_offset`` (``putMessagePositionInfo``).
+
+        Args:
+            commitlog_offset: Where the record is.
+            size: Its TOTALSIZE.
+            tags_code: Tags hash or deliver time.
+            queue_offset: Its queue offset (entry index).
+
+        Returns:
+            True if written, False if skipped as a replay.
+        """
+        if commitlog_offset + size <= self.max_physic_offset:
+            return False  # replay of a record already indexed
+        expect = queue_offset * ENTRY_SIZE
+        current = self.files.max_offset()
+        if not self.files.files:
+            self.files.create_file(expect - expect % self.files.file_size)
+            self._fill_pre_blank(expect)
+            self.min_logic_offset = expect
+            current = expect
+        if expect < current:
+            return False
+        if expect > current:
+            # RocketMQ logs "logic queue order maybe wrong"; we keep entry i == offset i.
+            log.warning("consume queue gap", topic=self.topic, queue=self.queue_id, at=current)
+            while current < expect:
+                self._append(_BLANK_ENTRY)
+                current += ENTRY_SIZE
+        self._append(ENTRY.pack(commitlog_offset, size, tags_code))
+        self.max_physic_offset = commitlog_offset + size
+        return True
+
+    def _fill_pre_blank(self, until: int) -> None:
+        mf = self.files.files[-1]
+        count = (until - mf.from_offset) // ENTRY_SIZE
+        if count:
+            mf.append(_BLANK_ENTRY * count)
+
+    def _append(self, entry: bytes) -> None:
+        self.files.last_or_new().append(entry)
+
+    def entries(self, index: int) -> memoryview | None:
+        """Entries from ``index`` to the end of its file's written part (one block).
+
+        Args:
+            index: Queue offset.
+
+        Returns:
+            A view of whole 20-byte entries, or None if ``index`` is not stored.
+        """
+        byte = index * ENTRY_SIZE
+        if byte < self.min_logic_offset:
+            return None
+        mf = self.files.find(byte)
+        if mf is None:
+            return None
+        pos = byte - mf.from_offset
+        if pos >= mf.wrote_position:
+            return None
+        return mf.view[pos : mf.wrote_position]
+
+    def entry(self, index: int) -> tuple[int, int, int] | None:
+        """One entry: (commitlog offset, size, tags code), or None if not stored.
+
+        Args:
+            index: Queue offset.
+
+        Returns:
+            The entry or None.
+        """
+        block = self.entries(index)
+        if block is None:
+            return None
+        result: tuple[int, int, int] = ENTRY.unpack_from(block, 0)
+        return result
+
+    def roll_next_file(self, index: int) -> int:
+        """First queue offset of the file after the one holding ``index``.
+
+        Args:
+            index: Queue offset.
+
+        Returns:
+            That queue offset.
+        """
+        per_file = self.files.file_size // ENTRY_SIZE
+        return index + per_file - index % per_file
+
+    def recover(self, validate: EntryValidator) -> int:
+        """Find the valid end (``ConsumeQueue.recover``) and set positions.
+
+        Scans the last up-to-3 files; an entry is valid if its size is positive and
+        ``validate`` accepts it (pre-blank entries are accepted as they are).
+
+        Args:
+            validate: Checks an entry against the commitlog.
+
+        Returns:
+            Entries dropped (garbage or pointing past the commitlog).
+        """
+        files = self.files.files
+        if not files:
+            return 0
+        start = max(0, len(files) - 3)
+        end = files[start].from_offset
+        written_end = end
+        for mf in files[start:]:
+            index = mf.from_offset // ENTRY_SIZE
+            pos = 0
+            for phy, size, _tags in ENTRY.iter_unpack(mf.view):
+                if phy == 0 and size == 0:
+                    break
+                written_end = mf.from_offset + pos + ENTRY_SIZE
+                blank = phy == 0 and size == BLANK_ENTRY_SIZE
+                if not blank and (phy < 0 or size <= 0 or not validate(index, phy, size)):
+                    break
+                if not blank:
+                    self.max_physic_offset = phy + size
+                pos += ENTRY_SIZE
+                index += 1
+            end = mf.from_offset + pos
+            if pos < mf.size:
+                break
+        dropped = max(0, written_end - end) // ENTRY_SIZE
+        self.files.set_write_position(end)
+        return dropped
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """Set the min offset to the first entry whose record is still stored.
+
+        Args:
+            commitlog_min: The commitlog's min offset.
+        """
+        for mf in self.files.files:
+            for n, (phy, size, _tags) in enumerate(ENTRY.iter_unpack(mf.view[: mf.wrote_position])):
+                if size != BLANK_ENTRY_SIZE and phy >= commitlog_min:
+                    self.min_logic_offset = mf.from_offset + n * ENTRY_SIZE
+                    return
+        self.min_logic_offset = self.files.max_offset()
+
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Delete files (never the newest) whose entries all point below ``commitlog_min``.
+
+        Args:
+            commitlog_min: The commitlog's min offset.
+
+        Returns:
+            Files deleted.
+        """
+        deleted = 0
+        while len(self.files.files) > 1:
+            mf = self.files.files[0]
+            phy, size, _ = ENTRY.unpack_from(mf.view, mf.size - ENTRY_SIZE)
+            if phy + size > commitlog_min:
+                break
+            self.files.delete_first()
+            deleted += 1
+        self.correct_min_offset(commitlog_min)
+        return deleted
+
+    def flush(self) -> int:
+        """Fdatasync files with unflushed entries. Flush thread.
+
+        Returns:
+            Files synced.
+        """
+        return self.files.flush()
+
+    def close(self) -> None:
+        """Release the maps."""
+        self.files.close()

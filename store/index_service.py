@@ -1,0 +1,205 @@
+"""The index files as a whole: building (dispatcher side), querying, retention.
+
+Keys per record are every key of KEYS and the UNIQ_KEY, each as ``topic#key``
+(``IndexService.buildIndex``); records of rolled-back transactions are not indexed.
+A full file is sealed and a new one starts with the previous end offset and time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+
+from protocol.message import TRANSACTION_MASK, SysFlag, java_string_hash
+from store.clock import Clock, file_time_name
+from store.dispatch_request import DispatchRequest
+from store.index_file import IndexFile, key_hash
+
+__all__ = ["IndexService"]
+
+log = structlog.get_logger(__name__)
+
+_ROLLBACK = int(SysFlag.TRANSACTION_ROLLBACK)
+
+
+def fast_java_hash(text: str) -> int:
+    """Java ``String.hashCode()``; a per-character loop for BMP-only text (the common case).
+
+    Args:
+        text: The key.
+
+    Returns:
+        The signed 32-bit hash, equal to ``protocol.message.java_string_hash``.
+    """
+    if not text.isascii() and any(ord(c) > 0xFFFF for c in text):
+        return java_string_hash(text)  # surrogate pairs: count UTF-16 units
+    h = 0
+    for c in text:
+        h = (31 * h + ord(c)) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+class IndexService:
+    """All index files, oldest first. Writer: dispatching thread under the store lock.
+
+    Args:
+        directory: ``<store>/index``.
+        slots: Hash slots per file.
+        max_entries: Entries per file.
+        clock: Names new files by creation time.
+    """
+
+    def __init__(self, directory: Path, slots: int, max_entries: int, clock: Clock) -> None:
+        self.directory = directory
+        self.slots = slots
+        self.max_entries = max_entries
+        self.clock = clock
+        self.files: list[IndexFile] = []
+        self._pending_close: list[IndexFile] = []
+        #: Store time of the newest indexed record (the checkpoint's index time).
+        self.last_timestamp = 0
+
+    def load(self) -> None:
+        """Map existing files in name (creation time) order."""
+        if not self.directory.exists():
+            return
+        size = 40 + self.slots * 4 + self.max_entries * 20
+        for path in sorted(self.directory.iterdir()):
+            if path.name.isdigit() and path.stat().st_size == size:
+                self.files.append(IndexFile(path, self.slots, self.max_entries))
+            else:
+                log.warning("ignoring foreign index file", path=str(path))
+
+    def end_phy_offset(self) -> int:
+        """Commitlog offset of the newest indexed record (0 if none)."""
+        return self.files[-1].end_phy if self.files else 0
+
+    def build(self, req: DispatchRequest) -> int:
+        """Index one record's keys (``buildIndex``).
+
+        Args:
+            req: The dispatched record.
+
+        Returns:
+            Keys written.
+        """
+        if req.sys_flag & TRANSACTION_MASK == _ROLLBACK:
+            return 0
+        if self.files and req.commitlog_offset < self.files[-1].end_phy:
+            return 0  # replay of an already indexed record
+        written = 0
+        prefix = req.topic + "#"
+        if req.uniq_key:
+            written += self._put(prefix + req.uniq_key, req)
+        for key in req.keys.split():
+            written += self._put(prefix + key, req)
+        self.last_timestamp = req.store_timestamp
+        return written
+
+    def _put(self, key: str, req: DispatchRequest) -> int:
+        h = key_hash(fast_java_hash(key))
+        f = self._writable()
+        if not f.put_key(h, req.commitlog_offset, req.store_timestamp):
+            f = self._writable()
+            f.put_key(h, req.commitlog_offset, req.store_timestamp)
+        return 1
+
+    def _writable(self) -> IndexFile:
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_full:
+            return last
+        begin_phy = last.end_phy if last else 0
+        begin_ts = last.end_ts if last else 0
+        if last is not None:
+            last.flush()  # a sealed file is flushed once (IndexService.flush)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        now = self.clock.now_ms()
+        path = self.directory / file_time_name(now)
+        while path.exists() or (last is not None and path.name <= last.path.name):
+            now += 1  # names must be unique and ordered even under a frozen clock
+            path = self.directory / file_time_name(now)
+        f = IndexFile(path, self.slots, self.max_entries, begin_phy, begin_ts)
+        self.files.append(f)
+        return f
+
+    def query(self, topic: str, key: str, limit: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Candidate commitlog offsets for ``topic#key``, newest first.
+
+        Hashes collide: the caller compares the real key.
+
+        Args:
+            topic: Topic.
+            key: Key or UNIQ_KEY.
+            limit: Most candidates to return.
+            begin_ms: Earliest store time.
+            end_ms: Latest store time.
+
+        Returns:
+            Commitlog offsets.
+        """
+        h = key_hash(fast_java_hash(f"{topic}#{key}"))
+        out: list[int] = []
+        # Entry times are truncated to whole seconds after the file's begin time.
+        lo = begin_ms - 1000
+        for f in reversed(self.files):
+            if len(out) >= limit:
+                break
+            if f.end_ts >= lo and f.begin_ts <= end_ms:
+                f.select(h, lo, end_ms, out, limit)
+        return out
+
+    def drop_from(self, position: int) -> int:
+        """Delete the file at ``position`` in :attr:`files` and every newer one.
+
+        Args:
+            position: Index into :attr:`files`.
+
+        Returns:
+            The commitlog offset to rebuild from (the begin of the first dropped file).
+        """
+        dropped = self.files[position:]
+        self.files = self.files[:position]
+        rebuild_from = self.files[-1].end_phy if self.files else 0
+        for f in dropped:
+            self._destroy(f)
+        return rebuild_from
+
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Delete files (never the newest) whose entries all point below ``commitlog_min``.
+
+        Args:
+            commitlog_min: The commitlog's min offset.
+
+        Returns:
+            Files deleted.
+        """
+        deleted = 0
+        while len(self.files) > 1 and self.files[0].end_phy < commitlog_min:
+            self._destroy(self.files.pop(0))
+            deleted += 1
+        self._pending_close = [f for f in self._pending_close if not self._finish(f)]
+        return deleted
+
+    def _destroy(self, f: IndexFile) -> None:
+        if not self._finish(f):
+            self._pending_close.append(f)
+
+    @staticmethod
+    def _finish(f: IndexFile) -> bool:
+        if f.try_close():
+            f.path.unlink(missing_ok=True)
+            return True
+        return False
+
+    def flush(self) -> None:
+        """Fdatasync files with unflushed writes. Flush thread."""
+        for f in list(self.files):
+            f.flush()
+
+    def close(self) -> None:
+        """Release every map."""
+        for f in self.files + self._pending_close:
+            f.try_close()
+        self.files = []
+        self._pending_close = []

@@ -1,0 +1,363 @@
+"""Fixed-size memory-mapped files and the ordered queue of them (``MappedFileQueue``).
+
+A file is named by the global offset of its first byte, zero-padded to 20 digits, and
+mapped ``MAP_SHARED`` so writes land in the page cache at once and a flush is just
+``os.fdatasync`` on the descriptor (which releases the GIL and, on Linux, writes back
+the pages dirtied through the map). Readers get zero-copy ``memoryview`` slices; while
+any slice is alive the map cannot be closed (``BufferError``), so destroying a file is
+deferred until its views are gone, like RocketMQ's destroy-with-interval.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from pathlib import Path
+
+import structlog
+
+__all__ = ["MappedFile", "MappedFileQueue", "offset_name"]
+
+log = structlog.get_logger(__name__)
+
+
+def offset_name(offset: int) -> str:
+    """Name of a file starting at ``offset``: 20 zero-padded digits.
+
+    Args:
+        offset: Global offset of the file's first byte.
+
+    Returns:
+        The file name.
+    """
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One mapped file. Writers hold the owner's lock; flush runs in the flush thread.
+
+    Args:
+        path: File path; created (sparse) with ``size`` bytes if missing.
+        size: Fixed size in bytes.
+        from_offset: Global offset of the first byte.
+    """
+
+    def __init__(self, path: Path, size: int, from_offset: int) -> None:
+        self.path = path
+        self.size = size
+        self.from_offset = from_offset
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size != size:
+                os.ftruncate(fd, size)
+            self._mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.view = memoryview(self._mm)
+        #: Bytes written (the next append position).
+        self.wrote_position = 0
+        #: Bytes known durable.
+        self.flushed_position = 0
+        self._io_lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def end_offset(self) -> int:
+        """Global offset just past this file."""
+        return self.from_offset + self.size
+
+    @property
+    def wrote_offset(self) -> int:
+        """Global offset of the next append."""
+        return self.from_offset + self.wrote_position
+
+    @property
+    def free(self) -> int:
+        """Bytes left after the write position."""
+        return self.size - self.wrote_position
+
+    @property
+    def closed(self) -> bool:
+        """Whether the map has been released."""
+        return self._closed
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` to ``pos``. The owner's writer thread only.
+
+        Args:
+            pos: Position inside the file.
+            data: Bytes to copy.
+        """
+        self._mm[pos : pos + len(data)] = data
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the write position and advance it. The writer thread only.
+
+        Args:
+            data: Bytes to append; the caller checked they fit.
+
+        Returns:
+            The position they were written at.
+        """
+        pos = self.wrote_position
+        self._mm[pos : pos + len(data)] = data
+        self.wrote_position = pos + len(data)
+        return pos
+
+    def mark_dirty(self) -> None:
+        """Note a write made with :meth:`write_at` behind the position (index files)."""
+        self.wrote_position = self.flushed_position + 1
+
+    def flush(self) -> int:
+        """Make written bytes durable with ``fdatasync``. Flush thread (any thread).
+
+        Returns:
+            The flushed position.
+        """
+        with self._io_lock:
+            target = self.wrote_position
+            if self._closed or target <= self.flushed_position:
+                return self.flushed_position
+            os.fdatasync(self._fd)
+            self.flushed_position = max(self.flushed_position, target)
+            return self.flushed_position
+
+    def data_end(self, pos: int) -> int:
+        """End of the non-zero bytes at or after ``pos`` (stale data a truncation clears).
+
+        Stops at the first all-zero 64 KiB chunk, as :meth:`zero_from` does.
+
+        Args:
+            pos: Where to start looking.
+
+        Returns:
+            The position just past the last non-zero byte found, at least ``pos``.
+        """
+        chunk = 64 * 1024
+        end = pos
+        while pos < self.size:
+            data = self._mm[pos : min(pos + chunk, self.size)]
+            stripped = len(data.rstrip(b"\x00"))
+            if stripped == 0:
+                break
+            end = pos + stripped
+            pos += len(data)
+        return end
+
+    def zero_from(self, pos: int) -> None:
+        """Zero stale bytes from ``pos`` (truncating a torn tail). Writer thread only.
+
+        Zeroes 64 KiB chunks until one is already all zero, so a fresh sparse file's
+        tail is never touched; records are contiguous, so stale data has no such gap.
+
+        Args:
+            pos: First byte to clear.
+        """
+        chunk = 64 * 1024
+        zeros = bytes(chunk)
+        while pos < self.size:
+            n = min(chunk, self.size - pos)
+            if self._mm[pos : pos + n] == zeros[:n]:
+                return
+            self._mm[pos : pos + n] = zeros[:n]
+            pos += n
+
+    def try_close(self) -> bool:
+        """Release the map and descriptor unless readers still hold views. Any thread.
+
+        Returns:
+            Whether the file is now closed.
+        """
+        with self._io_lock:
+            if self._closed:
+                return True
+            self.view.release()
+            try:
+                self._mm.close()
+            except BufferError:
+                # A reader still holds a slice: keep the map alive; retry later.
+                self.view = memoryview(self._mm)
+                return False
+            os.close(self._fd)
+            self._closed = True
+            return True
+
+
+class MappedFileQueue:
+    """The ordered files of one directory (commitlog or one consume queue).
+
+    Not thread-safe: the store's writer holds its lock; the flush thread only
+    calls :meth:`flush` through a snapshot of :attr:`files`.
+
+    Args:
+        directory: Where the files live (created if missing).
+        file_size: Size of each file.
+    """
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        #: Files removed from the queue whose maps were still exported.
+        self.pending_destroy: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Map every existing file in name order. Files of the wrong size are an error.
+
+        Raises:
+            ValueError: A file's size differs from the configured size.
+        """
+        if not self.directory.exists():
+            return
+        names = sorted(
+            p for p in self.directory.iterdir() if p.name.isdigit() and len(p.name) == 20
+        )
+        for path in names:
+            actual = path.stat().st_size
+            if actual != self.file_size:
+                raise ValueError(f"{path} is {actual} bytes; configured size is {self.file_size}")
+            mf = MappedFile(path, self.file_size, int(path.name))
+            mf.wrote_position = mf.flushed_position = self.file_size
+            self.files.append(mf)
+
+    @property
+    def last(self) -> MappedFile | None:
+        """The newest file, or None."""
+        return self.files[-1] if self.files else None
+
+    def min_offset(self) -> int:
+        """Offset of the first byte of the oldest file (0 when empty)."""
+        return self.files[0].from_offset if self.files else 0
+
+    def max_offset(self) -> int:
+        """Global write position (next append offset)."""
+        last = self.last
+        return last.wrote_offset if last is not None else 0
+
+    def create_file(self, from_offset: int) -> MappedFile:
+        """Create and map the file starting at ``from_offset`` and append it to the queue.
+
+        Args:
+            from_offset: A multiple of the file size.
+
+        Returns:
+            The new file.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(self.directory / offset_name(from_offset), self.file_size, from_offset)
+        self.files.append(mf)
+        return mf
+
+    def last_or_new(self, start_offset: int = 0) -> MappedFile:
+        """The newest file if it has room, else a new one after it.
+
+        Args:
+            start_offset: Where to start the very first file.
+
+        Returns:
+            A file with free space.
+        """
+        last = self.last
+        if last is None:
+            return self.create_file(start_offset - start_offset % self.file_size)
+        if last.free == 0:
+            return self.create_file(last.end_offset)
+        return last
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding ``offset``, or None if it is outside the queue.
+
+        Args:
+            offset: A global offset.
+
+        Returns:
+            The file or None.
+        """
+        if not self.files:
+            return None
+        first = self.files[0].from_offset
+        idx = (offset - first) // self.file_size
+        if 0 <= idx < len(self.files):
+            mf = self.files[idx]
+            if mf.from_offset <= offset < mf.end_offset:
+                return mf
+        return None
+
+    def set_write_position(self, offset: int) -> None:
+        """Set every file's write position from a recovered end offset.
+
+        Files wholly past ``offset`` are destroyed; the one containing it is zeroed
+        from there (RocketMQ ``truncateDirtyFiles``).
+
+        Args:
+            offset: The first invalid global offset.
+        """
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.end_offset <= offset:
+                mf.wrote_position = mf.flushed_position = mf.size
+            elif mf.from_offset <= offset:
+                pos = offset - mf.from_offset
+                mf.zero_from(pos)
+                mf.wrote_position = mf.flushed_position = pos
+            else:
+                self._destroy(mf)
+                continue
+            keep.append(mf)
+        self.files = keep
+
+    def delete_first(self) -> MappedFile:
+        """Remove the oldest file from the queue and destroy it (maybe deferred).
+
+        Returns:
+            The removed file.
+        """
+        mf = self.files.pop(0)
+        self._destroy(mf)
+        return mf
+
+    def _destroy(self, mf: MappedFile) -> None:
+        if mf.try_close():
+            mf.path.unlink(missing_ok=True)
+        else:
+            log.info("destroy deferred: file still has readers", path=str(mf.path))
+            self.pending_destroy.append(mf)
+
+    def retry_destroy(self) -> int:
+        """Close and unlink files whose destroy was deferred. Writer thread.
+
+        Returns:
+            How many are still pending.
+        """
+        still = []
+        for mf in self.pending_destroy:
+            if mf.try_close():
+                mf.path.unlink(missing_ok=True)
+            else:
+                still.append(mf)
+        self.pending_destroy = still
+        return len(still)
+
+    def flush(self) -> int:
+        """Flush every file with unflushed bytes. Flush thread.
+
+        Returns:
+            How many files were synced.
+        """
+        synced = 0
+        for mf in list(self.files):
+            if mf.wrote_position > mf.flushed_position:
+                mf.flush()
+                synced += 1
+        return synced
+
+    def close(self) -> None:
+        """Close every file (views still held by callers leave their maps to the GC)."""
+        for mf in self.files + self.pending_destroy:
+            if not mf.try_close():
+                log.warning("closing store with live views", path=str(mf.path))
+        self.files = []
+        self.pending_destroy = []

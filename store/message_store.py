@@ -1,0 +1,484 @@
+"""The store's facade: open (with recovery), put, read, query, close.
+
+Threads: puts and reads may come from any thread; they serialise on one store lock
+(the broker calls from its event loop, the delay scheduler from its timer). The
+flush thread syncs files without that lock. Dispatch runs inline after each append.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence, Set
+from pathlib import Path
+from typing import Final
+
+import structlog
+
+from protocol.errors import MessageFormatError
+from protocol.message import TRANSACTION_MASK, SysFlag, decode_message, encode_message
+from protocol.properties import MAX_PROPERTIES_SIZE, Prop, encode_properties
+from store.checkpoint import Checkpoint
+from store.clock import Clock, SystemClock
+from store.commitlog import AppendStatus, CommitLog
+from store.config import FlushDiskType, StoreConfig
+from store.consume_queue import ConsumeQueue
+from store.dispatch_request import SCHEDULE_TOPIC, DispatchRequest
+from store.flush import FlushService
+from store.index_service import IndexService
+from store.reader import earliest_store_time, get_messages, offset_for_time
+from store.recovery import (
+    RecoveryReport,
+    recover_commitlog,
+    recover_consume_queues,
+    recover_index,
+)
+from store.reput import ReputService
+from store.results import (
+    GetResult,
+    MessageArrivingListener,
+    MessageToStore,
+    PutMessageStatus,
+    PutResult,
+)
+
+__all__ = ["MessageStore"]
+
+log = structlog.get_logger(__name__)
+
+_NOT_IN_QUEUE: Final = frozenset(
+    (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
+)
+_MAX_TOPIC: Final = 127
+
+
+class MessageStore:
+    """A RocketMQ-layout message store. Build with :meth:`open`.
+
+    Any thread may call the public methods; they take the store lock.
+    """
+
+    def __init__(
+        self, config: StoreConfig, listener: MessageArrivingListener | None, clock: Clock
+    ) -> None:
+        root = config.store_path
+        self.config = config
+        self.clock = clock
+        self.listener = listener
+        self._lock = threading.RLock()
+        self._closed = False
+        self.commitlog = CommitLog(root / "commitlog", config.commitlog_file_size_bytes)
+        self.checkpoint = Checkpoint(root / "checkpoint")
+        self.index = IndexService(
+            root / "index", config.index_hash_slots, config.index_max_entries, clock
+        )
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._next_queue_offset: dict[tuple[str, int], int] = {}
+        self._logics_ts = 0
+        dispatchers = [self._dispatch_consume_queue]
+        if config.message_index_enable:
+            dispatchers.append(self._dispatch_index)
+        self.reput = ReputService(self.commitlog, dispatchers, 0, config.delay_levels_ms)
+        self.flush_service = FlushService(
+            config, self.commitlog, self.checkpoint, self._flush_logics, clock
+        )
+        self.recovery_report: RecoveryReport
+
+    # ------------------------------------------------------------------ open / close
+
+    @classmethod
+    def open(
+        cls,
+        config: StoreConfig,
+        *,
+        listener: MessageArrivingListener | None = None,
+        clock: Clock | None = None,
+    ) -> MessageStore:
+        """Open (or create) a store, recover it and start the flush thread.
+
+        Args:
+            config: Store settings.
+            listener: Told about each message dispatched after recovery.
+            clock: Time source (default :class:`~store.clock.SystemClock`).
+
+        Returns:
+            The open store; :attr:`recovery_report` says what recovery did.
+        """
+        store = cls(config, listener, clock or SystemClock())
+        store._recover()
+        store.flush_service.flushed_offset = store.commitlog.max_offset()
+        store.flush_service.start()
+        return store
+
+    def _recover(self) -> None:
+        started = self.clock.monotonic_ms()
+        root = self.config.store_path
+        root.mkdir(parents=True, exist_ok=True)
+        abort = root / "abort"
+        clean = not abort.exists()
+        self.commitlog.load()
+        self._load_queues(root / "consumequeue")
+        self.index.load()
+        cl = recover_commitlog(
+            self.commitlog,
+            self.checkpoint,
+            clean=clean,
+            check_crc=self.config.check_crc_on_recover,
+            with_index=self.config.message_index_enable,
+        )
+        truncated_q, dropped, cq_from = recover_consume_queues(
+            self.commitlog, self.queues.values(), cl.end
+        )
+        index_dropped, index_from = recover_index(self.index, self.commitlog, cl.end)
+        if cl.redispatch_from is not None:
+            start = cl.redispatch_from
+        else:
+            start = max([q.max_physic_offset for q in self.queues.values()], default=0)
+        start = max(self.commitlog.min_offset(), min(start, cq_from, index_from, cl.end))
+        self.reput.reput_from = start
+        redispatched = self.reput.run_once()
+        for key, cq in self.queues.items():
+            self._next_queue_offset[key] = cq.max_offset()
+        abort.touch()
+        self.recovery_report = RecoveryReport(
+            clean=clean,
+            commitlog_max_offset=cl.end,
+            truncated_bytes=cl.truncated_bytes,
+            redispatched=redispatched,
+            consume_queues_truncated=truncated_q,
+            consume_queue_entries_dropped=dropped,
+            index_files_dropped=index_dropped,
+            index_entries=sum(f.index_count - 1 for f in self.index.files),
+            elapsed_ms=self.clock.monotonic_ms() - started,
+        )
+        log.info(
+            "store recovered",
+            **{
+                k: getattr(self.recovery_report, k)
+                for k in ("clean", "commitlog_max_offset", "truncated_bytes", "redispatched")
+            },
+        )
+
+    def _load_queues(self, directory: Path) -> None:
+        if not directory.exists():
+            return
+        for topic_dir in sorted(directory.iterdir()):
+            for qdir in sorted(topic_dir.iterdir()):
+                if qdir.name.isdigit():
+                    cq = self._new_queue(topic_dir.name, int(qdir.name))
+                    cq.load()
+
+    def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        path = self.config.store_path / "consumequeue" / topic / str(queue_id)
+        cq = ConsumeQueue(topic, queue_id, path, self.config.consume_queue_entries_per_file)
+        self.queues[(topic, queue_id)] = cq
+        return cq
+
+    def close(self) -> None:
+        """Flush everything, write the checkpoint, remove the abort marker (idempotent).
+
+        Call from the owner thread once no other thread uses the store.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.flush_service.stop()
+        (self.config.store_path / "abort").unlink(missing_ok=True)
+        self.commitlog.close()
+        for cq in self.queues.values():
+            cq.close()
+        self.index.close()
+
+    def __enter__(self) -> MessageStore:
+        """Use as a context manager; :meth:`close` on exit."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the store."""
+        self.close()
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _dispatch_consume_queue(self, req: DispatchRequest) -> None:
+        if req.sys_flag & TRANSACTION_MASK in _NOT_IN_QUEUE:
+            return  # CommitLogDispatcherBuildConsumeQueue skips half / rolled-back
+        key = (req.topic, req.queue_id)
+        cq = self.queues.get(key)
+        if cq is None:
+            cq = self._new_queue(req.topic, req.queue_id)
+        if cq.put(req.commitlog_offset, req.size, req.tags_code, req.queue_offset):
+            self._logics_ts = req.store_timestamp
+            if self.listener is not None and not self._closed:
+                self.listener.arriving(
+                    req.topic, req.queue_id, cq.max_offset(), req.tags_code, req.store_timestamp
+                )
+
+    def _dispatch_index(self, req: DispatchRequest) -> None:
+        self.index.build(req)
+
+    def _flush_logics(self) -> tuple[int, int]:
+        logics_ts, index_ts = self._logics_ts, self.index.last_timestamp
+        for cq in list(self.queues.values()):
+            cq.flush()
+        self.index.flush()
+        return logics_ts, index_ts
+
+    # ------------------------------------------------------------------ put
+
+    def put_message(self, msg: MessageToStore) -> PutResult:
+        """Append one message, dispatch it, and (SYNC_FLUSH) return a durability future.
+
+        Any thread; takes the store lock. A DELAY level on a normal topic rewrites the
+        message to ``SCHEDULE_TOPIC_XXXX`` queue level-1 (``CommitLog.asyncPutMessage``).
+
+        Args:
+            msg: The message.
+
+        Returns:
+            The result; MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED for refused input.
+        """
+        return self.put_messages([msg])
+
+    def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
+        """Append a batch contiguously with consecutive queue offsets.
+
+        Any thread; takes the store lock. All messages must share topic and queue.
+
+        Args:
+            msgs: The messages (at least one).
+
+        Returns:
+            The result for the whole batch.
+        """
+        if self._closed:
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        if not msgs or any(
+            m.topic != msgs[0].topic or m.queue_id != msgs[0].queue_id for m in msgs
+        ):
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        prepared = [self._rewrite_delay(m) for m in msgs]
+        status = self._check(prepared)
+        if status is not None:
+            return PutResult(status)
+        buf = bytearray()
+        starts = []
+        try:
+            for m in prepared:
+                starts.append(len(buf))
+                buf += _encode(m)
+        except MessageFormatError:
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        first = prepared[0]
+        no_queue = first.sys_flag & TRANSACTION_MASK in _NOT_IN_QUEUE
+        key = (first.topic, first.queue_id)
+        with self._lock:
+            if self._closed:
+                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            qoff = 0 if no_queue else self._next_queue_offset.get(key, 0)
+            now = self.clock.now_ms()
+            res = self.commitlog.append(buf, starts, qoff, 0 if no_queue else 1, now)
+            if res.status is not AppendStatus.PUT_OK:
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            if not no_queue:
+                self._next_queue_offset[key] = qoff + len(prepared)
+            self.reput.run_once()
+            end = res.wrote_offset + res.wrote_bytes
+        durable = None
+        if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            durable = self.flush_service.request(end)
+        else:
+            self.flush_service.wakeup()
+        return PutResult(
+            PutMessageStatus.PUT_OK,
+            res.wrote_offset,
+            res.wrote_bytes,
+            qoff,
+            len(prepared),
+            now,
+            tuple(res.wrote_offset + s for s in starts),
+            durable,
+        )
+
+    def _check(self, msgs: Sequence[MessageToStore]) -> PutMessageStatus | None:
+        total = 0
+        for m in msgs:
+            if len(m.body) > self.config.max_message_size_bytes:
+                return PutMessageStatus.MESSAGE_ILLEGAL
+            if len(m.topic.encode()) > _MAX_TOPIC or not m.topic:
+                return PutMessageStatus.MESSAGE_ILLEGAL
+            if len(encode_properties(m.properties)) > MAX_PROPERTIES_SIZE:
+                return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+            total += len(m.body)
+        if total + 8 + 200 * len(msgs) > self.config.commitlog_file_size_bytes:
+            return PutMessageStatus.MESSAGE_ILLEGAL
+        return None
+
+    def _rewrite_delay(self, m: MessageToStore) -> MessageToStore:
+        level_text = m.properties.get(Prop.DELAY)
+        if not level_text or m.topic == SCHEDULE_TOPIC:
+            return m
+        if m.sys_flag & TRANSACTION_MASK in _NOT_IN_QUEUE:
+            return m
+        try:
+            level = int(level_text)
+        except ValueError:
+            return m
+        if level <= 0:
+            return m
+        level = min(level, len(self.config.delay_levels_ms))
+        props = dict(m.properties)
+        props[Prop.DELAY] = str(level)
+        props[Prop.REAL_TOPIC] = m.topic
+        props[Prop.REAL_QID] = str(m.queue_id)
+        return MessageToStore(
+            SCHEDULE_TOPIC,
+            level - 1,
+            m.body,
+            props,
+            m.flag,
+            m.sys_flag,
+            m.born_timestamp,
+            m.born_host,
+            m.store_host,
+            m.reconsume_times,
+            m.prepared_transaction_offset,
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int | None = None,
+        tag_codes: Set[int] | None = None,
+    ) -> GetResult:
+        """Read records of one queue (``getMessage``). Any thread; takes the store lock.
+
+        Args:
+            topic: Topic.
+            queue_id: Queue id.
+            offset: First queue offset wanted.
+            max_count: Most records.
+            max_bytes: Most bytes (default ``config.max_transfer_bytes``).
+            tag_codes: Accepted tags codes, or None for all.
+
+        Returns:
+            The result; its buffers are views into the mapped commitlog.
+        """
+        with self._lock:
+            return get_messages(
+                self.queues.get((topic, queue_id)),
+                self.commitlog,
+                offset,
+                max_count,
+                self.config.max_transfer_bytes if max_bytes is None else max_bytes,
+                tag_codes,
+            )
+
+    def read_record(self, offset: int) -> memoryview | None:
+        """The whole record at a commitlog offset. Any thread; takes the store lock.
+
+        Args:
+            offset: Commitlog offset (e.g. from an offset msgId).
+
+        Returns:
+            A view of the record, or None if there is no record there.
+        """
+        with self._lock:
+            size = self.commitlog.record_size_at(offset)
+            return self.commitlog.read(offset, size) if size else None
+
+    def query_by_key(
+        self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = 2**63 - 1
+    ) -> list[memoryview]:
+        """Records of ``topic`` with KEYS or UNIQ_KEY ``key`` stored in [begin, end].
+
+        Any thread; takes the store lock. The real key is compared, because index
+        hashes collide.
+
+        Args:
+            topic: Topic.
+            key: One key or a UNIQ_KEY.
+            max_num: Most records.
+            begin_ms: Earliest store time.
+            end_ms: Latest store time.
+
+        Returns:
+            Views of the matching records, newest first.
+        """
+        out: list[memoryview] = []
+        with self._lock:
+            candidates = self.index.query(topic, key, max(max_num * 4, 64), begin_ms, end_ms)
+            for phy in candidates:
+                size = self.commitlog.record_size_at(phy)
+                view = self.commitlog.read(phy, size) if size else None
+                if view is None:
+                    continue
+                msg = decode_message(view)
+                if (
+                    msg.topic == topic
+                    and begin_ms <= msg.store_timestamp <= end_ms
+                    and (key in msg.keys or msg.uniq_key == key)
+                ):
+                    out.append(view)
+                    if len(out) >= max_num:
+                        break
+        return out
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        """A queue's min offset (0 if unknown). Any thread; takes the store lock."""
+        with self._lock:
+            cq = self.queues.get((topic, queue_id))
+            return cq.min_offset() if cq else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """A queue's max offset, the next to be written. Any thread; takes the store lock."""
+        with self._lock:
+            cq = self.queues.get((topic, queue_id))
+            return cq.max_offset() if cq else 0
+
+    def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset stored at or after ``timestamp_ms``. Any thread; store lock."""
+        with self._lock:
+            cq = self.queues.get((topic, queue_id))
+            return offset_for_time(cq, self.commitlog, timestamp_ms) if cq else 0
+
+    def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        """Store time of a queue's first live record, -1 if none. Any thread; store lock."""
+        with self._lock:
+            cq = self.queues.get((topic, queue_id))
+            return earliest_store_time(cq, self.commitlog) if cq else -1
+
+    def commitlog_min_offset(self) -> int:
+        """The commitlog's min offset. Any thread; takes the store lock."""
+        with self._lock:
+            return self.commitlog.min_offset()
+
+    def commitlog_max_offset(self) -> int:
+        """The commitlog's max offset. Any thread; takes the store lock."""
+        with self._lock:
+            return self.commitlog.max_offset()
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The store lock (retention and the delay service run under it)."""
+        return self._lock
+
+
+def _encode(m: MessageToStore) -> bytearray:
+    return encode_message(
+        topic=m.topic,
+        body=m.body,
+        queue_id=m.queue_id,
+        flag=m.flag,
+        properties=m.properties,
+        sys_flag=m.sys_flag,
+        born_timestamp=m.born_timestamp,
+        born_host=m.born_host,
+        store_host=m.store_host,
+        reconsume_times=m.reconsume_times,
+        prepared_transaction_offset=m.prepared_transaction_offset,
+    )

@@ -1,0 +1,130 @@
+"""Reads by queue (``DefaultMessageStore.getMessage``) and by store time."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Set
+
+from store.commitlog import CommitLog
+from store.consume_queue import BLANK_ENTRY_SIZE, ENTRY, ENTRY_SIZE, ConsumeQueue
+from store.results import GetMessageStatus, GetResult
+
+__all__ = ["earliest_store_time", "get_messages", "offset_for_time"]
+
+_STORE_TS = struct.Struct(">q")
+#: RocketMQ scans at most max(16000, maxMsgNums * 20) entries looking for matches.
+_MIN_FILTER_SCAN = 16000
+
+
+def _empty(status: GetMessageStatus, nxt: int, lo: int, hi: int) -> GetResult:
+    return GetResult(status, [], [], nxt, lo, hi)
+
+
+def get_messages(
+    cq: ConsumeQueue | None,
+    commitlog: CommitLog,
+    offset: int,
+    max_count: int,
+    max_bytes: int,
+    tag_codes: Set[int] | None,
+) -> GetResult:
+    """Read up to ``max_count`` records of one queue from ``offset``.
+
+    ``next_begin_offset`` follows ``getMessage``: offset plus entries scanned (filtered
+    ones included) when reading, min offset when too small, the offset itself when
+    caught up, and max offset (0 if the queue's min is 0) when past the end.
+
+    Args:
+        cq: The queue, or None if it does not exist.
+        commitlog: The commitlog.
+        offset: First queue offset wanted.
+        max_count: Most records.
+        max_bytes: Most bytes (the first record always fits).
+        tag_codes: Tags codes to accept, or None for all.
+
+    Returns:
+        The result (views into the mapped commitlog).
+    """
+    if cq is None:
+        return _empty(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    lo, hi = cq.min_offset(), cq.max_offset()
+    if hi == 0:
+        return _empty(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+    if offset < lo:
+        return _empty(GetMessageStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+    if offset == hi:
+        return _empty(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+    if offset > hi:
+        return _empty(GetMessageStatus.OFFSET_OVERFLOW_BADLY, 0 if lo == 0 else hi, lo, hi)
+    block = cq.entries(offset)
+    if block is None:
+        return _empty(GetMessageStatus.OFFSET_FOUND_NULL, cq.roll_next_file(offset), lo, hi)
+    scan_limit = max(_MIN_FILTER_SCAN, max_count * 20) * ENTRY_SIZE
+    buffers: list[memoryview] = []
+    offsets: list[int] = []
+    status = GetMessageStatus.NO_MATCHED_MESSAGE
+    total = scanned = 0
+    read = commitlog.read
+    for phy, size, tags in ENTRY.iter_unpack(block[:scan_limit]):
+        if buffers and (len(buffers) >= max_count or total + size > max_bytes):
+            break
+        scanned += 1
+        if size == BLANK_ENTRY_SIZE or (tag_codes is not None and tags not in tag_codes):
+            continue
+        view = read(phy, size)
+        if view is None:
+            if not buffers:
+                status = GetMessageStatus.MESSAGE_WAS_REMOVING
+            continue
+        buffers.append(view)
+        offsets.append(offset + scanned - 1)
+        total += size
+        status = GetMessageStatus.FOUND
+    return GetResult(status, buffers, offsets, offset + scanned, lo, hi)
+
+
+def _store_time(cq: ConsumeQueue, commitlog: CommitLog, index: int) -> int | None:
+    entry = cq.entry(index)
+    if entry is None:
+        return None
+    view = commitlog.read(entry[0] + 56, 8)
+    if view is None:
+        return None
+    ts: int = _STORE_TS.unpack(view)[0]
+    return ts
+
+
+def offset_for_time(cq: ConsumeQueue, commitlog: CommitLog, timestamp_ms: int) -> int:
+    """First queue offset whose store time is ≥ ``timestamp_ms`` (binary search).
+
+    Args:
+        cq: The queue.
+        commitlog: The commitlog.
+        timestamp_ms: A store time.
+
+    Returns:
+        That offset, or the max offset if every record is older.
+    """
+    lo, hi = cq.min_offset(), cq.max_offset()
+    while lo < hi:
+        mid = (lo + hi) // 2
+        ts = _store_time(cq, commitlog, mid)
+        if ts is None or ts < timestamp_ms:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def earliest_store_time(cq: ConsumeQueue, commitlog: CommitLog) -> int:
+    """Store time of the queue's first live record (-1 if none).
+
+    Args:
+        cq: The queue.
+        commitlog: The commitlog.
+
+    Returns:
+        Store time in ms, or -1.
+    """
+    ts = _store_time(cq, commitlog, cq.min_offset())
+    return -1 if ts is None else ts

@@ -1,0 +1,46 @@
+"""Delayed messages: rewritten at put, delivered by DelayDeliveryService when due."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from protocol.message import decode_message
+from store.clock import ManualClock
+from store.dispatch_request import SCHEDULE_TOPIC
+from store.message_store import MessageStore
+from store.schedule import DelayDeliveryService, read_delay_offsets
+from tests.store.helpers import message, read_all, small_config
+from tests.store.layout_checker import check_store
+
+
+def test_delay_rewrite_and_delivery(tmp_path: Path) -> None:
+    """DELAY=2 waits 5 s in schedule queue 1, then lands in its real queue, cleaned."""
+    clock = ManualClock(1_700_000_000_000)
+    with MessageStore.open(small_config(tmp_path), clock=clock) as store:
+        m = message(1, queue_id=3)
+        m.properties["DELAY"] = "2"
+        m.reconsume_times = 2
+        res = store.put_message(m)
+        assert res.ok and store.max_offset("T", 3) == 0
+        assert store.max_offset(SCHEDULE_TOPIC, 1) == 1
+        entry = store.queues[(SCHEDULE_TOPIC, 1)].entry(0)
+        assert entry is not None and entry[2] == res.store_timestamp + 5000
+        service = DelayDeliveryService(store)
+        assert service.run_once(clock.now_ms() + 4999) == 0
+        assert service.run_once(clock.now_ms() + 5000) == 1
+        assert service.run_once(clock.now_ms() + 9000) == 0
+        (delivered,) = read_all(store, "T", 3)
+        assert delivered.reconsume_times == 2 and delivered.properties["seq"] == "1"
+        assert not {"DELAY", "REAL_TOPIC", "REAL_QID"} & delivered.properties.keys()
+        assert decode_message(store.query_by_key("T", "k-1", 5)[0]).topic in ("T", SCHEDULE_TOPIC)
+    saved = json.loads((tmp_path / "config" / "delayOffset.json").read_text())
+    assert saved == {"offsetTable": {"2": 1}}
+    assert check_store(tmp_path, 16 * 1024, 16, 32, 40).errors == []
+
+
+def test_reads_fastjson_offsets(tmp_path: Path) -> None:
+    """delayOffset.json with unquoted integer keys (RocketMQ's form) is read."""
+    path = tmp_path / "delayOffset.json"
+    path.write_text('{\n\t"offsetTable":{1:1,3:7\n\t}\n}')
+    assert read_delay_offsets(path) == {1: 1, 3: 7}
