@@ -6,12 +6,19 @@ name server and SDK drive it over asyncio; the store uses its stored-message cod
 
 from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
-from protocol.errors import FrameError, HeaderError, MessageFormatError, ProtocolError
+from protocol.errors import (
+    BodyError,
+    FrameError,
+    HeaderError,
+    MessageFormatError,
+    ProtocolError,
+)
 from protocol.frame import FrameDecoder, encode_command, encode_command_parts
 
 __all__ = [
     "FLAG_ONEWAY",
     "FLAG_RESPONSE",
+    "BodyError",
     "FrameDecoder",
     "FrameError",
     "HeaderError",

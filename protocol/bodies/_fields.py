@@ -114,13 +114,16 @@ def _kind(value: object) -> str:
     return "an object" if isinstance(value, dict) else type(value).__name__
 
 
-def _missing(obj: Mapping[str, Any], key: str, what: str, default: Any) -> Any:
+T = TypeVar("T")
+
+
+def _missing(key: str, what: str, default: T) -> T:
     if default is REQUIRED:
         raise BodyError(f"{what} lacks the required member {key!r}")
     return default
 
 
-def get_str(obj: Mapping[str, Any], key: str, what: str, default: Any = REQUIRED) -> str:
+def get_str(obj: Mapping[str, Any], key: str, what: str, default: str = REQUIRED) -> str:
     """Read a string member; numbers are accepted as their decimal text.
 
     Args:
@@ -137,7 +140,7 @@ def get_str(obj: Mapping[str, Any], key: str, what: str, default: Any = REQUIRED
     """
     value = obj.get(key)
     if value is None:
-        return _missing(obj, key, what, default)  # type: ignore[no-any-return]
+        return _missing(key, what, default)
     return to_str(value, f"{what} member {key!r}")
 
 
@@ -163,10 +166,10 @@ def to_str(value: object, where: str) -> str:
 
 def get_opt_str(obj: Mapping[str, Any], key: str, what: str) -> str | None:
     """Read an optional string member (``None`` when absent or null)."""
-    return get_str(obj, key, what, None) if obj.get(key) is not None else None
+    return get_str(obj, key, what) if obj.get(key) is not None else None
 
 
-def get_int(obj: Mapping[str, Any], key: str, what: str, default: Any = REQUIRED) -> int:
+def get_int(obj: Mapping[str, Any], key: str, what: str, default: int = REQUIRED) -> int:
     """Read an integer member: a JSON integer or a decimal string.
 
     Args:
@@ -183,7 +186,7 @@ def get_int(obj: Mapping[str, Any], key: str, what: str, default: Any = REQUIRED
     """
     value = obj.get(key)
     if value is None:
-        return _missing(obj, key, what, default)  # type: ignore[no-any-return]
+        return _missing(key, what, default)
     return to_int(value, f"{what} member {key!r}")
 
 
@@ -211,11 +214,11 @@ def to_int(value: object, where: str) -> int:
     raise BodyError(f"{where} must be an integer, got {value!r}")
 
 
-def get_float(obj: Mapping[str, Any], key: str, what: str, default: Any = REQUIRED) -> float:
+def get_float(obj: Mapping[str, Any], key: str, what: str, default: float = REQUIRED) -> float:
     """Read a number member as ``float`` (a JSON number or a numeric string)."""
     value = obj.get(key)
     if value is None:
-        return _missing(obj, key, what, default)  # type: ignore[no-any-return]
+        return _missing(key, what, default)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, str):
@@ -226,11 +229,11 @@ def get_float(obj: Mapping[str, Any], key: str, what: str, default: Any = REQUIR
     raise BodyError(f"{what} member {key!r} must be a number, got {value!r}")
 
 
-def get_bool(obj: Mapping[str, Any], key: str, what: str, default: Any = REQUIRED) -> bool:
+def get_bool(obj: Mapping[str, Any], key: str, what: str, default: bool = REQUIRED) -> bool:
     """Read a boolean member: ``true``/``false``, 0/1, or their string forms."""
     value = obj.get(key)
     if value is None:
-        return _missing(obj, key, what, default)  # type: ignore[no-any-return]
+        return _missing(key, what, default)
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and value in (0, 1):
@@ -243,7 +246,7 @@ def get_bool(obj: Mapping[str, Any], key: str, what: str, default: Any = REQUIRE
 
 
 def get_enum(
-    obj: Mapping[str, Any], key: str, what: str, enum: type[E], default: Any = REQUIRED
+    obj: Mapping[str, Any], key: str, what: str, enum: type[E], default: E = REQUIRED
 ) -> E:
     """Read an enum member given by name (Java, ali-ons) or by ordinal (C++).
 
@@ -262,7 +265,7 @@ def get_enum(
     """
     value = obj.get(key)
     if value is None:
-        return _missing(obj, key, what, default)  # type: ignore[no-any-return]
+        return _missing(key, what, default)
     try:
         if isinstance(value, str) and not _DECIMAL.fullmatch(value.strip()):
             return enum[value]

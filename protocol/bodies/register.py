@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Self
 
 from protocol import fastjson
-from protocol.bodies._fields import encode, get_str_list, parse_object
+from protocol.bodies._fields import encode, get_map, get_str_list, parse_object
 from protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from protocol.errors import BodyError
 
@@ -104,7 +104,7 @@ class RegisterBrokerBody:
         what = "RegisterBrokerBody"
         obj = parse_object(data, what)
         wrapper = TopicConfigSerializeWrapper.from_dict(
-            obj.get("topicConfigSerializeWrapper") or {}
+            get_map(obj, "topicConfigSerializeWrapper", what)
         )
         return cls(wrapper, get_str_list(obj, "filterServerList", what))
 

@@ -129,5 +129,5 @@ class SubscriptionGroupWrapper:
         groups = get_map(obj, "subscriptionGroupTable", what)
         return cls(
             {n: SubscriptionGroupConfig.from_dict(c) for n, c in groups.items()},
-            DataVersion.from_dict(obj.get("dataVersion") or {}),
+            DataVersion.from_dict(get_map(obj, "dataVersion", what)),
         )

@@ -193,7 +193,7 @@ class TopicConfigSerializeWrapper:
             name: TopicConfig.from_dict(config)
             for name, config in get_map(data, "topicConfigTable", what).items()
         }
-        return cls(table, DataVersion.from_dict(data.get("dataVersion") or {}))
+        return cls(table, DataVersion.from_dict(get_map(data, "dataVersion", what)))
 
     def to_json(self) -> bytes:
         """Serialize as the GET_ALL_TOPIC_CONFIG body."""
