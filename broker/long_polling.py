@@ -37,6 +37,7 @@ class PullHoldService:
     def __init__(self) -> None:
         self._holds: dict[tuple[str, int], list[_Hold]] = {}
         self._closed = False
+        self._parked = asyncio.Event()
 
     @property
     def held(self) -> int:
@@ -68,6 +69,7 @@ class PullHoldService:
         key = (topic, queue_id)
         hold = _Hold(offset, tag_codes, asyncio.get_running_loop().create_future())
         self._holds.setdefault(key, []).append(hold)
+        self._parked.set()
         try:
             return await asyncio.wait_for(hold.future, timeout_s)
         except TimeoutError:
@@ -79,6 +81,12 @@ class PullHoldService:
                     holds.remove(hold)
                 if not holds:
                     del self._holds[key]
+
+    async def wait_parked(self, count: int = 1) -> None:
+        """Wait until at least ``count`` pulls are parked (for tests and tooling)."""
+        while self.held < count:
+            self._parked.clear()
+            await self._parked.wait()
 
     def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
         """Wake the pulls parked on a queue that can now read something.

@@ -1,0 +1,279 @@
+"""The broker process: store, managers, remoting server, services, registration.
+
+``Broker.start`` opens (and recovers) the store in a worker thread, loads the config
+files, listens, registers the request processors and the name-server registration, and
+starts the periodic services RocketMQ's ``BrokerController`` runs: config persistence
+(5 s), client expiry (10 s), delayed delivery (100 ms), retention (10 s) and
+re-registration (30 s, and at once when the topic table changes). ``stop`` undoes it in
+reverse and leaves a clean store (flushed, checkpointed, no abort marker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import structlog
+
+from broker import processors
+from broker.clients import ClientManager
+from broker.config import BrokerConfig
+from broker.context import BrokerContext, TaskSet
+from broker.groups import SubscriptionGroupManager
+from broker.locks import RebalanceLockManager
+from broker.long_polling import PullHoldService
+from broker.notify import notify_consumer_ids_changed
+from broker.offsets import ConsumerOffsetManager
+from broker.registration import NamesrvRegistrar, parse_namesrv_addrs
+from broker.remoting import ProcessorRegistry, RemotingServer
+from broker.topics import TopicConfigManager
+from protocol.headers.namesrv import RegisterBrokerRequestHeader
+from protocol.message import pack_host
+from store.clock import Clock, SystemClock
+from store.config import FlushDiskType, StoreConfig
+from store.message_store import MessageStore
+from store.retention import RetentionService
+from store.schedule import DelayDeliveryService
+
+__all__ = ["Broker", "store_config_from"]
+
+log = structlog.get_logger(__name__)
+
+_CLIENT_SCAN_MS = 10_000
+_DELAY_TICK_MS = 100
+_RETENTION_TICK_MS = 10_000
+
+
+def store_config_from(config: BrokerConfig) -> StoreConfig:
+    """Translate broker.conf settings into the store's configuration."""
+    return StoreConfig(
+        store_path=config.store_path_root_dir,
+        commitlog_file_size_bytes=config.mapped_file_size_commit_log,
+        consume_queue_entries_per_file=config.mapped_file_size_consume_queue // 20,
+        index_hash_slots=config.max_hash_slot_num,
+        index_max_entries=config.max_index_num,
+        max_message_size_bytes=config.max_message_size,
+        flush_disk_type=FlushDiskType(config.flush_disk_type.value),
+        flush_interval_ms=config.flush_interval_commit_log_ms,
+        flush_consume_queue_interval_ms=config.flush_interval_consume_queue_ms,
+        message_delay_level=config.message_delay_level,
+        file_reserved_time_hours=config.file_reserved_time_hours,
+        delete_when=config.delete_when,
+        disk_max_used_space_ratio=min(config.disk_max_used_space_ratio, 85) / 100,
+        message_index_enable=config.message_index_enable,
+        check_crc_on_recover=config.check_crc_on_recover,
+        max_transfer_bytes=config.max_transfer_bytes_on_message_in_memory,
+    )
+
+
+class _ArrivalBridge:
+    """Store listener that wakes parked pulls on the event loop's thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, holds: PullHoldService) -> None:
+        self._loop = loop
+        self._thread = threading.get_ident()
+        self._holds = holds
+
+    def arriving(
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int
+    ) -> None:
+        if threading.get_ident() == self._thread:
+            self._holds.notify(topic, queue_id, max_offset, tags_code)
+        else:  # a put from a worker thread (delayed delivery, transactions)
+            self._loop.call_soon_threadsafe(
+                self._holds.notify, topic, queue_id, max_offset, tags_code
+            )
+
+
+class Broker:
+    """A running broker; build it with :meth:`start`. Event loop only."""
+
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        server: RemotingServer,
+        registrar: NamesrvRegistrar,
+        delay: DelayDeliveryService,
+        retention: RetentionService,
+    ) -> None:
+        self.ctx = ctx
+        self._server = server
+        self._registrar = registrar
+        self._delay = delay
+        self._retention = retention
+        self._register_now = asyncio.Event()
+        self._registered = asyncio.Event()
+        self._stopped = False
+
+    @classmethod
+    async def start(
+        cls, config: BrokerConfig, *, host: str = "0.0.0.0", clock: Clock | None = None
+    ) -> Broker:
+        """Open the store, listen and start every service.
+
+        Args:
+            config: Broker settings (``listen_port`` 0 binds a free port).
+            host: Interface to listen on.
+            clock: Time source (default: the system clock).
+
+        Returns:
+            The running broker; it has registered with its name servers once.
+        """
+        clock = clock or SystemClock()
+        holds = PullHoldService()
+        bridge = _ArrivalBridge(asyncio.get_running_loop(), holds)
+        store = await asyncio.to_thread(
+            MessageStore.open, store_config_from(config), listener=bridge, clock=clock
+        )
+        log.info("store opened", report=store.recovery_report)
+        conf_dir = config.store_path_root_dir / "config"
+        topics = TopicConfigManager(
+            conf_dir / "topics.json",
+            clock,
+            cluster_name=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            auto_create=config.auto_create_topic_enable,
+            default_queue_nums=config.default_topic_queue_nums,
+        )
+        groups = SubscriptionGroupManager(
+            conf_dir / "subscriptionGroup.json",
+            clock,
+            auto_create=config.auto_create_subscription_group,
+        )
+        offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json")
+        for manager in (topics, groups, offsets):
+            manager.load()
+        tasks = TaskSet()
+        clients = ClientManager(
+            partial(notify_consumer_ids_changed, tasks)
+            if config.notify_consumer_ids_changed_enable
+            else None
+        )
+        registry = ProcessorRegistry()
+        server = RemotingServer(host, config.listen_port, registry, name="broker")
+        try:
+            await server.start()
+        except BaseException:
+            await asyncio.to_thread(store.close)
+            raise
+        ip = config.broker_ip1 or "127.0.0.1"
+        addr = f"{ip}:{server.port}"
+        ctx = BrokerContext(
+            config=config,
+            store=store,
+            topics=topics,
+            groups=groups,
+            offsets=offsets,
+            clients=clients,
+            locks=RebalanceLockManager(clock),
+            holds=holds,
+            clock=clock,
+            broker_addr=addr,
+            store_host=pack_host(ip, server.port),
+            tasks=tasks,
+        )
+        processors.register_all(registry, ctx)
+        registrar = NamesrvRegistrar(
+            parse_namesrv_addrs(config.namesrv_addr),
+            RegisterBrokerRequestHeader(
+                broker_name=config.broker_name,
+                broker_addr=addr,
+                cluster_name=config.broker_cluster_name,
+                ha_server_addr=f"{config.broker_ip2 or ip}:{config.ha_listen_port}",
+                broker_id=config.broker_id,
+            ),
+            topics.wrapper,
+            timeout_s=config.register_broker_timeout_ms / 1000,
+            compressed=config.compressed_register,
+        )
+        broker = cls(ctx, server, registrar, DelayDeliveryService(store), RetentionService(store))
+        topics.on_change = broker._register_now.set
+        await registrar.register_all()
+        broker._start_services()
+        log.info("broker started", addr=addr, cluster=config.broker_cluster_name)
+        return broker
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return self._server.port
+
+    @property
+    def addr(self) -> str:
+        """The advertised ``ip:port``."""
+        return self.ctx.broker_addr
+
+    def _start_services(self) -> None:
+        cfg, tasks = self.ctx.config, self.ctx.tasks
+        tasks.spawn(self._every(cfg.flush_consumer_offset_interval_ms, self._persist), "persist")
+        tasks.spawn(self._every(_CLIENT_SCAN_MS, self._scan_clients), "client-scan")
+        tasks.spawn(self._every(_DELAY_TICK_MS, self._deliver_delayed), "delay")
+        tasks.spawn(self._every(_RETENTION_TICK_MS, self._retain), "retention")
+        tasks.spawn(self._registration_loop(), "registration")
+
+    async def _every(self, interval_ms: int, step: Callable[[], Awaitable[Any]]) -> None:
+        # A failing step is logged with its traceback and retried next tick: one bad
+        # round must not stop the service (RocketMQ's scheduled executors do the same).
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("broker service step failed", step=getattr(step, "__name__", step))
+
+    async def _registration_loop(self) -> None:
+        period = self.ctx.config.register_name_server_period_ms / 1000
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._register_now.wait(), period)
+            self._register_now.clear()
+            await self._registrar.register_all()
+            self._registered.set()
+
+    async def next_registration(self) -> None:
+        """Wait until the next registration round with the name servers has finished."""
+        self._registered.clear()
+        await self._registered.wait()
+
+    async def _persist(self) -> None:
+        for manager in (self.ctx.topics, self.ctx.groups, self.ctx.offsets):
+            snapshot = manager.snapshot()
+            if snapshot is not None:
+                await asyncio.to_thread(manager.persist_snapshot, snapshot)
+
+    async def _scan_clients(self) -> None:
+        self.ctx.clients.scan_once(self.ctx.clock.now_ms())
+
+    async def _deliver_delayed(self) -> None:
+        await asyncio.to_thread(self._delay.run_once, self.ctx.clock.now_ms())
+
+    async def _retain(self) -> None:
+        await asyncio.to_thread(self._retention.run_once)
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop serving, persist everything and close the store cleanly. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        ctx = self.ctx
+        ctx.holds.close()
+        await self._server.stop(grace_s)
+        await ctx.tasks.cancel_all()
+        await self._registrar.unregister_all()
+        await self._registrar.close()
+        await self._persist()
+        await asyncio.to_thread(self._delay.persist)
+        await asyncio.to_thread(ctx.store.close)
+        log.info("broker stopped", addr=ctx.broker_addr)
+
+    async def __aenter__(self) -> Broker:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()

@@ -1,0 +1,92 @@
+"""What processors may use: the broker's collaborators, built once at start.
+
+Processor modules pick the narrow pieces they need from :class:`BrokerContext` when
+they register; nothing holds the broker object itself (style.md §9 A1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from broker.clients import ClientManager
+from broker.config import BrokerConfig, BrokerRole
+from broker.groups import SubscriptionGroupManager
+from broker.locks import RebalanceLockManager
+from broker.long_polling import PullHoldService
+from broker.offsets import ConsumerOffsetManager
+from broker.topics import TopicConfigManager
+from store.clock import Clock
+from store.message_store import MessageStore
+
+__all__ = ["BrokerContext", "TaskSet"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(eq=False)
+class TaskSet:
+    """Background tasks owned by the broker: kept until done, cancelled at stop."""
+
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run a coroutine in an owned task; its failure is logged, never lost."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self.tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", task=task.get_name(), exc_info=task.exception())
+
+    async def cancel_all(self) -> None:
+        """Cancel every task and wait for them to finish."""
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+@dataclass(frozen=True, eq=False)
+class BrokerContext:
+    """The broker's collaborators.
+
+    Attributes:
+        config: Broker settings.
+        store: The message store.
+        topics: Topic configs.
+        groups: Subscription group configs.
+        offsets: Committed consumer offsets.
+        clients: Producer and consumer channels.
+        locks: Orderly-consumption queue locks.
+        holds: Parked long-polling pulls.
+        clock: Time source.
+        broker_addr: ``ip:port`` clients reach this broker at (advertised).
+        store_host: ``broker_addr`` packed as a stored record's 8-byte host field.
+        tasks: Owned background tasks (e.g. notifications to clients).
+    """
+
+    config: BrokerConfig
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    clients: ClientManager
+    locks: RebalanceLockManager
+    holds: PullHoldService
+    clock: Clock
+    broker_addr: str
+    store_host: bytes
+    tasks: TaskSet
+
+    @property
+    def is_master(self) -> bool:
+        """Whether this broker accepts writes (not a slave)."""
+        return self.config.broker_role is not BrokerRole.SLAVE

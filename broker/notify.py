@@ -1,0 +1,32 @@
+"""Broker-to-client notifications (NOTIFY_CONSUMER_IDS_CHANGED, remoting-protocol.md §3.13)."""
+
+from __future__ import annotations
+
+import structlog
+
+from broker.context import TaskSet
+from client.connection import Connection
+from client.errors import ClientError
+from protocol.codes import RequestCode
+from protocol.command import RemotingCommand
+from protocol.headers.consumer import NotifyConsumerIdsChangedRequestHeader
+
+__all__ = ["notify_consumer_ids_changed"]
+
+log = structlog.get_logger(__name__)
+
+
+def notify_consumer_ids_changed(tasks: TaskSet, group: str, conns: list[Connection]) -> None:
+    """Tell every member of a group to rebalance now (oneway, in owned tasks)."""
+    header = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext_fields()
+    for conn in conns:
+        if conn.is_open:
+            cmd = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields=header)
+            tasks.spawn(_send(conn, cmd), f"notify-{group}")
+
+
+async def _send(conn: Connection, cmd: RemotingCommand) -> None:
+    try:
+        await conn.send_oneway(cmd)
+    except ClientError as exc:
+        log.info("notify failed", peer=conn.peer_address, error=str(exc))

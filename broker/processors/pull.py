@@ -1,0 +1,149 @@
+"""Pull processor: PULL_MESSAGE (11) with long polling.
+
+Follows RocketMQ 4.9's ``PullMessageProcessor``: check the group, topic, queue and
+subscription; read from the store filtering by tag hash; and when the consumer is
+caught up and allowed to suspend, park the pull in :class:`~broker.long_polling.PullHoldService`
+until a matching message arrives or ``suspendTimeoutMillis`` passes, then read again
+and answer. The response body is the stored records themselves, written from the mapped
+commitlog without decoding (remoting-protocol.md §3.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+
+from broker.context import BrokerContext
+from broker.remoting import ProcessorRegistry, RequestContext
+from broker.status_codes import pull_response_code
+from client.connection import Reply
+from protocol.bodies.route import Perm
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.filter import parse_tag_expression, tag_codes
+from protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
+from store.results import GetMessageStatus, GetResult
+
+__all__ = ["PullProcessor", "register"]
+
+
+class _Refused(Exception):
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class PullProcessor:
+    """Serves PULL_MESSAGE. Event loop only.
+
+    Args:
+        ctx: The broker's collaborators.
+    """
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self._ctx = ctx
+        self._long_polling = ctx.config.long_polling_enable
+        self._short_poll_s = ctx.config.short_polling_time_ms / 1000
+        self._max_count = ctx.config.max_transfer_count_on_message_in_memory
+
+    async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | Reply:
+        """Answer a pull, holding it while the queue has nothing new."""
+        h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            codes = self._check(h)
+        except _Refused as refused:
+            return cmd.make_response(refused.code, remark=refused.remark)
+        flags = PullSysFlag(h.sys_flag)
+        if flags & PullSysFlag.COMMIT_OFFSET and self._ctx.is_master:
+            self._ctx.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        result = self._read(h, codes)
+        code = pull_response_code(result.status, h.queue_offset)
+        if code == ResponseCode.PULL_NOT_FOUND and flags & PullSysFlag.SUSPEND:
+            timeout_s = (
+                h.suspend_timeout_millis / 1000 if self._long_polling else self._short_poll_s
+            )
+            if await self._ctx.holds.wait(h.topic, h.queue_id, h.queue_offset, timeout_s, codes):
+                result = self._read(h, codes)
+                code = pull_response_code(result.status, h.queue_offset)
+        return self._answer(cmd, code, result)
+
+    def _check(self, h: PullMessageRequestHeader) -> Set[int] | None:
+        ctx = self._ctx
+        if not ctx.config.broker_permission & Perm.READ:
+            raise _Refused(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{ctx.config.broker_name}] pulling message is forbidden",
+            )
+        group = ctx.groups.find(h.consumer_group)
+        if group is None:
+            raise _Refused(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{h.consumer_group}] does not exist",
+            )
+        if not group.consume_enable:
+            raise _Refused(
+                ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}"
+            )
+        topic = ctx.topics.find(h.topic)
+        if topic is None:
+            raise _Refused(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
+            )
+        if not topic.perm & Perm.READ:
+            raise _Refused(
+                ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden"
+            )
+        if not 0 <= h.queue_id < topic.read_queue_nums:
+            raise _Refused(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+                f"topicConfig.readQueueNums:[{topic.read_queue_nums}]",
+            )
+        return self._subscription_codes(h)
+
+    def _subscription_codes(self, h: PullMessageRequestHeader) -> Set[int] | None:
+        if h.expression_type not in (None, "", "TAG"):
+            raise _Refused(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"expression type {h.expression_type} is not supported; use TAG",
+            )
+        if PullSysFlag(h.sys_flag) & PullSysFlag.SUBSCRIPTION:
+            return tag_codes(parse_tag_expression(h.subscription))
+        # Java consumers do not send their expression: use the heartbeat's.
+        sub = self._ctx.clients.subscription(h.consumer_group, h.topic)
+        if sub is None:
+            raise _Refused(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription not exist, group: {h.consumer_group}",
+            )
+        if sub.sub_version < h.sub_version:
+            raise _Refused(
+                ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                f"the consumer's subscription not latest, group: {h.consumer_group}",
+            )
+        return frozenset(sub.code_set) if sub.tags_set else None
+
+    def _read(self, h: PullMessageRequestHeader, codes: Set[int] | None) -> GetResult:
+        max_count = max(1, min(h.max_msg_nums, self._max_count))
+        return self._ctx.store.get_messages(
+            h.topic, h.queue_id, h.queue_offset, max_count, tag_codes=codes
+        )
+
+    def _answer(
+        self, cmd: RemotingCommand, code: ResponseCode, result: GetResult
+    ) -> RemotingCommand | Reply:
+        header = PullMessageResponseHeader(
+            suggest_which_broker_id=0,
+            next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+        ).to_ext_fields()
+        if code == ResponseCode.SUCCESS and result.status is GetMessageStatus.FOUND:
+            return Reply(cmd.make_response(code, ext_fields=header), result.buffers)
+        # The real broker names the store status in the remark (captures/real-broker).
+        return cmd.make_response(code, remark=result.status.value, ext_fields=header)
+
+
+def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+    """Register PULL_MESSAGE."""
+    registry.register(RequestCode.PULL_MESSAGE, PullProcessor(ctx).process)

@@ -1,0 +1,128 @@
+"""The broker's registration with its name servers (REGISTER_BROKER / UNREGISTER_BROKER).
+
+RocketMQ's ``BrokerOuterAPI.registerBrokerAll``: at start, every
+``registerNameServerPeriod`` (30 s) and whenever the topic table changes, the broker
+sends its whole topic table to every name server. A name server that does not answer
+is retried on the next round; its connection is reopened then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import structlog
+
+from client.connection import Connection, open_connection
+from client.errors import ClientError
+from protocol.bodies.register import RegisterBrokerBody
+from protocol.bodies.topic import TopicConfigSerializeWrapper
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers.namesrv import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from protocol.message import body_crc
+
+__all__ = ["NamesrvRegistrar", "parse_namesrv_addrs"]
+
+log = structlog.get_logger(__name__)
+
+
+def parse_namesrv_addrs(text: str | None) -> list[tuple[str, int]]:
+    """Split ``namesrvAddr`` (``host:port;host:port``) into addresses."""
+    out = []
+    for item in (text or "").replace(",", ";").split(";"):
+        host, _, port = item.strip().rpartition(":")
+        if host and port.isdigit():
+            out.append((host, int(port)))
+    return out
+
+
+class NamesrvRegistrar:
+    """Registers one broker with every name server. Event loop only.
+
+    Args:
+        addrs: Name server addresses.
+        identity: The header fields naming this broker (cluster, name, id, address).
+        topics: Returns the current topic table.
+        timeout_s: Per-request timeout (``registerBrokerTimeoutMills``).
+        compressed: Send the compressed body form (``compressedRegister``).
+    """
+
+    def __init__(
+        self,
+        addrs: list[tuple[str, int]],
+        identity: RegisterBrokerRequestHeader,
+        topics: Callable[[], TopicConfigSerializeWrapper],
+        *,
+        timeout_s: float = 6.0,
+        compressed: bool = False,
+    ) -> None:
+        self._addrs = addrs
+        self._identity = identity
+        self._topics = topics
+        self._timeout_s = timeout_s
+        self._compressed = compressed
+        self._connections: dict[tuple[str, int], Connection] = {}
+        self.registrations = 0
+
+    async def register_all(self) -> int:
+        """Register with every name server concurrently.
+
+        Returns:
+            How many name servers accepted the registration.
+        """
+        body = RegisterBrokerBody(self._topics())
+        data = body.encode_compressed() if self._compressed else body.to_json()
+        header = RegisterBrokerRequestHeader(
+            broker_name=self._identity.broker_name,
+            broker_addr=self._identity.broker_addr,
+            cluster_name=self._identity.cluster_name,
+            ha_server_addr=self._identity.ha_server_addr,
+            broker_id=self._identity.broker_id,
+            compressed=self._compressed,
+            body_crc32=body_crc(data),
+        )
+        cmd = RemotingCommand(
+            RequestCode.REGISTER_BROKER, ext_fields=header.to_ext_fields(), body=data
+        )
+        results = await asyncio.gather(*(self._send(a, cmd) for a in self._addrs))
+        accepted = sum(results)
+        self.registrations += accepted
+        return accepted
+
+    async def unregister_all(self) -> None:
+        """Tell every name server this broker is leaving (best effort)."""
+        header = UnregisterBrokerRequestHeader(
+            broker_name=self._identity.broker_name,
+            broker_addr=self._identity.broker_addr,
+            cluster_name=self._identity.cluster_name,
+            broker_id=self._identity.broker_id,
+        )
+        cmd = RemotingCommand(RequestCode.UNREGISTER_BROKER, ext_fields=header.to_ext_fields())
+        await asyncio.gather(*(self._send(a, cmd) for a in self._addrs))
+
+    async def close(self) -> None:
+        """Close the name server connections. Idempotent."""
+        conns, self._connections = list(self._connections.values()), {}
+        for conn in conns:
+            await conn.close()
+
+    async def _send(self, addr: tuple[str, int], cmd: RemotingCommand) -> bool:
+        try:
+            conn = self._connections.get(addr)
+            if conn is None or not conn.is_open:
+                conn = await open_connection(*addr, connect_timeout_s=self._timeout_s)
+                self._connections[addr] = conn
+            response = await conn.request(cmd, self._timeout_s)
+        except (ClientError, OSError) as exc:
+            log.warning("name server unreachable", namesrv=f"{addr[0]}:{addr[1]}", error=str(exc))
+            return False
+        if response.code != ResponseCode.SUCCESS:
+            log.warning(
+                "name server refused the broker",
+                namesrv=f"{addr[0]}:{addr[1]}",
+                code=response.code,
+                remark=response.remark,
+            )
+            return False
+        return True
