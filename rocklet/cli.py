@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,8 +18,8 @@ from broker.config import (
     parse_properties,
     with_overrides,
 )
-from broker.namesrv import NamesrvServer
 from rocklet.logging import configure_logging
+from rocklet.serve import serve_broker, serve_namesrv, serve_standalone
 
 __all__ = ["build_parser", "main"]
 
@@ -29,8 +27,6 @@ _log = structlog.get_logger(__name__)
 
 #: Exit code for bad arguments or configuration (argparse uses 2 as well).
 EXIT_USAGE = 2
-#: Exit code for a command that cannot run yet.
-EXIT_UNAVAILABLE = 3
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -122,28 +118,6 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
     return load_broker_config(args.config, overrides)
 
 
-async def serve_namesrv(config: NamesrvConfig) -> None:
-    """Run a name server until SIGTERM or SIGINT, then stop it cleanly.
-
-    Args:
-        config: The name server's config.
-    """
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        server = await NamesrvServer.start(config.listen_host, config.listen_port, config=config)
-        _log.info("namesrv listening", host=config.listen_host, port=server.port)
-        await stop.wait()
-        _log.info("namesrv stopping")
-        await server.stop()
-        _log.info("namesrv stopped")
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
-
-
 def _run_namesrv(args: argparse.Namespace) -> int:
     config = namesrv_config(args)
     try:
@@ -157,9 +131,15 @@ def _run_namesrv(args: argparse.Namespace) -> int:
 def _run_broker(args: argparse.Namespace) -> int:
     config = broker_config(args)
     _log.debug("broker config", config=config)
-    # The broker core is not wired in yet; fail loudly rather than pretend to run.
-    sys.stderr.write(f"rocklet {args.command}: broker not implemented yet\n")
-    return EXIT_UNAVAILABLE
+    try:
+        if args.command == "standalone":
+            uvloop.run(serve_standalone(config, args.namesrv_port))
+        else:
+            uvloop.run(serve_broker(config))
+    except OSError as exc:
+        _log.error(f"{args.command} cannot start", error=str(exc))
+        return 1
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -95,18 +95,81 @@ async def run_to_end(*args: str) -> tuple[int, str]:
     return proc.returncode, out.decode()
 
 
-async def test_broker_is_not_implemented_yet(tmp_path: Path) -> None:
+BROKER_LISTENING = re.compile(r"broker listening.*port=(\d+)")
+
+
+def send_request(topic: str, body: bytes) -> RemotingCommand:
+    ext = {
+        "producerGroup": "PG",
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": "4",
+        "queueId": "0",
+        "sysFlag": "0",
+        "bornTimestamp": "0",
+        "flag": "0",
+        "properties": "",
+    }
+    return RemotingCommand(code=RequestCode.SEND_MESSAGE, ext_fields=ext, body=body)
+
+
+async def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    proc = await spawn(
+        "standalone", "--data-dir", str(data), "--namesrv-port", "0", "--listen-port", "0"
+    )
+    try:
+        ns_port = int((await wait_for_line(proc, LISTENING)).group(2))
+        port = int((await wait_for_line(proc, BROKER_LISTENING)).group(1))
+        assert (data / "abort").exists()  # running: a crash would be detected
+        async with await open_connection("127.0.0.1", port) as conn:
+            answer = await conn.request(send_request("CliTopic", b"hi"), TIMEOUT)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        async with await open_connection("127.0.0.1", ns_port) as ns:
+            route = await ns.request(
+                RemotingCommand(
+                    code=RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": "TBW102"}
+                ),
+                TIMEOUT,
+            )
+        assert route.code == ResponseCode.SUCCESS  # the broker registered its topics
+        proc.send_signal(signal.SIGTERM)
+        await wait_for_line(proc, re.compile("standalone stopped"))
+        assert await asyncio.wait_for(proc.wait(), TIMEOUT) == 0
+        assert not (data / "abort").exists()
+        assert (data / "config" / "topics.json").exists()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_broker_registers_with_a_separate_namesrv(
+    namesrv_process: asyncio.subprocess.Process, tmp_path: Path
+) -> None:
+    ns_port = int((await wait_for_line(namesrv_process, LISTENING)).group(2))
     conf = tmp_path / "broker.conf"
-    conf.write_text("brokerClusterName = DefaultCluster\nbrokerName = broker-a\n")
-    code, out = await run_to_end("broker", "-c", str(conf), "--listen-port", "0")
-    assert code != 0
-    assert "broker not implemented yet" in out
-
-
-async def test_standalone_is_not_implemented_yet(tmp_path: Path) -> None:
-    code, out = await run_to_end("standalone", "--data-dir", str(tmp_path))
-    assert code != 0
-    assert "broker not implemented yet" in out
+    conf.write_text(
+        "brokerClusterName = C1\nbrokerName = broker-x\nbrokerIP1 = 127.0.0.1\n"
+        f"storePathRootDir = {tmp_path / 'store'}\nmappedFileSizeCommitLog = 1048576\n"
+        "maxHashSlotNum = 100\nmaxIndexNum = 400\n"
+    )
+    proc = await spawn(
+        "broker", "-c", str(conf), "--listen-port", "0", "--namesrv", f"127.0.0.1:{ns_port}"
+    )
+    try:
+        await wait_for_line(proc, BROKER_LISTENING)
+        async with await open_connection("127.0.0.1", ns_port) as ns:
+            info = await ns.request(
+                RemotingCommand(code=RequestCode.GET_BROKER_CLUSTER_INFO), TIMEOUT
+            )
+        assert info.code == ResponseCode.SUCCESS and b"broker-x" in info.body
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), TIMEOUT) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
 
 
 async def test_invalid_config_value_names_the_key(tmp_path: Path) -> None:

@@ -1,0 +1,86 @@
+"""Long-running commands: run servers until SIGTERM/SIGINT, then stop them cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import signal
+from collections.abc import AsyncIterator
+
+import structlog
+
+from broker.app import Broker
+from broker.config import BrokerConfig, NamesrvConfig
+from broker.namesrv import NamesrvServer
+
+__all__ = ["serve_broker", "serve_namesrv", "serve_standalone"]
+
+log = structlog.get_logger(__name__)
+
+
+@contextlib.asynccontextmanager
+async def _stop_signal() -> AsyncIterator[asyncio.Event]:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        yield stop
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+async def serve_namesrv(config: NamesrvConfig) -> None:
+    """Run a name server until SIGTERM or SIGINT, then stop it cleanly."""
+    async with _stop_signal() as stop:
+        server = await NamesrvServer.start(config.listen_host, config.listen_port, config=config)
+        log.info("namesrv listening", host=config.listen_host, port=server.port)
+        await stop.wait()
+        log.info("namesrv stopping")
+        await server.stop()
+        log.info("namesrv stopped")
+
+
+async def serve_broker(config: BrokerConfig) -> None:
+    """Run a broker until SIGTERM or SIGINT; the stop flushes and closes the store."""
+    async with _stop_signal() as stop:
+        broker = await Broker.start(config)
+        log.info("broker listening", port=broker.port, addr=broker.addr)
+        await stop.wait()
+        log.info("broker stopping")
+        await broker.stop()
+        log.info("broker stopped")
+
+
+async def serve_standalone(config: BrokerConfig, namesrv_port: int) -> None:
+    """Run a name server and a broker registered with it, in one process.
+
+    The broker advertises 127.0.0.1 unless ``brokerIP1`` is set, so a laptop's
+    standalone broker is reachable by local clients whatever the machine's network.
+    """
+    async with _stop_signal() as stop:
+        namesrv = await NamesrvServer.start("0.0.0.0", namesrv_port)
+        log.info("namesrv listening", host="0.0.0.0", port=namesrv.port)
+        config = dataclasses.replace(
+            config,
+            namesrv_addr=f"127.0.0.1:{namesrv.port}",
+            broker_ip1=config.broker_ip1 or "127.0.0.1",
+        )
+        try:
+            broker = await Broker.start(config)
+        except BaseException:
+            await namesrv.stop()
+            raise
+        log.info(
+            "broker listening",
+            port=broker.port,
+            addr=broker.addr,
+            data=str(config.store_path_root_dir),
+        )
+        await stop.wait()
+        log.info("standalone stopping")
+        await broker.stop()
+        await namesrv.stop()
+        log.info("standalone stopped")
