@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Set
 
 from broker.context import BrokerContext
+from broker.processors.refusal import Refused
 from broker.remoting import ProcessorRegistry, RequestContext
 from broker.status_codes import pull_response_code
 from client.connection import Reply
@@ -24,13 +25,6 @@ from protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseH
 from store.results import GetMessageStatus, GetResult
 
 __all__ = ["PullProcessor", "register"]
-
-
-class _Refused(Exception):
-    def __init__(self, code: ResponseCode, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
 
 
 class PullProcessor:
@@ -51,8 +45,8 @@ class PullProcessor:
         h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         try:
             codes = self._check(h)
-        except _Refused as refused:
-            return cmd.make_response(refused.code, remark=refused.remark)
+        except Refused as refused:
+            return refused.answer(cmd)
         flags = PullSysFlag(h.sys_flag)
         if flags & PullSysFlag.COMMIT_OFFSET and self._ctx.is_master:
             self._ctx.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
@@ -70,31 +64,31 @@ class PullProcessor:
     def _check(self, h: PullMessageRequestHeader) -> Set[int] | None:
         ctx = self._ctx
         if not ctx.config.broker_permission & Perm.READ:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{ctx.config.broker_name}] pulling message is forbidden",
             )
         group = ctx.groups.find(h.consumer_group)
         if group is None:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group [{h.consumer_group}] does not exist",
             )
         if not group.consume_enable:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}"
             )
         topic = ctx.topics.find(h.topic)
         if topic is None:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
             )
         if not topic.perm & Perm.READ:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden"
             )
         if not 0 <= h.queue_id < topic.read_queue_nums:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                 f"topicConfig.readQueueNums:[{topic.read_queue_nums}]",
@@ -103,7 +97,7 @@ class PullProcessor:
 
     def _subscription_codes(self, h: PullMessageRequestHeader) -> Set[int] | None:
         if h.expression_type not in (None, "", "TAG"):
-            raise _Refused(
+            raise Refused(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                 f"expression type {h.expression_type} is not supported; use TAG",
             )
@@ -112,12 +106,12 @@ class PullProcessor:
         # Java consumers do not send their expression: use the heartbeat's.
         sub = self._ctx.clients.subscription(h.consumer_group, h.topic)
         if sub is None:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
                 f"the consumer's subscription not exist, group: {h.consumer_group}",
             )
         if sub.sub_version < h.sub_version:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.SUBSCRIPTION_NOT_LATEST,
                 f"the consumer's subscription not latest, group: {h.consumer_group}",
             )

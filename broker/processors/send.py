@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import structlog
 
 from broker.context import BrokerContext
+from broker.processors.refusal import Refused
 from broker.remoting import ProcessorRegistry, RequestContext
 from broker.status_codes import PUT_STATUS_TO_RESPONSE
 from broker.topics import (
@@ -71,15 +72,6 @@ def peer_host(peer: tuple[str, int]) -> bytes:
         return ZERO_HOST
 
 
-class _Refused(Exception):
-    """A send refused with a response code and remark."""
-
-    def __init__(self, code: ResponseCode, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
-
-
 class SendProcessor:
     """Serves the send codes. Event loop only.
 
@@ -100,8 +92,8 @@ class SendProcessor:
             config = self._check(header)
             queue_id = self._queue_id(header, config)
             msgs = self._messages(header, cmd, queue_id, peer_host(rctx.peer), cmd.version)
-        except _Refused as refused:
-            return cmd.make_response(refused.code, remark=refused.remark)
+        except Refused as refused:
+            return refused.answer(cmd)
         result = self._ctx.store.put_messages(msgs)
         code, remark = await self._outcome(result)
         if result.status is not PutMessageStatus.PUT_OK:
@@ -119,16 +111,16 @@ class SendProcessor:
     def _check(self, header: SendMessageRequestHeader) -> TopicConfig:
         ctx = self._ctx
         if not ctx.is_master or not ctx.config.broker_permission & Perm.WRITE:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{ctx.config.broker_name}] sending message is forbidden",
             )
         topic = header.topic
         problem = check_topic_name(topic)
         if problem is not None:
-            raise _Refused(ResponseCode.SYSTEM_ERROR, problem)
+            raise Refused(ResponseCode.SYSTEM_ERROR, problem)
         if topic in _NOT_ALLOWED_SEND or topic == AUTO_CREATE_TOPIC:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
             )
         config = ctx.topics.find(topic)
@@ -140,11 +132,11 @@ class SendProcessor:
                     topic, header.default_topic, header.default_topic_queue_nums
                 )
         if config is None:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
             )
         if not config.perm & Perm.WRITE:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
             )
         return config
@@ -153,7 +145,7 @@ class SendProcessor:
         queue_id = header.queue_id
         limit = max(config.write_queue_nums, config.read_queue_nums)
         if queue_id >= limit:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.SYSTEM_ERROR,
                 f"request queueId[{queue_id}] is illegal, {config.topic_name} Producer: "
                 f"queue count {limit}",
@@ -181,7 +173,7 @@ class SendProcessor:
         sys_flag = header.sys_flag
         if props.get(Prop.TRAN_MSG) == "true":
             if self._ctx.config.reject_transaction_message:
-                raise _Refused(
+                raise Refused(
                     ResponseCode.NO_PERMISSION,
                     f"the broker[{self._ctx.config.broker_name}] sending transaction message "
                     "is forbidden",
@@ -212,18 +204,18 @@ class SendProcessor:
         self, header: SendMessageRequestHeader, body: bytes, queue_id: int, born_host: bytes
     ) -> list[MessageToStore]:
         if header.topic.startswith(RETRY_PREFIX):
-            raise _Refused(
+            raise Refused(
                 ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group"
             )
         try:
             items = decode_batch(body)
         except MessageFormatError as exc:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
         out = []
         for item in items:
             props = self._properties(item.properties)
             if Prop.DELAY in props:
-                raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay")
+                raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay")
             out.append(
                 MessageToStore(
                     topic=header.topic,
@@ -258,7 +250,7 @@ class SendProcessor:
         group = topic.removeprefix(RETRY_PREFIX)
         config = self._ctx.groups.find(group)
         if config is None:
-            raise _Refused(
+            raise Refused(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
             )
         max_times = config.retry_max_times
