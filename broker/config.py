@@ -30,6 +30,8 @@ from typing import Any, Final, Self, TypeVar
 
 import structlog
 
+from store.config import DEFAULT_DELAY_LEVELS
+
 __all__ = [
     "BrokerConfig",
     "BrokerRole",
@@ -46,8 +48,6 @@ _log = structlog.get_logger(__name__)
 
 _C = TypeVar("_C", "BrokerConfig", "NamesrvConfig")
 
-#: ``MessageStoreConfig.messageDelayLevel``: the 18 delay levels.
-DEFAULT_DELAY_LEVELS: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
 class ConfigError(ValueError):
