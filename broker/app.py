@@ -31,6 +31,7 @@ from broker.offsets import ConsumerOffsetManager
 from broker.registration import NamesrvRegistrar, parse_namesrv_addrs
 from broker.remoting import ProcessorRegistry, RemotingServer
 from broker.topics import TopicConfigManager
+from broker.transaction_check import TransactionCheckService
 from protocol.headers.namesrv import RegisterBrokerRequestHeader
 from protocol.message import pack_host
 from store.clock import Clock, SystemClock
@@ -214,6 +215,10 @@ class Broker:
         tasks.spawn(self._every(_DELAY_TICK_MS, self._deliver_delayed), "delay")
         tasks.spawn(self._every(_RETENTION_TICK_MS, self._retain), "retention")
         tasks.spawn(self._registration_loop(), "registration")
+        # Transaction check-back (broker/transaction_check.py); public so tests can run
+        # a round directly with check_once(now_ms).
+        self.transaction_check = TransactionCheckService.from_context(self.ctx)
+        tasks.spawn(self.transaction_check.run(), "transaction-check")
 
     async def _every(self, interval_ms: int, step: Callable[[], Awaitable[Any]]) -> None:
         # A failing step is logged with its traceback and retried next tick: one bad

@@ -1,12 +1,155 @@
-"""Processor family ``consumer_manage`` (being written)."""
+"""Consumer management: offsets, queue metadata and orderly-consumption locks.
+
+Codes: QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), SEARCH_OFFSET_BY_TIMESTAMP
+(29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32),
+LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (remoting-protocol.md §3.11, §3.14).
+
+RocketMQ 4.9 splits these between ``ConsumerManageProcessor`` (14, 15) and
+``AdminBrokerProcessor`` (the rest); they are one family here because consumers are
+their only users. Every answer that carries a header carries it as an extFields object
+of decimal strings: the C++ client dereferences that object without a check and reads
+numbers as 0 (§1.6).
+"""
 
 from __future__ import annotations
 
 from broker.context import BrokerContext
-from broker.remoting import ProcessorRegistry
+from broker.locks import RebalanceLockManager
+from broker.offsets import ConsumerOffsetManager
+from broker.remoting import ProcessorRegistry, RequestContext
+from protocol.bodies.consumer import (
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    UnlockBatchRequestBody,
+)
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers.consumer import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from store.message_store import MessageStore
 
-__all__ = ["register"]
+__all__ = ["ConsumerManageProcessor", "register"]
+
+
+class ConsumerManageProcessor:
+    """Serves offsets, queue metadata and queue locks. Event loop only.
+
+    Args:
+        store: The message store (queue offsets and times).
+        offsets: Committed consumer offsets.
+        locks: Queue locks of orderly consumers.
+    """
+
+    def __init__(
+        self, store: MessageStore, offsets: ConsumerOffsetManager, locks: RebalanceLockManager
+    ) -> None:
+        self._store = store
+        self._offsets = offsets
+        self._locks = locks
+
+    # -- committed offsets -----------------------------------------------------------
+    async def query_consumer_offset(
+        self, _rctx: RequestContext, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """Answer a group's committed offset, or RocketMQ's rule when it has none.
+
+        ``queryConsumerOffset``: with nothing committed, a queue whose min offset is
+        still 0 answers "0" (so a brand-new group starts from the first message)
+        unless message 0 has fallen out of memory ("checkInDiskByConsumeOffset"). This
+        broker does not tell memory from disk, so min offset 0 always answers "0";
+        otherwise QUERY_NOT_FOUND and the client falls back to its consumeFromWhere.
+        """
+        h = QueryConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        offset = self._offsets.query(h.consumer_group, h.topic, h.queue_id)
+        if offset is None or offset < 0:
+            if self._store.min_offset(h.topic, h.queue_id) > 0:
+                return cmd.make_response(
+                    ResponseCode.QUERY_NOT_FOUND,
+                    remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+                )
+            offset = 0
+        answer = QueryConsumerOffsetResponseHeader(offset=offset)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields())
+
+    async def update_consumer_offset(
+        self, _rctx: RequestContext, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """Commit a group's offset (``updateConsumerOffset``).
+
+        The C++ client sends this "oneway" without the oneway bit (§1.4), so it gets
+        an answer it drops; Java clients send it with the bit and get none.
+        """
+        h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        self._offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    # -- queue metadata ------------------------------------------------------------------
+    async def get_max_offset(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """Answer the next queue offset to be written (0 for an unknown queue)."""
+        h = GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        answer = GetMaxOffsetResponseHeader(offset=self._store.max_offset(h.topic, h.queue_id))
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields())
+
+    async def get_min_offset(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """Answer the smallest queue offset still stored (0 for an unknown queue)."""
+        h = GetMinOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        answer = GetMinOffsetResponseHeader(offset=self._store.min_offset(h.topic, h.queue_id))
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields())
+
+    async def search_offset(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """Answer the first queue offset stored at or after a time (``getOffsetInQueueByTime``)."""
+        h = SearchOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        offset = self._store.offset_for_time(h.topic, h.queue_id, h.timestamp)
+        answer = SearchOffsetResponseHeader(offset=offset)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields())
+
+    async def earliest_store_time(
+        self, _rctx: RequestContext, cmd: RemotingCommand
+    ) -> RemotingCommand:
+        """Answer the store time of a queue's first message (-1 when it has none, as Java)."""
+        h = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(cmd.ext_fields)
+        timestamp = self._store.earliest_store_time(h.topic, h.queue_id)
+        answer = GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields())
+
+    # -- orderly consumption locks -------------------------------------------------------
+    async def lock_batch(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """Lock (or renew) queues for a client; answer the subset it now holds."""
+        req = LockBatchRequestBody.from_json(cmd.body)
+        held = self._locks.try_lock(req.consumer_group, req.mq_set, req.client_id)
+        body = LockBatchResponseBody(tuple(sorted(held))).to_json()
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def unlock_batch(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """Release the queues this client holds among those named."""
+        req = UnlockBatchRequestBody.from_json(cmd.body)
+        self._locks.unlock(req.consumer_group, req.mq_set, req.client_id)
+        return cmd.make_response(ResponseCode.SUCCESS)
 
 
 def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
-    """Register this family's request codes (none yet)."""
+    """Register the offset, queue-metadata and lock codes."""
+    p = ConsumerManageProcessor(ctx.store, ctx.offsets, ctx.locks)
+    registry.register_all(
+        {
+            RequestCode.QUERY_CONSUMER_OFFSET: p.query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: p.update_consumer_offset,
+            RequestCode.GET_MAX_OFFSET: p.get_max_offset,
+            RequestCode.GET_MIN_OFFSET: p.get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: p.search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: p.earliest_store_time,
+            RequestCode.LOCK_BATCH_MQ: p.lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: p.unlock_batch,
+        }
+    )

@@ -1,12 +1,191 @@
-"""Processor family ``reply`` (being written)."""
+"""Request-reply processor: SEND_REPLY_MESSAGE (324) and SEND_REPLY_MESSAGE_V2 (325).
+
+Follows RocketMQ 4.9's ``ReplyMessageProcessor`` (remoting-protocol.md §3.8). A replier
+sends its reply with the send header; the broker finds the requester's connection by the
+``REPLY_TO_CLIENT`` property (the requester's client id) and pushes the reply to it as
+PUSH_REPLY_MESSAGE_TO_CLIENT (326): the send fields plus ``bornHost``, ``storeHost``
+(``ip:port``) and ``storeTimestamp``, the body, and the properties with
+``PUSH_REPLY_TIME`` added. The replier gets SUCCESS with ``msgId "0"`` and queue offset
+0 when the push succeeded, SYSTEM_ERROR with the reason otherwise. When
+``storeReplyMessageEnable`` (default true) the reply is also stored on its topic
+(``<cluster>_REPLY_TOPIC``), and the answer then names where.
+
+Deviation: the push waits 3 s for the requester's answer, RocketMQ 10 s; a Java
+replier gives up on its own send after 3 s anyway.
+"""
 
 from __future__ import annotations
 
-from broker.context import BrokerContext
-from broker.remoting import ProcessorRegistry
+import random
+from typing import Final
 
-__all__ = ["register"]
+import structlog
+
+from broker.context import BrokerContext
+from broker.processors.refusal import Refused
+from broker.processors.send import peer_host
+from broker.remoting import ProcessorRegistry, RequestContext
+from broker.topics import check_topic_name
+from client.errors import ClientError
+from protocol.bodies.route import Perm
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers.send import (
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    parse_send_header,
+)
+from protocol.headers.transaction import ReplyMessageRequestHeader
+from protocol.message_id import make_offset_msg_id
+from protocol.properties import Prop, decode_properties, encode_properties
+from store.results import MessageToStore
+
+__all__ = ["PUSH_TIMEOUT_S", "ReplyProcessor", "register"]
+
+log = structlog.get_logger(__name__)
+
+#: How long the requester has to acknowledge a pushed reply.
+PUSH_TIMEOUT_S: Final = 3.0
+#: ``BrokerConfig.storeReplyMessageEnable``; not a field of our config, read from extra.
+_STORE_REPLY_KEY: Final = "storeReplyMessageEnable"
+
+
+class ReplyProcessor:
+    """Serves the reply codes. Event loop only.
+
+    Args:
+        ctx: The broker's collaborators.
+    """
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self._ctx = ctx
+        flag = ctx.config.extra.get(_STORE_REPLY_KEY, "true")
+        self._store_replies = flag.strip().lower() == "true"
+
+    async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """Push a reply to its requester and answer the replier."""
+        header = parse_send_header(cmd)
+        try:
+            queue_id = self._check(header)
+        except Refused as refused:
+            return refused.answer(cmd)
+        props = decode_properties(header.properties or "")
+        pushed, remark = await self._push(rctx, header, dict(props), cmd.body)
+        ext = SendMessageResponseHeader(msg_id="0", queue_id=queue_id, queue_offset=0)
+        if self._store_replies:
+            ext = self._store(rctx, header, props, cmd.body, queue_id) or ext
+        if not pushed:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=ext.to_ext_fields())
+
+    def _check(self, header: SendMessageRequestHeader) -> int:
+        """``msgCheck`` for a reply: broker and topic writable, queue in range."""
+        ctx = self._ctx
+        if not ctx.is_master or not ctx.config.broker_permission & Perm.WRITE:
+            raise Refused(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{ctx.config.broker_name}] sending message is forbidden",
+            )
+        problem = check_topic_name(header.topic)
+        if problem is not None:
+            raise Refused(ResponseCode.SYSTEM_ERROR, problem)
+        config = ctx.topics.find(header.topic) or ctx.topics.create_for_send(
+            header.topic, header.default_topic, header.default_topic_queue_nums
+        )
+        if config is None:
+            raise Refused(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please!",
+            )
+        queue_id = header.queue_id
+        if queue_id >= max(config.write_queue_nums, config.read_queue_nums):
+            raise Refused(ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal")
+        return queue_id if queue_id >= 0 else random.randrange(max(1, config.write_queue_nums))
+
+    async def _push(
+        self,
+        rctx: RequestContext,
+        header: SendMessageRequestHeader,
+        props: dict[str, str],
+        body: bytes,
+    ) -> tuple[bool, str]:
+        """Send the reply to the requester; returns (pushed, reason when not)."""
+        client_id = props.get(Prop.REPLY_TO_CLIENT)
+        if not client_id:
+            return False, f"reply message properties[{Prop.REPLY_TO_CLIENT}] is null"
+        target = self._ctx.clients.find_client(client_id)
+        if target is None or not target.connection.is_open:
+            return False, f"push reply message fail, channel of <{client_id}> not found."
+        now = self._ctx.clock.now_ms()
+        props[Prop.PUSH_REPLY_TIME] = str(now)
+        host, port = rctx.peer
+        push_header = ReplyMessageRequestHeader(
+            producer_group=header.producer_group,
+            topic=header.topic,
+            default_topic=header.default_topic,
+            default_topic_queue_nums=header.default_topic_queue_nums,
+            queue_id=header.queue_id,
+            sys_flag=header.sys_flag,
+            born_timestamp=header.born_timestamp,
+            flag=header.flag,
+            born_host=f"{host}:{port}",
+            store_host=self._ctx.broker_addr,
+            store_timestamp=now,
+            properties=encode_properties(props).decode(),
+            reconsume_times=header.reconsume_times,
+            unit_mode=header.unit_mode,
+        )
+        request = RemotingCommand(
+            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT,
+            ext_fields=push_header.to_ext_fields(),
+            body=body,
+        )
+        try:
+            answer = await target.connection.request(request, PUSH_TIMEOUT_S)
+        except ClientError as exc:
+            log.info("push reply failed", client=client_id, error=str(exc))
+            return False, f"push reply message to {client_id} fail."
+        if answer.code != ResponseCode.SUCCESS:
+            log.info("requester refused a reply", client=client_id, remark=answer.remark)
+            return False, f"push reply message to {client_id} fail."
+        return True, ""
+
+    def _store(
+        self,
+        rctx: RequestContext,
+        header: SendMessageRequestHeader,
+        props: dict[str, str],
+        body: bytes,
+        queue_id: int,
+    ) -> SendMessageResponseHeader | None:
+        """Store the reply on its topic; returns where, or None if the store refused."""
+        ctx = self._ctx
+        result = ctx.store.put_message(
+            MessageToStore(
+                topic=header.topic,
+                queue_id=queue_id,
+                body=body,
+                properties=props,
+                flag=header.flag,
+                sys_flag=header.sys_flag,
+                born_timestamp=header.born_timestamp,
+                born_host=peer_host(rctx.peer),
+                store_host=ctx.store_host,
+                reconsume_times=header.reconsume_times,
+            )
+        )
+        if not result.ok:
+            log.warning("storing a reply failed", topic=header.topic, status=result.status.value)
+            return None
+        return SendMessageResponseHeader(
+            msg_id=make_offset_msg_id(ctx.store_host, result.wrote_offset),
+            queue_id=queue_id,
+            queue_offset=result.queue_offset,
+        )
 
 
 def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
-    """Register this family's request codes (none yet)."""
+    """Register the reply codes."""
+    processor = ReplyProcessor(ctx)
+    for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
+        registry.register(code, processor.process)

@@ -1,12 +1,184 @@
-"""Processor family ``sendback`` (being written)."""
+"""CONSUMER_SEND_MSG_BACK (36): a message the consumer failed goes to retry or dead letter.
+
+Follows RocketMQ 4.9's ``SendMessageProcessor.asyncConsumerSendMsgBack``
+(remoting-protocol.md §3.6):
+
+1. the group must exist (created with defaults when ``autoCreateSubscriptionGroup`` is
+   on) and the broker must be writable; a group with no retry queues is answered
+   SUCCESS and nothing happens;
+2. ``%RETRY%<group>`` is created with the group's ``retryQueueNums`` (perm RW);
+3. the original is read back by its commit-log offset;
+4. the copy keeps the original's body, flag, sysFlag, born host and time, keys and tags,
+   gains ``RETRY_TOPIC`` (the original topic, unless already set) and
+   ``ORIGIN_MESSAGE_ID``, and its reconsume count goes up by one;
+5. if the original was already consumed ``maxReconsumeTimes`` times (the group's
+   ``retryMaxTimes``, or the header's value from clients at V3_4_9 or later), or the
+   client asked for a negative delay level, the copy goes to ``%DLQ%<group>`` queue 0
+   undelayed; otherwise to a random retry queue with ``DELAY`` = the requested level,
+   or 3 + reconsume times when 0 was asked (the C++ client always asks 0). The store
+   parks a delayed message in ``SCHEDULE_TOPIC_XXXX`` and the broker's delay service
+   brings it back to the retry topic when it is due.
+"""
 
 from __future__ import annotations
 
-from broker.context import BrokerContext
-from broker.remoting import ProcessorRegistry
+import random
+from typing import Final
 
-__all__ = ["register"]
+from broker.context import BrokerContext
+from broker.remoting import ProcessorRegistry, RequestContext
+from broker.topics import DLQ_PREFIX, RETRY_PREFIX, check_topic_name
+from protocol.bodies.route import Perm
+from protocol.bodies.subscription_group import SubscriptionGroupConfig
+from protocol.bodies.topic import TopicConfig
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.errors import MessageFormatError
+from protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
+from protocol.message import StoredMessage, decode_message, pack_host
+from protocol.message_id import make_offset_msg_id
+from protocol.properties import Prop
+from store.results import ZERO_HOST, MessageToStore, PutMessageStatus
+
+__all__ = ["SendBackProcessor", "register"]
+
+#: ``MQVersion.V3_4_9``: from this client version on, the header's maxReconsumeTimes counts.
+_V3_4_9: Final = 121
+#: ``DLQ_NUMS_PER_GROUP``.
+_DLQ_QUEUES: Final = 1
+_RW: Final = int(Perm.READ | Perm.WRITE)
+
+
+class _Refused(Exception):
+    """A send-back answered early with a response code and remark."""
+
+    def __init__(self, code: ResponseCode, remark: str | None) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class SendBackProcessor:
+    """Serves CONSUMER_SEND_MSG_BACK. Event loop only.
+
+    Args:
+        ctx: The broker's collaborators (store, topics, groups, config, store host).
+    """
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self._ctx = ctx
+        self._levels = len(ctx.store.config.delay_levels_ms)
+
+    async def process(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """Store a failed message again in the group's retry topic or dead-letter queue."""
+        h = ConsumerSendMsgBackRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            group = self._check(h.group)
+            if group.retry_queue_nums <= 0:
+                return cmd.make_response(ResponseCode.SUCCESS)  # retries switched off
+            retry = self._topic(f"{RETRY_PREFIX}{group.group_name}", group.retry_queue_nums)
+            original = self._original(h.offset)
+            msg = self._copy(h, group, retry, original, cmd.version)
+        except _Refused as refused:
+            return cmd.make_response(refused.code, remark=refused.remark)
+        result = self._ctx.store.put_message(msg)
+        if result.status is not PutMessageStatus.PUT_OK:
+            # Java answers every store failure of a send-back with SYSTEM_ERROR.
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=result.status.value)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    def _check(self, group_name: str) -> SubscriptionGroupConfig:
+        ctx = self._ctx
+        # The group's topics must be storable (%RETRY% is the longer prefix, so this
+        # covers %DLQ% too) before a group config is created for them.
+        problem = check_topic_name(f"{RETRY_PREFIX}{group_name}")
+        if problem is not None:
+            raise _Refused(ResponseCode.SYSTEM_ERROR, problem)
+        group = ctx.groups.find(group_name)
+        if group is None:
+            raise _Refused(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group_name}",
+            )
+        if not ctx.is_master or not ctx.config.broker_permission & Perm.WRITE:
+            raise _Refused(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{ctx.config.broker_name}] sending message is forbidden",
+            )
+        return group
+
+    def _original(self, offset: int) -> StoredMessage:
+        """The message at a commit-log offset; anything else there is "not found"."""
+        view = self._ctx.store.read_record(offset)
+        msg: StoredMessage | None = None
+        if view is not None:
+            try:
+                msg = decode_message(view)
+            except MessageFormatError:
+                msg = None  # the offset points into a record, not at one
+        if msg is None or msg.physical_offset != offset:
+            raise _Refused(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+        return msg
+
+    def _copy(
+        self,
+        h: ConsumerSendMsgBackRequestHeader,
+        group: SubscriptionGroupConfig,
+        retry: TopicConfig,
+        original: StoredMessage,
+        version: int,
+    ) -> MessageToStore:
+        max_times = group.retry_max_times
+        if version >= _V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
+        props = dict(original.properties)
+        props.setdefault(Prop.RETRY_TOPIC, original.topic)
+        if not props.get(Prop.ORIGIN_MESSAGE_ID):
+            props[Prop.ORIGIN_MESSAGE_ID] = original.uniq_key or _offset_msg_id(original)
+        if original.reconsume_times >= max_times or h.delay_level < 0:
+            topic = self._topic(f"{DLQ_PREFIX}{group.group_name}", _DLQ_QUEUES).topic_name
+            queue_id = 0
+        else:
+            topic = retry.topic_name
+            # The group's queue count, within what an older retry topic really has.
+            queue_id = random.randrange(max(1, min(group.retry_queue_nums, retry.write_queue_nums)))
+            level = h.delay_level or 3 + original.reconsume_times
+            # CommitLog clamps a level past the table to its last level.
+            props[Prop.DELAY] = str(min(level, self._levels))
+        return MessageToStore(
+            topic=topic,
+            queue_id=queue_id,
+            body=original.body,
+            properties=props,
+            flag=original.flag,
+            sys_flag=original.sys_flag,
+            born_timestamp=original.born_timestamp,
+            born_host=_packed(original.born_host),
+            store_host=self._ctx.store_host,
+            reconsume_times=original.reconsume_times + 1,
+        )
+
+    def _topic(self, name: str, queue_nums: int) -> TopicConfig:
+        """Get or create a group topic (``createTopicInSendMessageBackMethod``)."""
+        config = self._ctx.topics.create_system_topic(name, queue_nums, _RW)
+        if not config.perm & Perm.WRITE:
+            raise _Refused(
+                ResponseCode.NO_PERMISSION, f"the topic[{name}] sending message is forbidden"
+            )
+        return config
+
+
+def _packed(host: tuple[str, int]) -> bytes:
+    try:
+        return pack_host(*host)
+    except ValueError:  # an IPv6 host from a foreign store: clients only read IPv4
+        return ZERO_HOST
+
+
+def _offset_msg_id(msg: StoredMessage) -> str:
+    return make_offset_msg_id(_packed(msg.store_host), msg.physical_offset)
 
 
 def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
-    """Register this family's request codes (none yet)."""
+    """Register CONSUMER_SEND_MSG_BACK."""
+    registry.register(RequestCode.CONSUMER_SEND_MSG_BACK, SendBackProcessor(ctx).process)

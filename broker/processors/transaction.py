@@ -1,12 +1,154 @@
-"""Processor family ``transaction`` (being written)."""
+"""Transaction processor: END_TRANSACTION (37).
+
+Follows RocketMQ 4.9's ``EndTransactionProcessor`` (remoting-protocol.md §3.12). The
+half message is looked up by ``commitLogOffset`` and checked against the request
+(producer group, queue offset, commit-log offset, as ``checkPrepareMessage`` does).
+
+- COMMIT (8): the half is stored again on its REAL_TOPIC / REAL_QID with the transaction
+  bits of its sysFlag set to COMMIT, REAL_TOPIC / REAL_QID removed,
+  ``TRAN_PREPARED_QUEUE_OFFSET`` set to the half's queue offset and
+  ``preparedTransactionOffset`` to its commit-log offset; body, flag, hosts, born time
+  and the other properties are kept. Then an op record marks the half as resolved.
+- ROLLBACK (12): only the op record.
+- UNKNOWN (0): nothing; a later check-back asks again (:mod:`broker.transaction_check`).
+
+Every request is answered SUCCESS unless it failed. The C++ client sends
+END_TRANSACTION without the oneway bit (§1.4) and drops the answer; Java marks it
+oneway, so the connection sends nothing. RocketMQ answers UNKNOWN with nothing at all.
+"""
 
 from __future__ import annotations
 
-from broker.context import BrokerContext
-from broker.remoting import ProcessorRegistry
+from typing import Final
 
-__all__ = ["register"]
+import structlog
+
+from broker.context import BrokerContext
+from broker.processors.refusal import Refused
+from broker.remoting import ProcessorRegistry, RequestContext
+from broker.status_codes import PUT_STATUS_TO_RESPONSE
+from broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from broker.transaction_check import make_op_message, pack_peer_host
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.errors import MessageFormatError
+from protocol.headers.transaction import EndTransactionRequestHeader, TransactionType
+from protocol.message import TRANSACTION_MASK, StoredMessage, SysFlag, decode_message
+from protocol.properties import Prop
+from store.results import MessageToStore
+
+__all__ = ["EndTransactionProcessor", "register"]
+
+log = structlog.get_logger(__name__)
+
+_NOT_FOUND: Final = "Find prepared transaction message failed"
+
+
+class EndTransactionProcessor:
+    """Serves END_TRANSACTION. Event loop only.
+
+    Args:
+        ctx: The broker's collaborators.
+    """
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self._ctx = ctx
+
+    async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """Commit, roll back or leave pending the half message the request names."""
+        header = EndTransactionRequestHeader.from_ext_fields(cmd.ext_fields)
+        if not self._ctx.is_master:
+            return cmd.make_response(
+                ResponseCode.SLAVE_NOT_AVAILABLE, remark="end transaction is forbidden on a slave"
+            )
+        kind = header.transaction_type
+        log.info(
+            "end transaction",
+            peer=rctx.peer_address,
+            kind=kind.name if kind is not None else header.commit_or_rollback,
+            from_check=header.from_transaction_check,
+            msg_id=header.msg_id,
+            remark=cmd.remark,
+        )
+        if kind is None:
+            return cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"unknown commitOrRollback {header.commit_or_rollback}",
+            )
+        if kind is TransactionType.NOT_TYPE:
+            return cmd.make_response(ResponseCode.SUCCESS)
+        try:
+            half = self._find_half(header)
+            if kind is TransactionType.COMMIT:
+                self._deliver(half, header)
+            self._resolve(half)
+        except Refused as refused:
+            return refused.answer(cmd)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    def _find_half(self, header: EndTransactionRequestHeader) -> StoredMessage:
+        view = self._ctx.store.read_record(header.commit_log_offset)
+        if view is None:
+            raise Refused(ResponseCode.SYSTEM_ERROR, _NOT_FOUND)
+        try:
+            half = decode_message(view)
+        except MessageFormatError:
+            # The offset points inside a record, not at one.
+            raise Refused(ResponseCode.SYSTEM_ERROR, _NOT_FOUND) from None
+        finally:
+            view.release()
+        if half.topic != TRANS_HALF_TOPIC or Prop.REAL_TOPIC not in half.properties:
+            raise Refused(ResponseCode.SYSTEM_ERROR, _NOT_FOUND)
+        # checkPrepareMessage: the request must name this very half message.
+        if half.properties.get(Prop.PGROUP) != header.producer_group:
+            raise Refused(ResponseCode.SYSTEM_ERROR, "The producer group wrong")
+        if half.queue_offset != header.tran_state_table_offset:
+            raise Refused(ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong")
+        if half.physical_offset != header.commit_log_offset:
+            raise Refused(ResponseCode.SYSTEM_ERROR, "The commit log offset wrong")
+        return half
+
+    def _deliver(self, half: StoredMessage, header: EndTransactionRequestHeader) -> None:
+        """Store the committed message on its real topic (``endMessageTransaction``)."""
+        props = dict(half.properties)
+        real_topic = props.pop(Prop.REAL_TOPIC)
+        try:
+            real_qid = int(props.pop(Prop.REAL_QID))
+        except (KeyError, ValueError):
+            raise Refused(ResponseCode.SYSTEM_ERROR, _NOT_FOUND) from None
+        props[Prop.TRAN_PREPARED_QUEUE_OFFSET] = str(half.queue_offset)
+        final = MessageToStore(
+            topic=real_topic,
+            queue_id=real_qid,
+            body=half.body,
+            properties=props,
+            flag=half.flag,
+            sys_flag=(half.sys_flag & ~TRANSACTION_MASK) | SysFlag.TRANSACTION_COMMIT,
+            born_timestamp=half.born_timestamp,
+            born_host=pack_peer_host(half.born_host),
+            store_host=pack_peer_host(half.store_host),
+            reconsume_times=half.reconsume_times,
+            prepared_transaction_offset=header.commit_log_offset,
+        )
+        result = self._ctx.store.put_message(final)
+        if not result.ok:
+            raise Refused(
+                PUT_STATUS_TO_RESPONSE[result.status],
+                f"storing the committed message failed: {result.status.value}",
+            )
+
+    def _resolve(self, half: StoredMessage) -> None:
+        """Write the op record that tells the check-back this half is done."""
+        ctx = self._ctx
+        ctx.topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
+        op = make_op_message(half.queue_id, half.queue_offset, ctx.store_host, ctx.clock.now_ms())
+        result = ctx.store.put_message(op)
+        if not result.ok:
+            # The outcome stands (a committed message is already stored); without its op
+            # record the half is only checked back once more.
+            log.error("writing the transaction op record failed", status=result.status.value)
 
 
 def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
-    """Register this family's request codes (none yet)."""
+    """Register END_TRANSACTION."""
+    registry.register(RequestCode.END_TRANSACTION, EndTransactionProcessor(ctx).process)

@@ -1,0 +1,200 @@
+"""Admin requests about consumer groups and their offsets (``AdminBrokerProcessor``).
+
+- UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): body ``SubscriptionGroupConfig``.
+- GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): ``{"dataVersion":...,"subscriptionGroupTable":...}``.
+- DELETE_SUBSCRIPTIONGROUP (207): forget a group; its offsets too when ``removeOffset``.
+- GET_CONSUME_STATS (208): per read queue the broker's max offset, the group's committed
+  offset and the store time of the last consumed message. ``consumeTps`` is 0: the
+  broker does not measure consumption rates.
+- GET_ALL_CONSUMER_OFFSET (43): the offset table as ``consumerOffset.json`` holds it.
+- INVOKE_BROKER_TO_RESET_OFFSET (222): move a group's offsets on a topic to the first
+  message stored at or after a time (-1: the end), only backwards unless ``isForce``;
+  tell each online member with RESET_CONSUMER_CLIENT_OFFSET (220), and answer the new
+  table (``Broker2Client.resetOffset``).
+
+Deviations in 222: the new offsets are also committed on the broker, and with nobody
+online the answer is still SUCCESS (RocketMQ answers CONSUMER_NOT_ONLINE and its tools
+then commit the offsets one by one); the body sent to each member is the C++ list form
+when *that member* is a C++ client (RocketMQ picks the form from the admin tool's
+language).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import structlog
+
+from broker.clients import ClientChannel
+from broker.context import BrokerContext
+from broker.processors.admin_topics import SLAVE_REFUSAL, store_time_at
+from broker.remoting import ProcessorRegistry, RequestContext
+from client.errors import ClientError
+from protocol import fastjson
+from protocol.bodies.consumer import ResetOffsetBody
+from protocol.bodies.queue import MessageQueue
+from protocol.bodies.stats import ConsumeStats, OffsetWrapper
+from protocol.bodies.subscription_group import SubscriptionGroupConfig, SubscriptionGroupWrapper
+from protocol.codes import LanguageCode, RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers.admin import DeleteSubscriptionGroupRequestHeader
+from protocol.headers.consumer import GetConsumeStatsRequestHeader, ResetOffsetRequestHeader
+
+__all__ = ["GroupAdmin", "register"]
+
+log = structlog.get_logger(__name__)
+
+#: How long a reset notice may wait for a congested consumer connection (RocketMQ: 5 s).
+_NOTIFY_TIMEOUT_S: Final = 5.0
+
+
+class GroupAdmin:
+    """Serves the group admin codes. Event loop only.
+
+    Args:
+        ctx: The broker's collaborators.
+    """
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self._ctx = ctx
+
+    async def update(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace a group's config."""
+        if not self._ctx.is_master:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=SLAVE_REFUSAL)
+        config = SubscriptionGroupConfig.from_json(cmd.body)
+        self._ctx.groups.update(config)
+        log.info(
+            "subscription group updated by admin", group=config.group_name, peer=rctx.peer_address
+        )
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def all_configs(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every group config with the table's version."""
+        groups = self._ctx.groups
+        wrapper = SubscriptionGroupWrapper(
+            {c.group_name: c for c in groups.all()}, groups.data_version
+        )
+        return cmd.make_response(ResponseCode.SUCCESS, body=wrapper.to_json())
+
+    async def delete(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """DELETE_SUBSCRIPTIONGROUP: forget a group (and its offsets when asked)."""
+        if not self._ctx.is_master:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=SLAVE_REFUSAL)
+        header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(cmd.ext_fields)
+        self._ctx.groups.delete(header.group_name)
+        if header.remove_offset:
+            self._ctx.offsets.remove_group(header.group_name)
+        log.info(
+            "subscription group deleted by admin", group=header.group_name, peer=rctx.peer_address
+        )
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def consume_stats(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUME_STATS: a group's progress on one topic, or on every topic it has."""
+        header = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)
+        ctx, group = self._ctx, header.consumer_group
+        topics = [header.topic] if header.topic else ctx.offsets.topics_of(group)
+        info = ctx.clients.consumer_group(group)
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        for topic in topics:
+            config = ctx.topics.find(topic)
+            if config is None:
+                continue
+            # An online group that does not subscribe to the topic has no stats on it.
+            if info is not None and info.subscriptions and topic not in info.subscriptions:
+                continue
+            committed = ctx.offsets.offsets_of(group, topic)
+            for queue_id in range(config.read_queue_nums):
+                table[MessageQueue(topic, ctx.config.broker_name, queue_id)] = self._progress(
+                    topic, queue_id, committed.get(queue_id, 0)
+                )
+        return cmd.make_response(ResponseCode.SUCCESS, body=ConsumeStats(table).to_json())
+
+    def _progress(self, topic: str, queue_id: int, consumer_offset: int) -> OffsetWrapper:
+        store = self._ctx.store
+        consumer_offset = max(0, consumer_offset)
+        last = store_time_at(store, topic, queue_id, consumer_offset - 1) if consumer_offset else 0
+        return OffsetWrapper(max(0, store.max_offset(topic, queue_id)), consumer_offset, last)
+
+    async def all_offsets(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_CONSUMER_OFFSET: the whole offset table, queue ids unquoted as fastjson."""
+        table = {f"{t}@{g}": queues for t, g, queues in self._ctx.offsets.entries()}
+        body = fastjson.dumps({"offsetTable": table}, unquoted_int_keys=True).encode()
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def reset_offset(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET: move a group's offsets to a time and tell it."""
+        header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        ctx = self._ctx
+        config = ctx.topics.find(header.topic)
+        if config is None:
+            return cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"[reset-offset] reset offset failed, no topic in this broker. "
+                f"topic={header.topic}",
+            )
+        committed = ctx.offsets.offsets_of(header.group, header.topic)
+        info = ctx.clients.consumer_group(header.group)
+        if not committed and info is None:
+            return cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"The consumer group <{header.group}> not exist",
+            )
+        table = self._reset_table(header, config.write_queue_nums, committed)
+        for mq, offset in table.items():
+            ctx.offsets.commit(header.group, mq.topic, mq.queue_id, offset)
+        log.info(
+            "offsets reset by admin", group=header.group, topic=header.topic, peer=rctx.peer_address
+        )
+        if info is not None:
+            for channel in list(info.channels.values()):
+                await self._notify_reset(channel, header, table)
+        return cmd.make_response(ResponseCode.SUCCESS, body=ResetOffsetBody(table).to_json())
+
+    def _reset_table(
+        self, header: ResetOffsetRequestHeader, queue_nums: int, committed: dict[int, int]
+    ) -> dict[MessageQueue, int]:
+        store, broker = self._ctx.store, self._ctx.config.broker_name
+        table: dict[MessageQueue, int] = {}
+        for queue_id in range(queue_nums):
+            if header.timestamp == -1:
+                target = store.max_offset(header.topic, queue_id)
+            else:
+                target = store.offset_for_time(header.topic, queue_id, header.timestamp)
+            target = max(0, target)
+            current = committed.get(queue_id)
+            if not header.is_force and current is not None and current <= target:
+                target = current  # without force a reset only moves backwards
+            table[MessageQueue(header.topic, broker, queue_id)] = target
+        return table
+
+    async def _notify_reset(
+        self,
+        channel: ClientChannel,
+        header: ResetOffsetRequestHeader,
+        table: dict[MessageQueue, int],
+    ) -> None:
+        body = ResetOffsetBody(table).to_json(list_form=channel.language == LanguageCode.CPP.name)
+        request = RemotingCommand(
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=header.to_ext_fields(), body=body
+        )
+        try:
+            await channel.connection.send_oneway(request, _NOTIFY_TIMEOUT_S)
+        except ClientError as exc:
+            log.info("reset notice not sent", client=channel.client_id, error=str(exc))
+
+
+def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+    """Register the group admin codes."""
+    admin = GroupAdmin(ctx)
+    registry.register_all(
+        {
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_configs,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete,
+            RequestCode.GET_CONSUME_STATS: admin.consume_stats,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: admin.all_offsets,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: admin.reset_offset,
+        }
+    )

@@ -1,0 +1,223 @@
+"""Admin requests about topics (RocketMQ 4.9's ``AdminBrokerProcessor``, §3.15).
+
+- UPDATE_AND_CREATE_TOPIC (17): create or replace a topic's config. The topic table's
+  change makes the broker re-register with its name servers at once, so routes show the
+  topic without waiting for the 30 s timer.
+- DELETE_TOPIC_IN_BROKER (215): forget a topic's config and every group's offsets on it.
+  Its messages stay in the commitlog and its consume-queue files stay on disk until
+  retention removes them (RocketMQ's ``cleanUnusedTopic`` deletes the queue files at
+  once). The name servers keep the route until DELETE_TOPIC_IN_NAMESRV, as in RocketMQ.
+- GET_ALL_TOPIC_CONFIG (21): the ``TopicConfigSerializeWrapper``.
+- GET_TOPIC_STATS_INFO (202): each write queue's min / max offset and last store time.
+- QUERY_TOPIC_CONSUME_BY_WHO (300): groups subscribed to the topic or holding offsets.
+
+System topics (``TopicValidator.isSystemTopic`` plus the broker's own cluster, broker
+and reply topics) cannot be created, changed or deleted this way, as in 4.9.4.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+import structlog
+
+from broker.clients import ClientManager
+from broker.context import BrokerContext
+from broker.processors.refusal import Refused
+from broker.remoting import ProcessorRegistry, RequestContext
+from broker.topics import (
+    AUTO_CREATE_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    check_topic_name,
+)
+from broker.transaction_check import CHECK_MAX_TIME_TOPIC
+from protocol.bodies.cluster import GroupList
+from protocol.bodies.queue import MessageQueue
+from protocol.bodies.stats import TopicOffset, TopicStatsTable
+from protocol.bodies.topic import TOPIC_FILTER_TYPES, TopicConfig
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers.admin import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+)
+from protocol.message import STORE_TIMESTAMP_POS
+from store.message_store import MessageStore
+
+__all__ = ["SLAVE_REFUSAL", "TopicAdmin", "register", "store_time_at", "subscribed_groups"]
+
+log = structlog.get_logger(__name__)
+
+#: ``AdminBrokerProcessor.validateSlave``'s remark.
+SLAVE_REFUSAL: Final = (
+    "Can't modify topic or subscription group from slave broker, "
+    "please execute it from master broker."
+)
+#: ``TopicValidator.SYSTEM_TOPIC_SET`` (4.9.4); the prefix below covers the rest.
+_SYSTEM_TOPICS: Final = frozenset(
+    {
+        AUTO_CREATE_TOPIC,
+        SCHEDULE_TOPIC,
+        "BenchmarkTest",
+        TRANS_HALF_TOPIC,
+        "RMQ_SYS_TRACE_TOPIC",
+        TRANS_OP_HALF_TOPIC,
+        CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+_SYSTEM_PREFIX: Final = "rmq_sys_"
+_PERM_MASK: Final = 0b111  # PermName INHERIT | WRITE | READ
+_I64: Final = struct.Struct(">q")
+
+
+def store_time_at(store: MessageStore, topic: str, queue_id: int, offset: int) -> int:
+    """Store time of the message at a queue offset (``getMessageStoreTimeStamp``).
+
+    Args:
+        store: The store.
+        topic: Topic.
+        queue_id: Queue id.
+        offset: Queue offset.
+
+    Returns:
+        The store time in ms, or 0 when no message is stored there.
+    """
+    got = store.get_messages(topic, queue_id, offset, 1)
+    if not got.buffers:
+        return 0
+    (stamp,) = _I64.unpack_from(got.buffers[0], STORE_TIMESTAMP_POS)
+    return int(stamp)
+
+
+def subscribed_groups(clients: ClientManager, topic: str) -> set[str]:
+    """Consumer groups with an online member subscribed to ``topic``."""
+    return {info.group for info in clients.consumer_groups() if topic in info.subscriptions}
+
+
+class TopicAdmin:
+    """Serves the topic admin codes. Event loop only.
+
+    Args:
+        ctx: The broker's collaborators.
+    """
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self._ctx = ctx
+        cfg = ctx.config
+        self._own_topics = frozenset(
+            {cfg.broker_cluster_name, cfg.broker_name, f"{cfg.broker_cluster_name}_REPLY_TOPIC"}
+        )
+
+    def _is_system(self, topic: str) -> bool:
+        return (
+            topic in _SYSTEM_TOPICS or topic in self._own_topics or topic.startswith(_SYSTEM_PREFIX)
+        )
+
+    def _check_name(self, topic: str) -> None:
+        problem = check_topic_name(topic)
+        if problem is not None:
+            raise Refused(ResponseCode.SYSTEM_ERROR, problem)
+        if self._is_system(topic):
+            raise Refused(
+                ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic."
+            )
+        if not self._ctx.is_master:
+            raise Refused(ResponseCode.SYSTEM_ERROR, SLAVE_REFUSAL)
+
+    async def create(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC: create or replace a topic's config."""
+        header = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            self._check_name(header.topic)
+            config = _topic_config(header)
+        except Refused as refused:
+            return refused.answer(cmd)
+        self._ctx.topics.update(config)
+        log.info("topic updated by admin", topic=header.topic, peer=rctx.peer_address)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def delete(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_BROKER: forget a topic's config and the offsets on it."""
+        header = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            self._check_name(header.topic)
+        except Refused as refused:
+            return refused.answer(cmd)
+        self._ctx.topics.delete(header.topic)
+        self._ctx.offsets.remove_topic(header.topic)
+        log.info("topic deleted by admin", topic=header.topic, peer=rctx.peer_address)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def all_configs(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_TOPIC_CONFIG: every topic config with the table's data version."""
+        return cmd.make_response(ResponseCode.SUCCESS, body=self._ctx.topics.wrapper().to_json())
+
+    async def stats(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_TOPIC_STATS_INFO: offset range and last store time per write queue."""
+        header = GetTopicStatsInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        ctx = self._ctx
+        config = ctx.topics.find(header.topic)
+        if config is None:
+            return cmd.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{header.topic}] not exist"
+            )
+        table: dict[MessageQueue, TopicOffset] = {}
+        for queue_id in range(config.write_queue_nums):
+            low = max(0, ctx.store.min_offset(header.topic, queue_id))
+            high = max(0, ctx.store.max_offset(header.topic, queue_id))
+            last = store_time_at(ctx.store, header.topic, queue_id, high - 1) if high > 0 else 0
+            mq = MessageQueue(header.topic, ctx.config.broker_name, queue_id)
+            table[mq] = TopicOffset(low, high, last)
+        return cmd.make_response(ResponseCode.SUCCESS, body=TopicStatsTable(table).to_json())
+
+    async def consumed_by(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """QUERY_TOPIC_CONSUME_BY_WHO: online subscribers and groups with offsets."""
+        header = QueryTopicConsumeByWhoRequestHeader.from_ext_fields(cmd.ext_fields)
+        groups = subscribed_groups(self._ctx.clients, header.topic)
+        groups.update(self._ctx.offsets.groups_of(header.topic))
+        return cmd.make_response(
+            ResponseCode.SUCCESS, body=GroupList(tuple(sorted(groups))).to_json()
+        )
+
+
+def _topic_config(header: CreateTopicRequestHeader) -> TopicConfig:
+    if header.read_queue_nums < 0 or header.write_queue_nums < 0:
+        raise Refused(ResponseCode.SYSTEM_ERROR, "queue numbers must not be negative")
+    if header.perm & ~_PERM_MASK:
+        raise Refused(ResponseCode.SYSTEM_ERROR, f"illegal perm {header.perm}")
+    if header.topic_filter_type not in TOPIC_FILTER_TYPES:
+        raise Refused(
+            ResponseCode.SYSTEM_ERROR, f"illegal topicFilterType {header.topic_filter_type}"
+        )
+    return TopicConfig(
+        header.topic,
+        header.read_queue_nums,
+        header.write_queue_nums,
+        perm=header.perm,
+        topic_filter_type=header.topic_filter_type,
+        topic_sys_flag=header.topic_sys_flag,
+        order=header.order,
+    )
+
+
+def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+    """Register the topic admin codes."""
+    admin = TopicAdmin(ctx)
+    registry.register_all(
+        {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create,
+            RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete,
+            RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_configs,
+            RequestCode.GET_TOPIC_STATS_INFO: admin.stats,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: admin.consumed_by,
+        }
+    )
