@@ -98,11 +98,19 @@ class SendProcessor:
         code, remark = await self._outcome(result)
         if result.status is not PutMessageStatus.PUT_OK:
             return cmd.make_response(code, remark=remark)
+        first = msgs[0]
+        # A half message is stored in the half topic's queue 0, but the producer is told
+        # the queue it asked for, as RocketMQ answers (it ends the transaction there).
+        queue_id = (
+            int(first.properties[Prop.REAL_QID])
+            if first.topic == TRANS_HALF_TOPIC
+            else first.queue_id
+        )
         response = SendMessageResponseHeader(
             msg_id=",".join(
                 make_offset_msg_id(self._ctx.store_host, o) for o in result.record_offsets
             ),
-            queue_id=msgs[0].queue_id,
+            queue_id=queue_id,
             queue_offset=result.queue_offset,
         )
         return cmd.make_response(code, remark=remark, ext_fields=response.to_ext_fields())

@@ -197,3 +197,14 @@ async def test_restart_keeps_messages_and_topics(tmp_path: Path) -> None:
         got = await conn.request(pull("Keep", 0, 0), 5)
         assert [m.body for m in iter_messages(got.body)] == [b"0", b"1", b"2", b"3", b"4"]
     assert not (tmp_path / "abort").exists()  # a clean stop leaves no abort marker
+
+
+async def test_half_message_answer_names_the_requested_queue(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster, await connect(cluster) as conn:
+        assert (await conn.request(cpp_send("Tx", b"create"), 5)).code == ResponseCode.SUCCESS
+        half = cpp_send("Tx", b"half", queue_id=2, props={"TRAN_MSG": "true", "PGROUP": "PG"})
+        resp = await conn.request(half, 5)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        assert resp.ext_fields["queueId"] == "2"
+        empty = await conn.request(pull("Tx", 2, 0), 5)  # not visible until committed
+        assert empty.code == ResponseCode.PULL_NOT_FOUND
