@@ -89,6 +89,10 @@ def _ext_from(raw: object) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise FrameError(f"extFields must be an object, got {type(raw).__name__}")
+    # Java, Node-with-strings and our own SDK send only string keys and values: then the
+    # freshly decoded dict is already what we want, and building a copy is wasted work.
+    if all(type(k) is str and type(v) is str for k, v in raw.items()):
+        return raw
     out: dict[str, str] = {}
     for key, value in raw.items():
         text = normalize_ext_value(value)

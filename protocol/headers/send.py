@@ -99,7 +99,7 @@ class SendMessageRequestHeaderV2(Header):
         return cls(**{v2: getattr(header, v1) for v2, v1 in _V2_TO_V1})
 
 
-#: V2 attribute to V1 attribute (``SendMessageRequestHeaderV2`` comments).
+#: V2 attribute (= its wire key) to V1 attribute (``SendMessageRequestHeaderV2`` comments).
 _V2_TO_V1: Final = (
     ("a", "producer_group"),
     ("b", "topic"),
@@ -116,6 +116,8 @@ _V2_TO_V1: Final = (
     ("m", "batch"),
     ("n", "broker_name"),
 )
+#: Reads a V2 header's one-letter keys straight into the V1 class (one object, not two).
+_parse_v2_as_v1 = SendMessageRequestHeader.parser_for_keys({v1: v2 for v2, v1 in _V2_TO_V1})
 
 
 def parse_send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
@@ -140,7 +142,7 @@ def parse_send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
         raise HeaderError(f"request code {cmd.code} does not carry a send header") from None
     if not is_v2:
         return SendMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-    header = SendMessageRequestHeaderV2.from_ext_fields(cmd.ext_fields).to_v1()
+    header = _parse_v2_as_v1(cmd.ext_fields)
     if cmd.code == RequestCode.SEND_BATCH_MESSAGE and not header.batch:
         header = dataclasses.replace(header, batch=True)
     return header
