@@ -1,0 +1,427 @@
+"""Administration: topics, consumer progress, running info, message lookup, cluster info.
+
+The subset of RocketMQ's ``DefaultMQAdminExt`` (mqadmin) a Python user needs, over the
+same requests (remoting-protocol.md §3.5, §3.15, §5.3):
+
+- topics: create on every master of a cluster (UPDATE_AND_CREATE_TOPIC), delete on the
+  brokers and the name servers, list (name server), per-queue offset ranges
+  (GET_TOPIC_STATS_INFO on every broker of the topic);
+- consumer progress and lag (GET_CONSUME_STATS on every broker of the group's retry
+  topic), connections (GET_CONSUMER_CONNECTION_LIST) and running info
+  (GET_CONSUMER_RUNNING_INFO, which the broker relays to the client);
+- messages: by key (QUERY_MESSAGE on every broker of the topic, filtered client-side
+  because the broker's index is a hash index), by UNIQ_KEY, and by offset msgId
+  (VIEW_MESSAGE_BY_ID to the host encoded in the id);
+- cluster info (GET_BROKER_CLUSTER_INFO).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
+
+from client.errors import BrokerError, ClientStateError, NoRouteError, error_for_code
+from client.instance import ClientInstance, get_instance
+from client.message import MessageExt
+from protocol.bodies.cluster import ClusterInfo, TopicList
+from protocol.bodies.consumer import ResetOffsetBody
+from protocol.bodies.queue import MessageQueue
+from protocol.bodies.route import Perm, TopicRouteData
+from protocol.bodies.running import ConsumerConnection, ConsumerRunningInfo
+from protocol.bodies.stats import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers.admin import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+)
+from protocol.headers.base import Header
+from protocol.headers.consumer import (
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsRequestHeader,
+    ResetOffsetRequestHeader,
+)
+from protocol.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
+from protocol.headers.query import QueryMessageRequestHeader, ViewMessageRequestHeader
+from protocol.message import iter_messages
+from protocol.message_id import parse_offset_msg_id
+from protocol.properties import Prop
+
+__all__ = ["Admin"]
+
+T = TypeVar("T")
+#: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``: a consumer group's retry topic prefix.
+_RETRY_PREFIX = "%RETRY%"
+
+
+class Admin:
+    """Administrative calls against a name server and its brokers.
+
+    Use as an async context manager, or call :meth:`start` and :meth:`close`.
+
+    Args:
+        namesrv: Name server address(es). Default: ``"127.0.0.1:9876"``.
+        instance_name: Client instance to share. Default: ``"DEFAULT"``.
+        timeout_s: Timeout of each request. Default: 5.0.
+    """
+
+    def __init__(
+        self,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        instance_name: str = "DEFAULT",
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.namesrv = namesrv
+        self._instance_name = instance_name
+        self._timeout_s = timeout_s
+        self._instance: ClientInstance | None = None
+
+    async def start(self) -> None:
+        """Join the client instance; idempotent."""
+        if self._instance is None:
+            instance = get_instance(self.namesrv, self._instance_name)
+            try:
+                await instance.start()
+            except BaseException:
+                await instance.release()
+                raise
+            self._instance = instance
+
+    async def close(self) -> None:
+        """Release the client instance; idempotent."""
+        instance, self._instance = self._instance, None
+        if instance is not None:
+            await instance.release()
+
+    async def __aenter__(self) -> Admin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def _inst(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientStateError("the admin client is not started")
+        return self._instance
+
+    # -- plumbing -----------------------------------------------------------------
+
+    async def _call(
+        self, addr: str, code: int, header: Header | None = None, body: bytes = b""
+    ) -> RemotingCommand:
+        cmd = RemotingCommand(
+            code, ext_fields={} if header is None else header.to_ext_fields(), body=body
+        )
+        answer = await self._inst.invoke(addr, cmd, self._timeout_s)
+        if answer.code != ResponseCode.SUCCESS:
+            raise error_for_code(answer.code, answer.remark, addr=addr)
+        return answer
+
+    async def _namesrv(self, code: int, header: Header | None = None) -> RemotingCommand:
+        cmd = RemotingCommand(code, ext_fields={} if header is None else header.to_ext_fields())
+        answer = await self._inst.invoke_namesrv(cmd, self._timeout_s)
+        if answer.code != ResponseCode.SUCCESS:
+            raise error_for_code(answer.code, answer.remark)
+        return answer
+
+    async def _route(self, topic: str) -> TopicRouteData:
+        route = await self._inst.topic_route(topic, refresh=True)
+        if route is None:
+            raise NoRouteError(topic)
+        return route
+
+    @staticmethod
+    async def _each(addrs: list[str], call: Callable[[str], Awaitable[T]]) -> list[T]:
+        return list(await asyncio.gather(*(call(a) for a in addrs)))
+
+    # -- cluster and topics -------------------------------------------------------
+
+    async def cluster_info(self) -> ClusterInfo:
+        """Every broker group and cluster the name server knows (GET_BROKER_CLUSTER_INFO)."""
+        answer = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
+        return ClusterInfo.from_json(answer.body)
+
+    async def _cluster_masters(self, cluster: str | None) -> list[str]:
+        info = await self.cluster_info()
+        names: set[str] = set()
+        for name, members in info.cluster_addr_table.items():
+            if cluster is None or name == cluster:
+                names.update(members)
+        if cluster is not None and cluster not in info.cluster_addr_table:
+            raise NoRouteError(cluster, "no such cluster")
+        addrs = [info.broker_addr_table[n].master_addr for n in sorted(names)]
+        return [a for a in addrs if a is not None]
+
+    async def create_topic(
+        self,
+        topic: str,
+        *,
+        cluster: str = "DefaultCluster",
+        queue_nums: int = 8,
+        perm: int = Perm.READ | Perm.WRITE,
+        order: bool = False,
+    ) -> list[str]:
+        """Create (or update) a topic on every master of a cluster.
+
+        Args:
+            topic: The topic.
+            cluster: Cluster name. Default: ``"DefaultCluster"``.
+            queue_nums: Read and write queue count per broker. Default: 8.
+            perm: Permission bits. Default: read + write.
+            order: Mark the topic ordered.
+
+        Returns:
+            The broker addresses that created it.
+
+        Raises:
+            NoRouteError: The cluster is unknown.
+            BrokerError: A broker refused.
+        """
+        header = CreateTopicRequestHeader(
+            topic=topic,
+            default_topic="TBW102",
+            read_queue_nums=queue_nums,
+            write_queue_nums=queue_nums,
+            perm=int(perm),
+            order=order,
+        )
+        addrs = await self._cluster_masters(cluster)
+        await self._each(
+            addrs, lambda a: self._call(a, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+        )
+        return addrs
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        """Delete a topic on the brokers of ``cluster`` (all when ``None``) and the name servers.
+
+        Raises:
+            BrokerError: A broker or name server refused.
+        """
+        addrs = await self._cluster_masters(cluster)
+        header = DeleteTopicRequestHeader(topic)
+        await self._each(addrs, lambda a: self._call(a, RequestCode.DELETE_TOPIC_IN_BROKER, header))
+        await self._namesrv(
+            RequestCode.DELETE_TOPIC_IN_NAMESRV, DeleteTopicFromNamesrvRequestHeader(topic, cluster)
+        )
+
+    async def list_topics(self) -> list[str]:
+        """Every topic the name server knows, sorted (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
+        answer = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        return sorted(TopicList.from_json(answer.body).topic_list)
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        """A topic's current route.
+
+        Raises:
+            NoRouteError: The name server does not know the topic.
+        """
+        return await self._route(topic)
+
+    async def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
+        """Offset range of every queue of a topic, over all its brokers.
+
+        Raises:
+            NoRouteError: The topic is unknown.
+            BrokerError: A broker refused.
+        """
+        route = await self._route(topic)
+        addrs = [a for b in route.broker_datas if (a := b.master_addr) is not None]
+        header = GetTopicStatsInfoRequestHeader(topic)
+        answers = await self._each(
+            addrs, lambda a: self._call(a, RequestCode.GET_TOPIC_STATS_INFO, header)
+        )
+        table: dict[MessageQueue, TopicOffset] = {}
+        for answer in answers:
+            table.update(TopicStatsTable.from_json(answer.body).offset_table)
+        return dict(sorted(table.items()))
+
+    # -- consumers ----------------------------------------------------------------
+
+    async def _group_brokers(self, group: str) -> list[str]:
+        route = await self._route(_RETRY_PREFIX + group)
+        return sorted({a for b in route.broker_datas if (a := b.master_addr) is not None})
+
+    async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """A consumer group's progress per queue, over every broker it consumes from.
+
+        Args:
+            group: Consumer group.
+            topic: Limit to one topic.
+
+        Returns:
+            The merged stats; ``total_diff`` is the lag in messages.
+
+        Raises:
+            NoRouteError: The group never consumed (no retry topic route).
+            BrokerError: A broker refused.
+        """
+        header = GetConsumeStatsRequestHeader(group, topic)
+        answers = await self._each(
+            await self._group_brokers(group),
+            lambda a: self._call(a, RequestCode.GET_CONSUME_STATS, header),
+        )
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        tps = 0.0
+        for answer in answers:
+            stats = ConsumeStats.from_json(answer.body)
+            table.update(stats.offset_table)
+            tps += stats.consume_tps
+        return ConsumeStats(dict(sorted(table.items())), tps)
+
+    async def consumer_lag(self, group: str, topic: str | None = None) -> int:
+        """Messages the group has not consumed yet (sum over queues)."""
+        return (await self.consume_stats(group, topic)).total_diff
+
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        """Move a group's offsets on a topic to the first message stored at ``timestamp_ms``.
+
+        Each broker of the topic commits the new offsets and tells the group's online
+        consumers (RESET_CONSUMER_CLIENT_OFFSET), as ``mqadmin resetOffsetByTime`` does.
+
+        Args:
+            group: Consumer group.
+            topic: Topic.
+            timestamp_ms: Store time to rewind (or advance) to; ``-1`` means the end.
+            force: Also move offsets forward. Default: ``True``.
+
+        Returns:
+            The new offset of every queue.
+
+        Raises:
+            NoRouteError: The topic is unknown.
+            BrokerError: A broker refused (e.g. the group is unknown there).
+        """
+        route = await self._route(topic)
+        addrs = [a for b in route.broker_datas if (a := b.master_addr) is not None]
+        header = ResetOffsetRequestHeader(topic, group, timestamp_ms, force)
+        answers = await self._each(
+            addrs, lambda a: self._call(a, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+        )
+        table: dict[MessageQueue, int] = {}
+        for answer in answers:
+            table.update(ResetOffsetBody.from_json(answer.body).offset_table)
+        return dict(sorted(table.items()))
+
+    async def consumer_connections(self, group: str) -> ConsumerConnection:
+        """The group's connected clients and subscriptions (from one of its brokers).
+
+        Raises:
+            ConsumerNotOnlineError: No consumer of the group is connected.
+        """
+        header = GetConsumerConnectionListRequestHeader(group)
+        last: BrokerError | None = None
+        for addr in await self._group_brokers(group):
+            try:
+                answer = await self._call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, header)
+            except BrokerError as exc:
+                last = exc
+                continue
+            return ConsumerConnection.from_json(answer.body)
+        assert last is not None
+        raise last
+
+    async def consumer_running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
+        """A consumer's own report (queues, process-queue state, subscriptions).
+
+        The broker relays the request to the client and returns its answer.
+
+        Raises:
+            BrokerError: The broker refused or the client did not answer.
+        """
+        header = GetConsumerRunningInfoRequestHeader(group, client_id, False)
+        last: BrokerError | None = None
+        for addr in await self._group_brokers(group):
+            try:
+                answer = await self._call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header)
+            except BrokerError as exc:
+                last = exc
+                continue
+            return ConsumerRunningInfo.from_json(answer.body)
+        assert last is not None
+        raise last
+
+    # -- messages -----------------------------------------------------------------
+
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        """The message an offset msgId names, from the broker encoded in the id.
+
+        Raises:
+            MessageFormatError: Not a 32-hex-digit offset msgId.
+            BrokerError: The broker has no message there.
+        """
+        where = parse_offset_msg_id(offset_msg_id)
+        addr = f"{where.host}:{where.port}"
+        answer = await self._call(
+            addr, RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(where.offset)
+        )
+        return next(_decode(answer.body))
+
+    async def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = 64,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` with ``key`` among their KEYS, from every broker.
+
+        Args:
+            topic: The topic.
+            key: One key.
+            max_num: Most messages per broker. Default: 64.
+            begin_ms: Earliest store time. Default: 0.
+            end_ms: Latest store time. Default: now.
+
+        Returns:
+            The matches, oldest first.
+
+        Raises:
+            NoRouteError: The topic is unknown.
+        """
+        return await self._query(topic, key, max_num, begin_ms, end_ms, unique=False)
+
+    async def query_by_unique_key(self, topic: str, uniq_key: str) -> MessageExt | None:
+        """The message whose UNIQ_KEY (``SendResult.msg_id``) is ``uniq_key``, if found."""
+        found = await self._query(topic, uniq_key, 32, 0, None, unique=True)
+        return found[0] if found else None
+
+    async def _query(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int | None, *, unique: bool
+    ) -> list[MessageExt]:
+        route = await self._route(topic)
+        end = int(time.time() * 1000) if end_ms is None else end_ms
+        header = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end, unique)
+
+        async def one(addr: str, broker_name: str) -> list[MessageExt]:
+            try:
+                answer = await self._call(addr, RequestCode.QUERY_MESSAGE, header)
+            except BrokerError as exc:
+                if exc.response_code == ResponseCode.QUERY_NOT_FOUND:
+                    return []
+                raise
+            return list(_decode(answer.body, broker_name))
+
+        pairs = [(a, b.broker_name) for b in route.broker_datas if (a := b.master_addr)]
+        found = [m for batch in await asyncio.gather(*(one(*p) for p in pairs)) for m in batch]
+        # The index is a hash index: drop other keys that share the slot (as Java does).
+        if unique:
+            found = [m for m in found if m.properties.get(Prop.UNIQ_KEY) == key]
+        else:
+            found = [m for m in found if key in m.keys]
+        return sorted(found, key=lambda m: (m.store_timestamp, m.commit_log_offset))
+
+
+def _decode(body: bytes, broker_name: str = "") -> Iterator[MessageExt]:
+    for stored in iter_messages(body):
+        yield MessageExt.from_stored(stored, broker_name=broker_name)

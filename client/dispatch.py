@@ -1,0 +1,185 @@
+"""Requests a broker sends to the client, and who answers them.
+
+A broker talks to a client over the connection the client opened (RocketMQ's
+``ClientRemotingProcessor``). Each request is handled in its own task by the
+connection; this module maps the code to the producer or consumer registered on the
+:class:`~client.instance.ClientInstance`:
+
+====  ==============================  =====================================================
+code  request                         handled by
+====  ==============================  =====================================================
+40    NOTIFY_CONSUMER_IDS_CHANGED     ``ConsumerHandle.rebalance_soon`` (oneway)
+307   GET_CONSUMER_RUNNING_INFO       ``ConsumerHandle.running_info`` (answered with a body)
+220   RESET_CONSUMER_CLIENT_OFFSET    ``ConsumerHandle.reset_offset`` (oneway from Java)
+39    CHECK_TRANSACTION_STATE         ``ProducerHandle.check_transaction_state`` (oneway)
+326   PUSH_REPLY_MESSAGE_TO_CLIENT    the waiting request future (answered SUCCESS)
+====  ==============================  =====================================================
+
+Unexpected failures are reported through the instance's error channel, then answered
+with SYSTEM_ERROR by the connection.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import structlog
+
+from client.connection import Connection, HandlerResult
+from client.message import MessageExt
+from protocol.bodies.consumer import ResetOffsetBody
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers.consumer import (
+    GetConsumerRunningInfoRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    ResetOffsetRequestHeader,
+)
+from protocol.headers.transaction import (
+    CheckTransactionStateRequestHeader,
+    ReplyMessageRequestHeader,
+)
+from protocol.message import SysFlag, decode_message
+from protocol.properties import Prop, decode_properties
+
+if TYPE_CHECKING:
+    from client.instance import ClientInstance
+
+__all__ = ["ServerRequestDispatcher", "reply_message_from_push"]
+
+_log = structlog.get_logger(__name__)
+
+_Handler = Callable[[Connection, RemotingCommand], Awaitable[HandlerResult]]
+
+
+class ServerRequestDispatcher:
+    """Routes broker-initiated requests to the instance's producers and consumers.
+
+    Args:
+        instance: The instance whose registrations answer.
+    """
+
+    def __init__(self, instance: ClientInstance) -> None:
+        self._instance = instance
+        self._handlers: dict[int, _Handler] = {
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._notify_ids_changed,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self._running_info,
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._reset_offset,
+            RequestCode.CHECK_TRANSACTION_STATE: self._check_transaction,
+            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: self._push_reply,
+        }
+
+    async def handle(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        """The connection's request handler.
+
+        Args:
+            conn: The connection the request came on.
+            cmd: The request.
+
+        Returns:
+            The answer, or ``None`` for requests that get none.
+        """
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            return cmd.make_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                remark=f" request type {cmd.code} not supported",
+            )
+        try:
+            return await handler(conn, cmd)
+        except Exception as exc:
+            self._instance.report_error(exc, where=f"handling request code {cmd.code}")
+            raise
+
+    async def _notify_ids_changed(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        header = NotifyConsumerIdsChangedRequestHeader.from_ext_fields(cmd.ext_fields)
+        consumer = self._instance.consumer(header.consumer_group)
+        if consumer is not None:
+            consumer.rebalance_soon()
+        return None
+
+    async def _running_info(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        header = GetConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        consumer = self._instance.consumer(header.consumer_group)
+        if consumer is None:
+            # ClientRemotingProcessor.getConsumerRunningInfo's wording.
+            return cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        info = await consumer.running_info()
+        return cmd.make_response(ResponseCode.SUCCESS, body=info.to_json())
+
+    async def _reset_offset(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        consumer = self._instance.consumer(header.group)
+        if consumer is not None:
+            body = ResetOffsetBody.from_json(cmd.body)
+            await consumer.reset_offset(dict(body.offset_table))
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def _check_transaction(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)
+        msg = MessageExt.from_stored(decode_message(cmd.body))
+        group = msg.properties.get(Prop.PGROUP)
+        producer = None if group is None else self._instance.producer(group)
+        if producer is None:
+            # Java logs and ignores it too; the broker asks again later.
+            _log.warning("check-back for an unknown producer group", group=group)
+            return None
+        addr = conn.attributes.get("addr")
+        broker_addr = addr if isinstance(addr, str) else (conn.peer_address or "")
+        await producer.check_transaction_state(msg, header, broker_addr)
+        return None
+
+    async def _push_reply(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        msg = reply_message_from_push(cmd)
+        correlation_id = msg.properties.get(Prop.CORRELATION_ID, "")
+        if not self._instance.deliver_reply(correlation_id, msg):
+            # ClientRemotingProcessor.processReplyMessage: a late reply is only logged.
+            _log.warning("reply for an unknown or expired request", correlation_id=correlation_id)
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+
+def reply_message_from_push(cmd: RemotingCommand) -> MessageExt:
+    """Build the reply message from a PUSH_REPLY_MESSAGE_TO_CLIENT request.
+
+    The body is the payload (inflated when the sys flag says compressed, as Java's
+    ``ClientRemotingProcessor.receiveReplyMessage`` does); the header carries the rest.
+
+    Args:
+        cmd: The request.
+
+    Returns:
+        The reply.
+
+    Raises:
+        HeaderError: The header is incomplete.
+    """
+    header = ReplyMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+    body = cmd.body
+    if header.sys_flag & SysFlag.COMPRESSED:
+        body = zlib.decompress(body)
+    return MessageExt(
+        topic=header.topic,
+        body=body,
+        properties=decode_properties(header.properties or ""),
+        flag=header.flag,
+        queue_id=header.queue_id,
+        sys_flag=header.sys_flag,
+        born_timestamp=header.born_timestamp,
+        born_host=_host(header.born_host),
+        store_timestamp=header.store_timestamp,
+        store_host=_host(header.store_host),
+        reconsume_times=header.reconsume_times,
+    )
+
+
+def _host(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    try:
+        return host.lstrip("/"), int(port)
+    except ValueError:
+        return addr, 0

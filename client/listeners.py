@@ -1,0 +1,123 @@
+"""Listeners of a push consumer: which one gets a batch, how it is called, what it said.
+
+A listener is ``async def`` (awaited on the event loop) or a plain function (run in
+the consumer's thread pool); it receives a list of :class:`~client.message.MessageExt`
+and returns a :class:`~client.consume_result.ConsumeResult`. Listener exceptions are
+the application's: they are logged and count as a failed batch, as in the Java and
+C++ clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import TypeAlias, cast
+
+import structlog
+
+from client.consume_result import ConsumeResult
+from client.message import MessageExt
+
+__all__ = ["ConsumeStats", "Listener", "ListenerTable", "split_batches"]
+
+_log = structlog.get_logger(__name__)
+
+#: A push consumer's listener: messages in, verdict out; ``async def`` or plain.
+Listener: TypeAlias = Callable[[list[MessageExt]], Awaitable[ConsumeResult] | ConsumeResult]
+
+
+@dataclass(slots=True)
+class ConsumeStats:
+    """Counters behind running info's ``statusTable`` (one per topic)."""
+
+    ok: int = 0
+    failed: int = 0
+    consume_ns: int = 0
+    batches: int = 0
+
+
+class ListenerTable:
+    """Listeners by topic, and how to call them.
+
+    Args:
+        executor: Runs plain-function listeners.
+        failure: What an exception or a ``None`` answer counts as.
+    """
+
+    def __init__(self, executor: Callable[[], Executor], failure: ConsumeResult) -> None:
+        self._executor = executor
+        self._failure = failure
+        self._listeners: dict[str, tuple[Listener, bool]] = {}
+        self.stats: dict[str, ConsumeStats] = {}
+
+    def add(self, topic: str, listener: Listener) -> None:
+        """Register ``listener`` for ``topic``."""
+        # Also an object whose ``__call__`` is ``async def``.
+        is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
+            type(listener).__call__
+        )
+        self._listeners[topic] = (listener, is_async)
+
+    @property
+    def needs_threads(self) -> bool:
+        """Whether some listener is a plain function."""
+        return any(not is_async for _, is_async in self._listeners.values())
+
+    async def call(self, msgs: list[MessageExt]) -> ConsumeResult:
+        """Run the listener of the batch's topic; failures become ``failure``.
+
+        Args:
+            msgs: One batch, all of one topic.
+
+        Returns:
+            The listener's verdict.
+        """
+        topic = msgs[0].topic
+        entry = self._listeners.get(topic)
+        if entry is None:  # a retried message of a topic no longer subscribed
+            entry = next(iter(self._listeners.values()))
+        listener, is_async = entry
+        stats = self.stats.setdefault(topic, ConsumeStats())
+        started = time.perf_counter_ns()
+        try:
+            if is_async:
+                result = await cast(Awaitable[ConsumeResult], listener(msgs))
+            else:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(self._executor(), listener, msgs)  # type: ignore[arg-type]
+        except Exception:
+            _log.exception("listener raised; the batch counts as failed", topic=topic)
+            result = self._failure
+        stats.consume_ns += time.perf_counter_ns() - started
+        stats.batches += 1
+        if not isinstance(result, ConsumeResult):
+            _log.warning("listener returned no ConsumeResult", topic=topic, result=repr(result))
+            result = self._failure
+        if result is ConsumeResult.SUCCESS:
+            stats.ok += len(msgs)
+        else:
+            stats.failed += len(msgs)
+        return result
+
+
+def split_batches(msgs: Sequence[MessageExt], size: int) -> list[list[MessageExt]]:
+    """Cut a pulled run into batches of at most ``size`` messages of one topic.
+
+    A retry queue mixes messages of every subscribed topic (their original topics
+    restored), and each topic may have its own listener.
+    """
+    out: list[list[MessageExt]] = []
+    start = 0
+    n = len(msgs)
+    while start < n:
+        topic = msgs[start].topic
+        end = min(start + size, n)
+        if msgs[end - 1].topic != topic:
+            end = next(i for i in range(start, end) if msgs[i].topic != topic)
+        out.append(list(msgs[start:end]))
+        start = end
+    return out

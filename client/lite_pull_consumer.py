@@ -1,0 +1,428 @@
+"""LitePullConsumer: poll messages that background tasks prefetch (``DefaultLitePullConsumer``).
+
+:meth:`~LitePullConsumer.subscribe` to topics (queues shared with the group by
+rebalance, as a push consumer does) or :meth:`~LitePullConsumer.assign` queues
+yourself, then ``await poll()``. One task per queue long-polls into a ProcessQueue
+(at most ``max_cached_messages``); ``poll`` returns what is ready. ``seek`` moves a
+queue; ``commit`` stores the position after the last polled message of each queue
+(sync); with ``auto_commit`` that happens every ``auto_commit_interval_s`` during
+``poll`` and at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from typing import Final, NamedTuple
+
+import structlog
+
+from client.allocate import STRATEGIES, AllocateStrategy
+from client.background import Background
+from client.errors import BrokerError, ClientStateError, NoRouteError, TransportError
+from client.instance import ClientInstance
+from client.message import MessageExt
+from client.process_queue import ProcessQueue
+from client.pull_api import PullStatus, pull_request, read_pull_response
+from client.pull_base import PullConsumerBase
+from client.push_consumer import ConsumerStatus
+from client.rebalance import ConsumeFrom, Rebalancer, subscription
+from protocol.bodies.heartbeat import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    SubscriptionData,
+)
+from protocol.bodies.queue import MessageQueue
+from protocol.bodies.running import ConsumerRunningInfo
+from protocol.filter import parse_tag_expression
+
+__all__ = ["LitePullConsumer"]
+
+_log = structlog.get_logger(__name__)
+
+#: Long-poll hold of the prefetch pulls (Java's 20 s is capped here so that a seek or
+#: shutdown never waits on a pull for long).
+_LITE_SUSPEND_MS: Final = 15000
+_PULL_ERROR_WAIT_S: Final = 3.0
+#: Longest wait of a full prefetch cache for poll() to make room.
+_ROOM_WAIT_S: Final = 1.0
+
+
+class _Ready(NamedTuple):
+    mq: MessageQueue
+    pq: ProcessQueue[MessageExt]
+    msgs: list[MessageExt]
+
+
+class _QueueFeed:
+    """One assigned queue of a lite consumer: its cache, positions and prefetch task."""
+
+    def __init__(self, mq: MessageQueue, pq: ProcessQueue[MessageExt], offset: int) -> None:
+        self.mq = mq
+        self.pq = pq
+        self.pull_offset = offset  # next offset to pull
+        self.consumed = offset  # next offset after what poll() returned
+        self.room = asyncio.Event()  # set by poll() when it frees cache space
+        self.task: asyncio.Task[None] | None = None
+
+
+class LitePullConsumer(PullConsumerBase):
+    """Poll messages that background tasks prefetch from assigned or subscribed queues.
+
+    Args:
+        group: The consumer group.
+        namesrv: Name server address(es).
+        consume_from: Start of a queue with no committed offset: ``"last"``,
+            ``"first"`` or a store timestamp (ms). Default: ``"last"``.
+        pull_batch_size: Most messages per prefetch pull. Default: 32.
+        max_poll_messages: Most messages one :meth:`poll` returns. Default: 1024.
+        max_cached_messages: Per-queue prefetch limit. Default: 1000.
+        auto_commit: Commit polled positions every ``auto_commit_interval_s`` and at
+            shutdown. Default: True.
+        auto_commit_interval_s: Default: 5.0.
+        allocate: Allocation strategy for :meth:`subscribe`. Default: ``"averagely"``.
+        rebalance_interval_s: Rebalance period for :meth:`subscribe`. Default: 20.0.
+        instance_name: Client instance name. Default: ``"DEFAULT"``.
+        on_error: Called with unexpected background failures; without it they are
+            raised by the next :meth:`poll`. Default: None.
+        instance: Use this client instance instead of the shared one.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        consume_from: ConsumeFrom = "last",
+        pull_batch_size: int = 32,
+        max_poll_messages: int = 1024,
+        max_cached_messages: int = 1000,
+        auto_commit: bool = True,
+        auto_commit_interval_s: float = 5.0,
+        allocate: str | AllocateStrategy = "averagely",
+        rebalance_interval_s: float = 20.0,
+        instance_name: str = "DEFAULT",
+        on_error: Callable[[BaseException], object] | None = None,
+        instance: ClientInstance | None = None,
+    ) -> None:
+        super().__init__(group, namesrv, instance_name, instance, consume_from)
+        if isinstance(allocate, str) and allocate not in STRATEGIES:
+            raise ValueError(f"unknown allocation strategy {allocate!r}")
+        self._pull_batch = pull_batch_size
+        self._max_poll = max_poll_messages
+        self._max_cached = max_cached_messages
+        self._auto_commit = auto_commit
+        self._commit_s = auto_commit_interval_s
+        self._strategy = STRATEGIES[allocate] if isinstance(allocate, str) else allocate
+        self._rebalance_s = rebalance_interval_s
+        self._subscriptions: dict[str, SubscriptionData] = {}
+        self._assigned: list[MessageQueue] | None = None
+        self._feeds: dict[MessageQueue, _QueueFeed] = {}
+        self._ready: asyncio.Queue[_Ready] = asyncio.Queue()
+        self._rebalancer: Rebalancer | None = None
+        self._background = Background(group, on_error)
+        self._rebalance_wanted = asyncio.Event()
+        self._last_commit = time.monotonic()
+
+    # -- setup ------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic`` with the group: queues are shared by rebalance.
+
+        Raises:
+            ClientStateError: Queues were assigned with :meth:`assign`, or running.
+        """
+        if self._assigned is not None:
+            raise ClientStateError("subscribe() and assign() cannot be mixed")
+        if self._status is not ConsumerStatus.CREATED:
+            raise ClientStateError("subscribe before start()")
+        self._subscriptions[topic] = subscription(topic, expression)
+
+    def assign(self, mqs: Iterable[MessageQueue]) -> None:
+        """Consume exactly these queues, with no rebalance.
+
+        Raises:
+            ClientStateError: Topics were subscribed, or running.
+        """
+        if self._subscriptions:
+            raise ClientStateError("subscribe() and assign() cannot be mixed")
+        if self._status is not ConsumerStatus.CREATED:
+            raise ClientStateError("assign before start()")
+        self._assigned = sorted(set(mqs))
+
+    def assignment(self) -> list[MessageQueue]:
+        """The queues being consumed now, sorted."""
+        return sorted(self._feeds)
+
+    async def start(self) -> None:
+        """Start prefetching (after a first rebalance when subscribed).
+
+        Raises:
+            ClientStateError: Nothing assigned or subscribed, or started before.
+        """
+        if not self._subscriptions and not self._assigned:
+            raise ClientStateError("subscribe() or assign() before start()")
+        instance = await self._start_instance(self)
+        assert self._offsets is not None
+        self._rebalancer = Rebalancer(
+            self.group,
+            instance,
+            self._offsets,
+            on_added=self._queue_added,
+            on_removed=self._queue_removed,
+            strategy=self._strategy,
+            consume_from=self._consume_from,
+            drop_stuck_queues=False,
+        )
+        self._rebalancer.subscriptions = dict(self._subscriptions)
+        topics = set(self._subscriptions) | {mq.topic for mq in self._assigned or ()}
+        for topic in sorted(topics):
+            try:
+                await instance.topic_route(topic)
+            except (TransportError, BrokerError) as exc:
+                _log.warning("no route yet", group=self.group, topic=topic, error=str(exc))
+        if self._assigned is not None:
+            # Assigned queues start now; a failure to find a start offset is raised.
+            for mq in self._assigned:
+                await self._start_assigned(mq)
+            return
+        await instance.send_heartbeat()
+        bg = self._background
+        await bg.run_step(self._rebalance)
+        bg.spawn(
+            bg.when_asked(self._rebalance_wanted, self._rebalance_s, self._rebalance), "rebalance"
+        )
+
+    async def _start_assigned(self, mq: MessageQueue) -> None:
+        assert self._rebalancer is not None
+        offset = await self._rebalancer.compute_start_offset(mq)
+        self._queue_added(mq, ProcessQueue(), offset)
+
+    async def shutdown(self) -> None:
+        """Stop prefetching, commit polled positions (auto-commit), leave the group.
+
+        Idempotent. Raises, after shutting down, a background failure never reported.
+        """
+        if self._status is ConsumerStatus.CREATED:
+            self._status = ConsumerStatus.CLOSED
+            return
+        if self._status is not ConsumerStatus.RUNNING:
+            return
+        if self._auto_commit:
+            try:
+                await self.commit()
+            except (TransportError, BrokerError, NoRouteError) as exc:
+                _log.warning("final commit failed", group=self.group, error=str(exc))
+            except Exception as exc:
+                self._background.report(exc, "final commit")  # raised below, after the cleanup
+        self._status = ConsumerStatus.CLOSING
+        await self._background.cancel_all()
+        for feed in self._feeds.values():
+            feed.pq.dropped = True
+        self._feeds.clear()
+        try:
+            await self._stop_instance()
+        except Exception as exc:
+            self._background.report(exc, "leaving the group")
+        self._status = ConsumerStatus.CLOSED
+        self._background.check_errors()
+
+    async def __aenter__(self) -> LitePullConsumer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    # -- consuming --------------------------------------------------------------------
+
+    async def poll(self, timeout_ms: int = 5000) -> list[MessageExt]:
+        """Return prefetched messages, waiting up to ``timeout_ms`` for the first.
+
+        The returned messages count as consumed: the next :meth:`commit` (or
+        auto-commit) stores the positions after them.
+
+        Args:
+            timeout_ms: Longest wait when nothing is ready.
+
+        Returns:
+            Up to ``max_poll_messages`` messages, possibly from several queues; empty
+            when the wait timed out.
+
+        Raises:
+            ClientStateError: The consumer is not running.
+            BaseException: A background failure not handed to ``on_error``.
+        """
+        self.instance  # noqa: B018 - raises when not running
+        self._background.check_errors()
+        if self._auto_commit and time.monotonic() - self._last_commit >= self._commit_s:
+            try:
+                await self.commit()
+            except (TransportError, BrokerError, NoRouteError) as exc:
+                _log.warning("auto-commit failed", group=self.group, error=str(exc))
+        out: list[MessageExt] = []
+        try:
+            first = await asyncio.wait_for(self._ready.get(), timeout_ms / 1000)
+        except TimeoutError:
+            return out
+        self._take(first, out)
+        while len(out) < self._max_poll and not self._ready.empty():
+            self._take(self._ready.get_nowait(), out)
+        return out
+
+    def _take(self, ready: _Ready, out: list[MessageExt]) -> None:
+        feed = self._feeds.get(ready.mq)
+        if feed is None or feed.pq is not ready.pq or ready.pq.dropped:
+            return  # the queue was sought, reassigned or dropped since the prefetch
+        offset = ready.pq.remove(ready.msgs)
+        if offset >= 0:
+            feed.consumed = offset
+            if self._auto_commit and self._offsets is not None:
+                self._offsets.update(ready.mq, offset)
+        feed.room.set()
+        out.extend(ready.msgs)
+
+    async def commit(self) -> None:
+        """Store the position after the last polled message of every queue (sync).
+
+        Raises:
+            BrokerError: A broker refused.
+            TransportError: A broker could not be reached.
+        """
+        assert self._offsets is not None
+        self._last_commit = time.monotonic()
+        for mq, feed in self._feeds.items():
+            self._offsets.update(mq, feed.consumed, increase_only=False)
+        await self._offsets.persist(list(self._feeds))
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Continue ``mq`` from ``offset``: prefetched messages are discarded.
+
+        Raises:
+            ClientStateError: ``mq`` is not assigned to this consumer now.
+        """
+        feed = self._feeds.get(mq)
+        if feed is None:
+            raise ClientStateError(f"{mq} is not assigned to this consumer")
+        feed.pq.dropped = True
+        if feed.task is not None:
+            feed.task.cancel()
+        pq: ProcessQueue[MessageExt] = ProcessQueue()
+        if self._rebalancer is not None and mq in self._rebalancer.process_queues:
+            self._rebalancer.process_queues[mq] = pq
+        self._queue_added(mq, pq, offset)
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        """Continue ``mq`` from its smallest stored offset."""
+        self.seek(mq, await self.min_offset(mq))
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        """Continue ``mq`` after its last stored message."""
+        self.seek(mq, await self.max_offset(mq))
+
+    # -- prefetch -----------------------------------------------------------------------
+
+    def _queue_added(self, mq: MessageQueue, pq: ProcessQueue[MessageExt], offset: int) -> None:
+        feed = _QueueFeed(mq, pq, offset)
+        self._feeds[mq] = feed
+        name = f"prefetch-{mq.topic}-{mq.queue_id}"
+        feed.task = self._background.spawn(self._prefetch(feed), name)
+
+    def _queue_removed(self, mq: MessageQueue, pq: ProcessQueue[MessageExt]) -> None:
+        feed = self._feeds.get(mq)
+        if feed is not None and feed.pq is pq:
+            del self._feeds[mq]
+            if feed.task is not None:
+                feed.task.cancel()  # do not sit out a long poll for a queue we lost
+
+    async def _prefetch(self, feed: _QueueFeed) -> None:
+        try:
+            while not feed.pq.dropped:
+                try:
+                    await self._prefetch_once(feed)
+                except (TransportError, BrokerError, NoRouteError) as exc:
+                    _log.warning("prefetch failed; retrying", mq=feed.mq, error=str(exc))
+                    await asyncio.sleep(_PULL_ERROR_WAIT_S)
+        finally:
+            if self._feeds.get(feed.mq) is feed and feed.pq.dropped:
+                del self._feeds[feed.mq]
+
+    async def _prefetch_once(self, feed: _QueueFeed) -> None:
+        mq, pq = feed.mq, feed.pq
+        if pq.count >= self._max_cached:
+            feed.room.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(feed.room.wait(), _ROOM_WAIT_S)
+            return
+        sub = self._subscriptions.get(mq.topic)
+        expression = sub.sub_string if sub is not None else "*"
+        cmd = pull_request(
+            self.group,
+            mq,
+            feed.pull_offset,
+            self._pull_batch,
+            subscription=expression,
+            suspend_ms=_LITE_SUSPEND_MS,
+        )
+        addr = await self._addr(mq)
+        answer = await self.instance.invoke(addr, cmd, _LITE_SUSPEND_MS / 1000 + 15)
+        result = read_pull_response(
+            answer, mq.broker_name, tags=parse_tag_expression(expression), addr=addr
+        )
+        if pq.dropped:
+            return
+        pq.touch_pull()
+        feed.pull_offset = result.next_begin_offset
+        if result.messages:
+            pq.put(result.messages, result.max_offset)
+            self._ready.put_nowait(_Ready(mq, pq, result.messages))
+        elif result.status is PullStatus.OFFSET_ILLEGAL:
+            _log.warning("prefetch offset illegal; jumping", mq=mq, to=result.next_begin_offset)
+            if pq.count == 0:
+                feed.consumed = result.next_begin_offset
+
+    # -- background ---------------------------------------------------------------------
+
+    async def _rebalance(self) -> None:
+        assert self._rebalancer is not None
+        await self._rebalancer.rebalance()
+
+    # -- ConsumerHandle ------------------------------------------------------------------
+
+    def rebalance_soon(self) -> None:
+        """Rebalance now (the broker saw the group's members change)."""
+        self._rebalance_wanted.set()
+
+    def consumer_data(self) -> ConsumerData:
+        """The group's registration (lite consumers consume actively)."""
+        where = {
+            "last": ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            "first": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        }.get(str(self._consume_from), ConsumeFromWhere.CONSUME_FROM_TIMESTAMP)
+        return ConsumerData(
+            self.group,
+            ConsumeType.CONSUME_ACTIVELY,
+            MessageModel.CLUSTERING,
+            where,
+            tuple(self._subscriptions.values()),
+        )
+
+    async def running_info(self) -> ConsumerRunningInfo:
+        """Describe this consumer for GET_CONSUMER_RUNNING_INFO."""
+        return ConsumerRunningInfo(
+            properties={
+                "PROP_CONSUME_TYPE": ConsumeType.CONSUME_ACTIVELY.name,
+                "PROP_NAMESERVER_ADDR": self.namesrv,
+            },
+            subscription_set=tuple(self._subscriptions.values()),
+            mq_table={mq: f.pq.snapshot(f.consumed) for mq, f in self._feeds.items()},
+        )
+
+    async def reset_offset(self, offsets: dict[MessageQueue, int]) -> None:
+        """Seek the owned queues among ``offsets`` (RESET_CONSUMER_CLIENT_OFFSET)."""
+        for mq, offset in offsets.items():
+            if mq in self._feeds:
+                self.seek(mq, offset)

@@ -1,0 +1,408 @@
+"""PULL_MESSAGE for every consumer: build the request, read the answer, decode the body.
+
+Shared by the push consumer's pull loops and the pull / lite-pull consumers
+(RocketMQ's ``PullAPIWrapper``). The body of a found pull is back-to-back stored
+records (remoting-protocol.md §3.4, §4.1); :func:`decode_messages` turns them into
+:class:`~client.message.MessageExt` in one pass, unpacking each record's fixed part
+with one ``struct`` call, dropping records whose tag the subscription does not want
+*before* building them (the broker filters by tag hash, which collides, so clients
+re-check the string, as Java and C++ do), and restoring the original topic of retried
+messages (``resetRetryAndNamespace``).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from collections.abc import Iterator, Mapping, Set
+from dataclasses import dataclass, replace
+from typing import Final, Protocol
+
+from client.errors import error_for_code
+from client.message import MessageExt
+from protocol.bodies.queue import MessageQueue
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.errors import MessageFormatError
+from protocol.headers.base import Header
+from protocol.headers.consumer import (
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+)
+from protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
+from protocol.message import MESSAGE_MAGIC, SysFlag, decode_message
+from protocol.properties import Prop, decode_properties
+
+__all__ = [
+    "LazyProperties",
+    "PullInvoker",
+    "PullResult",
+    "PullStatus",
+    "decode_messages",
+    "max_offset",
+    "min_offset",
+    "pull_request",
+    "read_pull_response",
+    "search_offset",
+]
+
+#: size, magic, crc, queue id, flag, queue offset, physical offset, sysFlag,
+#: born time, born host, store time, store host, reconsume times, prepared offset,
+#: body length: everything before the body of a record with IPv4 hosts.
+_FIXED: Final = struct.Struct(">iiiiiqqiq8sq8siqi")
+# Plain ints: ``int & IntFlag`` goes through enum machinery, slow on a per-record path.
+_V6_HOSTS: Final = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+_COMPRESSED: Final = int(SysFlag.COMPRESSED)
+_I16: Final = struct.Struct(">h")
+_host_cache: dict[bytes, tuple[str, int]] = {}
+
+
+class LazyProperties(Mapping[str, str]):
+    """A message's properties, parsed from the stored string on first use.
+
+    Most listeners read the body and never the properties; parsing them costs about
+    as much as building the message, so it waits until someone looks.
+
+    Args:
+        raw: The stored properties string.
+    """
+
+    __slots__ = ("_parsed", "_raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw = raw
+        self._parsed: dict[str, str] | None = None
+
+    def _table(self) -> dict[str, str]:
+        parsed = self._parsed
+        if parsed is None:
+            parsed = self._parsed = decode_properties(self._raw)
+        return parsed
+
+    def __getitem__(self, key: str) -> str:
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def __repr__(self) -> str:
+        return repr(self._table())
+
+
+class PullStatus(enum.Enum):
+    """What a pull found (``PullStatus.java``)."""
+
+    FOUND = "FOUND"  #: messages (possibly all filtered out on the client)
+    NO_NEW_MSG = "NO_NEW_MSG"  #: caught up, after the long-poll hold
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"  #: everything scanned was filtered out
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"  #: the offset is outside the queue
+
+
+_STATUS_BY_CODE: Final = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """One pull's outcome.
+
+    Attributes:
+        status: What was found.
+        next_begin_offset: Where the next pull of this queue starts.
+        min_offset: The queue's smallest stored offset.
+        max_offset: The queue's next offset to be written.
+        messages: The messages that match the subscription, in offset order.
+    """
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
+
+
+class PullInvoker(Protocol):
+    """The slice of the client instance a pull needs."""
+
+    async def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """Send a request to ``addr`` and return the answer."""
+        ...
+
+
+def pull_request(
+    group: str,
+    mq: MessageQueue,
+    offset: int,
+    max_nums: int,
+    *,
+    subscription: str | None,
+    commit_offset: int | None = None,
+    suspend_ms: int = 0,
+    sub_version: int = 0,
+) -> RemotingCommand:
+    """Build a PULL_MESSAGE request.
+
+    The subscription always travels with the pull (FLAG_SUBSCRIPTION), as the C++
+    client and ali-ons do, so the broker never depends on our heartbeat having
+    arrived first.
+
+    Args:
+        group: The consumer group.
+        mq: The queue.
+        offset: The first queue offset wanted.
+        max_nums: Most messages wanted.
+        subscription: The tag expression (``None`` for everything).
+        commit_offset: Piggy-backed commit of this offset (FLAG_COMMIT_OFFSET), or
+            ``None``.
+        suspend_ms: Long-poll hold the broker may apply (FLAG_SUSPEND); 0 for none.
+        sub_version: The subscription's version.
+
+    Returns:
+        The request.
+    """
+    flags = PullSysFlag.SUBSCRIPTION
+    if commit_offset is not None and commit_offset > 0:
+        flags |= PullSysFlag.COMMIT_OFFSET
+    if suspend_ms > 0:
+        flags |= PullSysFlag.SUSPEND
+    header = PullMessageRequestHeader(
+        consumer_group=group,
+        topic=mq.topic,
+        queue_id=mq.queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=int(flags),
+        commit_offset=commit_offset if commit_offset is not None and commit_offset > 0 else 0,
+        suspend_timeout_millis=suspend_ms,
+        subscription=subscription or "*",
+        sub_version=sub_version,
+    )
+    return RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext_fields())
+
+
+def read_pull_response(
+    answer: RemotingCommand,
+    broker_name: str,
+    *,
+    tags: Set[str] | None = None,
+    retry_topic: str | None = None,
+    addr: str | None = None,
+) -> PullResult:
+    """Interpret a PULL_MESSAGE answer.
+
+    Args:
+        answer: The broker's answer.
+        broker_name: The broker the queue belongs to (set on each message).
+        tags: Wanted tags, or ``None`` for all.
+        retry_topic: ``%RETRY%<group>`` for push consumers: messages of that topic get
+            their original topic back from RETRY_TOPIC.
+        addr: The broker's address, for errors.
+
+    Returns:
+        The result.
+
+    Raises:
+        BrokerError: The broker answered with an error code.
+        MessageFormatError: The body is not well-formed records.
+    """
+    status = _STATUS_BY_CODE.get(answer.code)  # type: ignore[call-overload]
+    if status is None:
+        raise error_for_code(answer.code, answer.remark, addr=addr)
+    header = PullMessageResponseHeader.from_ext_fields(answer.ext_fields)
+    messages: list[MessageExt] = []
+    if status is PullStatus.FOUND and answer.body:
+        messages = decode_messages(answer.body, broker_name, tags=tags, retry_topic=retry_topic)
+    return PullResult(
+        status, header.next_begin_offset, header.min_offset, header.max_offset, messages
+    )
+
+
+def _host(raw: bytes) -> tuple[str, int]:
+    host = _host_cache.get(raw)
+    if host is None:
+        port = int.from_bytes(raw[4:], "big", signed=True)
+        host = (f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}", port)
+        if len(_host_cache) < 4096:  # a consumer sees few hosts; stay bounded anyway
+            _host_cache[raw] = host
+    return host
+
+
+def decode_messages(
+    data: bytes,
+    broker_name: str,
+    *,
+    tags: Set[str] | None = None,
+    retry_topic: str | None = None,
+) -> list[MessageExt]:
+    """Decode back-to-back stored records into messages, filtering by tag.
+
+    Args:
+        data: The records (a pull body).
+        broker_name: Set on every message.
+        tags: Keep only messages whose TAGS is one of these; ``None`` keeps all.
+        retry_topic: Messages of this topic get the topic named by their RETRY_TOPIC
+            property.
+
+    Returns:
+        The kept messages, in order.
+
+    Raises:
+        MessageFormatError: A record is malformed or truncated.
+    """
+    out: list[MessageExt] = []
+    append = out.append
+    unpack = _FIXED.unpack_from
+    fixed = _FIXED.size
+    end_of_data = len(data)
+    topics: dict[bytes, str] = {}
+    cached_host = _host_cache.get
+    pos = 0
+    while pos < end_of_data:
+        if pos + fixed > end_of_data:
+            raise MessageFormatError(f"record at {pos} is truncated in its fixed fields")
+        (size, magic, crc, qid, flag, qoff, poff, sys_flag, born_ts, born_raw, store_ts,
+         store_raw, reconsume, prepared, body_len) = unpack(data, pos)  # fmt: skip
+        end = pos + size
+        if magic != MESSAGE_MAGIC or end > end_of_data or size < fixed:
+            raise MessageFormatError(f"bad record at {pos} (size {size}, magic {magic:#x})")
+        if sys_flag & _V6_HOSTS:
+            msg = MessageExt.from_stored(decode_message(data, pos), broker_name=broker_name)
+            pos = end
+            if _wanted(msg.properties, tags):
+                append(_restore_topic(msg, retry_topic))
+            continue
+        p = pos + fixed
+        body_end = p + body_len
+        if body_len < 0 or body_end + 3 > end:
+            raise MessageFormatError(f"body length {body_len} overruns the record at {pos}")
+        topic_len = data[body_end]
+        topic_end = body_end + 1 + topic_len
+        (props_len,) = _I16.unpack_from(data, topic_end)
+        if topic_end + 2 + props_len != end:
+            raise MessageFormatError(f"record at {pos} does not add up to its size")
+        props = LazyProperties(data[topic_end + 2 : end])
+        pos = end
+        if tags is not None and props.get(Prop.TAGS) not in tags:
+            continue
+        raw_topic = data[body_end + 1 : topic_end]
+        topic = topics.get(raw_topic)
+        if topic is None:
+            topic = topics[raw_topic] = raw_topic.decode("utf-8", "replace")
+        if topic == retry_topic:
+            topic = props.get(Prop.RETRY_TOPIC, topic)
+        body = data[p:body_end]
+        if sys_flag & _COMPRESSED:
+            body = _inflate(body, sys_flag)
+        append(
+            MessageExt(
+                topic,
+                body,
+                props,
+                flag,
+                qid,
+                qoff,
+                poff,
+                sys_flag,
+                born_ts,
+                cached_host(born_raw) or _host(born_raw),
+                store_ts,
+                cached_host(store_raw) or _host(store_raw),
+                reconsume,
+                prepared,
+                size,
+                crc,
+                broker_name,
+            )
+        )
+    return out
+
+
+def _wanted(props: Mapping[str, str], tags: Set[str] | None) -> bool:
+    return tags is None or props.get(Prop.TAGS) in tags
+
+
+def _restore_topic(msg: MessageExt, retry_topic: str | None) -> MessageExt:
+    if retry_topic is None or msg.topic != retry_topic:
+        return msg
+    original = msg.properties.get(Prop.RETRY_TOPIC)
+    if original is None:
+        return msg
+    return replace(msg, topic=original)
+
+
+def _inflate(body: bytes, sys_flag: int) -> bytes:
+    kind = sys_flag & SysFlag.COMPRESSION_TYPE
+    if kind not in (0, 0x300):
+        raise MessageFormatError(f"unsupported compression type {kind:#x}")
+    try:
+        return zlib.decompress(body)
+    except zlib.error as exc:
+        raise MessageFormatError(f"compressed body does not inflate: {exc}") from None
+
+
+async def _offset_query(
+    invoker: PullInvoker, addr: str, code: RequestCode, header: Header, timeout_s: float | None
+) -> int:
+    answer = await invoker.invoke(
+        addr, RemotingCommand(code, ext_fields=header.to_ext_fields()), timeout_s
+    )
+    if answer.code != ResponseCode.SUCCESS:
+        raise error_for_code(answer.code, answer.remark, addr=addr)
+    # The max, min and search answers all carry one ``offset`` field.
+    return GetMaxOffsetResponseHeader.from_ext_fields(answer.ext_fields).offset
+
+
+async def max_offset(
+    invoker: PullInvoker, addr: str, mq: MessageQueue, timeout_s: float | None = None
+) -> int:
+    """GET_MAX_OFFSET (30): the queue's next offset to be written.
+
+    Raises:
+        BrokerError: The broker refused.
+        TransportError: The broker could not be reached.
+    """
+    header = GetMaxOffsetRequestHeader(mq.topic, mq.queue_id)
+    return await _offset_query(invoker, addr, RequestCode.GET_MAX_OFFSET, header, timeout_s)
+
+
+async def min_offset(
+    invoker: PullInvoker, addr: str, mq: MessageQueue, timeout_s: float | None = None
+) -> int:
+    """GET_MIN_OFFSET (31): the queue's smallest stored offset.
+
+    Raises:
+        BrokerError: The broker refused.
+        TransportError: The broker could not be reached.
+    """
+    header = GetMinOffsetRequestHeader(mq.topic, mq.queue_id)
+    return await _offset_query(invoker, addr, RequestCode.GET_MIN_OFFSET, header, timeout_s)
+
+
+async def search_offset(
+    invoker: PullInvoker,
+    addr: str,
+    mq: MessageQueue,
+    timestamp_ms: int,
+    timeout_s: float | None = None,
+) -> int:
+    """SEARCH_OFFSET_BY_TIMESTAMP (29): the first offset stored at or after a time.
+
+    Raises:
+        BrokerError: The broker refused.
+        TransportError: The broker could not be reached.
+    """
+    header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
+    code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
+    return await _offset_query(invoker, addr, code, header, timeout_s)

@@ -1,0 +1,124 @@
+"""What both pull consumers share: lifecycle, the client instance, offset look-ups."""
+
+from __future__ import annotations
+
+from client.errors import ClientStateError, NoRouteError
+from client.instance import ClientInstance, ConsumerHandle, get_instance
+from client.offset_store import RemoteOffsetStore
+from client.pull_api import max_offset, min_offset, search_offset
+from client.push_consumer import ConsumerStatus
+from client.rebalance import ConsumeFrom
+from protocol.bodies.queue import MessageQueue
+
+__all__ = ["PullConsumerBase"]
+
+
+class PullConsumerBase:
+    """Lifecycle and broker look-ups shared by both pull consumers."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str,
+        instance_name: str,
+        instance: ClientInstance | None,
+        consume_from: ConsumeFrom,
+    ) -> None:
+        if not group:
+            raise ValueError("consumer group must not be empty")
+        self.group = group
+        self.namesrv = namesrv
+        self._instance_name = instance_name
+        self._given_instance = instance
+        self._instance: ClientInstance | None = None
+        self._offsets: RemoteOffsetStore | None = None
+        self._consume_from: ConsumeFrom = consume_from
+        self._status = ConsumerStatus.CREATED
+
+    @property
+    def status(self) -> ConsumerStatus:
+        """Where the consumer is in its lifecycle."""
+        return self._status
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The client instance (once started).
+
+        Raises:
+            ClientStateError: Not started, or shut down.
+        """
+        if self._instance is None or self._status is not ConsumerStatus.RUNNING:
+            raise ClientStateError("consumer is not running")
+        return self._instance
+
+    async def _start_instance(self, handle: ConsumerHandle) -> ClientInstance:
+        if self._status is not ConsumerStatus.CREATED:
+            raise ClientStateError("a consumer can be started once")
+        instance = self._given_instance or get_instance(self.namesrv, self._instance_name)
+        try:
+            await instance.start()
+            instance.register_consumer(self.group, handle)
+        except BaseException:
+            if self._given_instance is None:
+                await instance.release()
+            raise
+        self._instance = instance
+        self._offsets = RemoteOffsetStore(self.group, instance)
+        self._status = ConsumerStatus.RUNNING
+        return instance
+
+    async def _stop_instance(self) -> None:
+        assert self._instance is not None
+        self._instance.unregister_consumer(self.group)
+        await self._instance.unregister_client(None, self.group)
+        if self._given_instance is None:
+            await self._instance.release()
+        self._status = ConsumerStatus.CLOSED
+
+    async def _addr(self, mq: MessageQueue) -> str:
+        instance = self.instance
+        addr = instance.master_addr(mq.broker_name)
+        if addr is None:
+            await instance.topic_route(mq.topic, refresh=True)
+            addr = instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
+        return addr
+
+    async def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic`` (``fetchSubscribeMessageQueues``).
+
+        Raises:
+            NoRouteError: The topic has no route.
+        """
+        queues = await self.instance.subscribe_queues(topic)
+        if not queues:
+            await self.instance.topic_route(topic, refresh=True)
+            queues = await self.instance.subscribe_queues(topic)
+        if not queues:
+            raise NoRouteError(topic)
+        return list(queues)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """The queue's next offset to be written (GET_MAX_OFFSET)."""
+        return await max_offset(self.instance, await self._addr(mq), mq)
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        """The queue's smallest stored offset (GET_MIN_OFFSET)."""
+        return await min_offset(self.instance, await self._addr(mq), mq)
+
+    async def offset_for_time(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
+        return await search_offset(self.instance, await self._addr(mq), mq, timestamp_ms)
+
+    async def committed(self, mq: MessageQueue) -> int | None:
+        """The group's offset for ``mq`` stored on the broker, or ``None``."""
+        assert self._offsets is not None
+        self.instance  # noqa: B018 - raises when not running
+        return await self._offsets.read_store(mq)
+
+    async def reset_offset(self, offsets: dict[MessageQueue, int]) -> None:
+        """Ignore RESET_CONSUMER_CLIENT_OFFSET by default (subclasses may seek)."""
+
+    def rebalance_soon(self) -> None:
+        """Nothing to rebalance by default."""

@@ -1,0 +1,143 @@
+"""Pull consumers: drive the offsets yourself, or poll a prefetched feed.
+
+* :class:`PullConsumer` (``DefaultMQPullConsumer``): list a topic's queues, then
+  ``await pull(mq, offset, max_nums)``; nothing happens in the background. Offsets
+  are yours; :meth:`PullConsumer.commit` stores one on the broker if you want the
+  group's progress to be visible (or resumable).
+* :class:`LitePullConsumer` (``DefaultLitePullConsumer``): :meth:`~LitePullConsumer.subscribe`
+  to topics (queues shared with the group by rebalance, as a push consumer) or
+  :meth:`~LitePullConsumer.assign` queues yourself, then ``await poll()``. One task per
+  queue long-polls into a ProcessQueue (bounded by ``max_cached_messages``); ``poll``
+  returns what is ready. ``seek`` moves a queue; ``commit`` stores the position after
+  the last polled message of each queue (sync); with ``auto_commit`` that happens every
+  ``auto_commit_interval_s`` during ``poll`` and at shutdown.
+
+Both talk to brokers through the shared :class:`~client.instance.ClientInstance`.
+"""
+
+from __future__ import annotations
+
+from client.instance import ClientInstance
+from client.lite_pull_consumer import LitePullConsumer
+from client.pull_api import PullResult, PullStatus, pull_request, read_pull_response
+from client.pull_base import PullConsumerBase
+from client.push_consumer import ConsumerStatus
+from client.rebalance import subscription
+from protocol.bodies.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from protocol.bodies.queue import MessageQueue
+from protocol.bodies.running import ConsumerRunningInfo
+from protocol.filter import parse_tag_expression
+
+__all__ = ["LitePullConsumer", "PullConsumer", "PullResult", "PullStatus"]
+
+
+class PullConsumer(PullConsumerBase):
+    """Pull messages from queues you choose, at offsets you keep.
+
+    Args:
+        group: The consumer group (pulls need one; offsets are stored under it only
+            when you :meth:`commit`).
+        namesrv: Name server address(es).
+        pull_timeout_ms: Request timeout of a pull. Default: 10000 (the C++ client's).
+        instance_name: Client instance name. Default: ``"DEFAULT"``.
+        instance: Use this client instance instead of the shared one.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        pull_timeout_ms: int = 10000,
+        instance_name: str = "DEFAULT",
+        instance: ClientInstance | None = None,
+    ) -> None:
+        super().__init__(group, namesrv, instance_name, instance, "last")
+        self._timeout_s = pull_timeout_ms / 1000
+        self._topics: set[str] = set()
+
+    async def start(self) -> None:
+        """Join the client instance (idempotent once running)."""
+        if self._status is ConsumerStatus.RUNNING:
+            return
+        await self._start_instance(self)
+
+    async def shutdown(self) -> None:
+        """Leave the group; idempotent."""
+        if self._status is ConsumerStatus.RUNNING:
+            self._status = ConsumerStatus.CLOSING
+            await self._stop_instance()
+        self._status = ConsumerStatus.CLOSED
+
+    async def __aenter__(self) -> PullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    async def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        *,
+        expression: str = "*",
+        long_poll_ms: int = 0,
+    ) -> PullResult:
+        """Pull up to ``max_nums`` messages of ``mq`` from ``offset``.
+
+        Args:
+            mq: The queue.
+            offset: The first queue offset wanted.
+            max_nums: Most messages (the broker caps it too).
+            expression: Tag expression; the broker and this client both filter.
+            long_poll_ms: Let the broker hold the pull this long when the queue has
+                nothing new (0: answer at once). Default: 0.
+
+        Returns:
+            The status, the messages and where the next pull starts.
+
+        Raises:
+            BrokerError: The broker refused the pull.
+            TransportError: The broker could not be reached in time.
+            NoRouteError: The queue's broker is unknown.
+        """
+        self._topics.add(mq.topic)
+        cmd = pull_request(
+            self.group, mq, offset, max_nums, subscription=expression, suspend_ms=long_poll_ms
+        )
+        addr = await self._addr(mq)
+        answer = await self.instance.invoke(addr, cmd, self._timeout_s + long_poll_ms / 1000)
+        return read_pull_response(
+            answer, mq.broker_name, tags=parse_tag_expression(expression), addr=addr
+        )
+
+    async def commit(self, mq: MessageQueue, offset: int) -> None:
+        """Store ``offset`` as the group's position in ``mq`` on the broker (sync).
+
+        Raises:
+            BrokerError: The broker refused.
+            TransportError: The broker could not be reached.
+        """
+        assert self._offsets is not None
+        self.instance  # noqa: B018 - raises when not running
+        self._offsets.update(mq, offset, increase_only=False)
+        await self._offsets.persist([mq])
+
+    def consumer_data(self) -> ConsumerData:
+        """The group's registration (pull consumers consume actively)."""
+        return ConsumerData(
+            self.group,
+            ConsumeType.CONSUME_ACTIVELY,
+            MessageModel.CLUSTERING,
+            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            tuple(subscription(t, "*") for t in sorted(self._topics)),
+        )
+
+    async def running_info(self) -> ConsumerRunningInfo:
+        """A minimal self-description (pull consumers keep no queue state)."""
+        return ConsumerRunningInfo(
+            properties={"PROP_CONSUME_TYPE": ConsumeType.CONSUME_ACTIVELY.name},
+            subscription_set=self.consumer_data().subscription_data_set,
+        )

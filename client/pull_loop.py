@@ -1,0 +1,227 @@
+"""The push consumer's pull loop: one task per owned queue, long polling, flow control.
+
+``DefaultMQPushConsumerImpl.pullMessage`` with its ``PullCallback``, as one coroutine
+per queue instead of callbacks on a shared executor. Each turn:
+
+1. **Flow control.** While the queue's ProcessQueue caches more than
+   ``max_cached_messages`` messages or ``max_cached_bytes`` bytes, or (concurrent
+   consumption only) spans more than ``max_span`` offsets, the loop does not pull. It
+   waits until the consume service reports progress on this queue (or 50 ms, Java's
+   ``PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL``, whichever comes first).
+2. **Orderly consumers** pull only while they hold the queue's broker lock.
+3. **Pull** with long polling: the broker holds the request up to ``suspend_ms`` when
+   there is nothing new, so a caught-up queue costs one request per 15 s, not a busy
+   loop; the request timeout is the hold plus 15 s. The in-memory offset rides along
+   as a commit (FLAG_COMMIT_OFFSET), as Java does.
+4. **Found** messages go into the ProcessQueue and to the consume service; the next
+   pull starts at ``nextBeginOffset``. Nothing new: pull again from
+   ``nextBeginOffset`` (and if nothing is cached, make that the commit offset, as
+   ``correctTagsOffset`` does). An illegal offset: jump to ``nextBeginOffset`` and
+   make it the commit offset.
+
+A failed pull (broker down, error answer) waits 3 s (``PULL_TIME_DELAY_MILLS_WHEN_
+EXCEPTION``) and tries again; the loop ends when the ProcessQueue is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import structlog
+
+from client.errors import BrokerError, NoRouteError, TransportError
+from client.message import MessageExt
+from client.offset_store import OffsetStore
+from client.process_queue import ProcessQueue
+from client.pull_api import PullInvoker, PullStatus, pull_request, read_pull_response
+from protocol.bodies.heartbeat import SubscriptionData
+from protocol.bodies.queue import MessageQueue
+from protocol.filter import parse_tag_expression
+
+__all__ = ["FlowLimits", "PullLoop", "PullLoopDeps"]
+
+_log = structlog.get_logger(__name__)
+
+#: Wait between flow-control checks when no progress is reported.
+FLOW_CONTROL_WAIT_S: Final = 0.05
+#: Wait after a failed pull.
+PULL_ERROR_WAIT_S: Final = 3.0
+#: Wait while an orderly queue is not locked, or its broker has no address.
+NOT_READY_WAIT_S: Final = 1.0
+#: Added to the long-poll hold to get the pull's request timeout.
+PULL_TIMEOUT_MARGIN_S: Final = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class FlowLimits:
+    """Per-queue thresholds above which pulling pauses (RocketMQ's defaults).
+
+    Attributes:
+        max_cached_messages: ``pullThresholdForQueue``. Default: 1000.
+        max_cached_bytes: ``pullThresholdSizeForQueue``. Default: 100 MiB.
+        max_span: ``consumeConcurrentlyMaxSpan`` (concurrent only). Default: 2000.
+    """
+
+    max_cached_messages: int = 1000
+    max_cached_bytes: int = 100 * 1024 * 1024
+    max_span: int = 2000
+
+
+class PullInstance(PullInvoker, Protocol):
+    """What a pull loop needs from the client instance."""
+
+    def master_addr(self, broker_name: str) -> str | None:
+        """A broker group's master address."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PullLoopDeps:
+    """The collaborators every pull loop of one consumer shares.
+
+    Attributes:
+        group: The consumer group.
+        instance: Sends the pulls.
+        offset_store: Supplies the piggy-backed commit offset.
+        subscriptions: Topic -> subscription (read on each pull, so a re-subscribe
+            takes effect at once).
+        retry_topic: The group's retry topic (messages there get their original topic
+            back), or ``None``.
+        submit: Hands cached messages to the consume service:
+            ``(mq, pq, msgs, dispatch)``.
+        report_error: Receives unexpected failures.
+        limits: Flow-control thresholds.
+        orderly: Orderly consumption (pull only while locked; no span limit).
+        commit_with_pull: Piggy-back the commit offset on pulls (clustering).
+        batch_size: ``maxMsgNums`` per pull.
+        suspend_ms: Long-poll hold.
+    """
+
+    group: str
+    instance: PullInstance
+    offset_store: OffsetStore
+    subscriptions: Mapping[str, SubscriptionData]
+    retry_topic: str | None
+    submit: Callable[[MessageQueue, ProcessQueue[MessageExt], list[MessageExt], bool], None]
+    report_error: Callable[[BaseException, str], None]
+    limits: FlowLimits
+    orderly: bool
+    commit_with_pull: bool
+    batch_size: int
+    suspend_ms: int
+
+
+class PullLoop:
+    """Pulls one queue until its ProcessQueue is dropped.
+
+    Args:
+        deps: Shared collaborators.
+        mq: The queue.
+        pq: Its ProcessQueue.
+        next_offset: The first offset to pull.
+    """
+
+    def __init__(
+        self, deps: PullLoopDeps, mq: MessageQueue, pq: ProcessQueue[MessageExt], next_offset: int
+    ) -> None:
+        self._deps = deps
+        self.mq = mq
+        self.pq = pq
+        self.next_offset = next_offset
+        self._progress = asyncio.Event()
+        #: The task running :meth:`run`, set by whoever starts it.
+        self.task: asyncio.Task[Any] | None = None
+        self._tags_cache: tuple[str, frozenset[str] | None] = ("*", None)
+
+    def wake(self) -> None:
+        """Report consume progress: a flow-controlled loop checks again at once."""
+        self._progress.set()
+
+    async def run(self) -> None:
+        """Pull until the queue is dropped; unexpected failures are reported, then retried."""
+        while not self.pq.dropped:
+            try:
+                await self._turn()
+            except (TransportError, BrokerError, NoRouteError) as exc:
+                _log.warning("pull failed; retrying", mq=self.mq, error=str(exc))
+                await asyncio.sleep(PULL_ERROR_WAIT_S)
+            except Exception as exc:
+                self._deps.report_error(exc, f"pulling {self.mq}")
+                await asyncio.sleep(PULL_ERROR_WAIT_S)
+
+    def _flow_controlled(self) -> bool:
+        pq, limits = self.pq, self._deps.limits
+        if pq.count > limits.max_cached_messages or pq.size > limits.max_cached_bytes:
+            return True
+        return not self._deps.orderly and pq.max_span() > limits.max_span
+
+    async def _wait_progress(self, timeout_s: float) -> None:
+        self._progress.clear()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._progress.wait()
+        except TimeoutError:
+            pass
+
+    async def _turn(self) -> None:
+        deps, mq, pq = self._deps, self.mq, self.pq
+        pq.touch_pull()  # Java stamps every attempt, so a paused queue is not "stuck"
+        if self._flow_controlled():
+            await self._wait_progress(FLOW_CONTROL_WAIT_S)
+            return
+        sub = deps.subscriptions.get(mq.topic)
+        addr = deps.instance.master_addr(mq.broker_name)
+        if (deps.orderly and not pq.locked) or sub is None or addr is None:
+            await self._wait_progress(NOT_READY_WAIT_S)
+            return
+        commit = deps.offset_store.read_memory(mq) if deps.commit_with_pull else None
+        cmd = pull_request(
+            deps.group,
+            mq,
+            self.next_offset,
+            deps.batch_size,
+            subscription=sub.sub_string,
+            commit_offset=commit,
+            suspend_ms=deps.suspend_ms,
+            sub_version=sub.sub_version,
+        )
+        timeout_s = deps.suspend_ms / 1000 + PULL_TIMEOUT_MARGIN_S
+        answer = await deps.instance.invoke(addr, cmd, timeout_s)
+        result = read_pull_response(
+            answer, mq.broker_name, tags=self._tags(sub), retry_topic=deps.retry_topic, addr=addr
+        )
+        if pq.dropped:
+            return
+        self._apply(result.status, result.next_begin_offset, result.max_offset, result.messages)
+
+    def _apply(
+        self, status: PullStatus, next_begin: int, broker_max: int, msgs: list[MessageExt]
+    ) -> None:
+        deps, mq, pq = self._deps, self.mq, self.pq
+        if status is PullStatus.FOUND:
+            self.next_offset = next_begin
+            if msgs:
+                dispatch = pq.put(msgs, broker_max)
+                deps.submit(mq, pq, msgs, dispatch)
+            elif pq.count == 0:
+                deps.offset_store.update(mq, next_begin)
+        elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+            self.next_offset = next_begin
+            if pq.count == 0:
+                deps.offset_store.update(mq, next_begin)
+        else:  # OFFSET_ILLEGAL: the queue was truncated or reset under us
+            _log.warning(
+                "pull offset illegal; jumping", mq=mq, offset=self.next_offset, to=next_begin
+            )
+            self.next_offset = next_begin
+            deps.offset_store.update(mq, next_begin, increase_only=False)
+
+    def _tags(self, sub: SubscriptionData) -> frozenset[str] | None:
+        expression, tags = self._tags_cache
+        if expression != sub.sub_string:
+            tags = parse_tag_expression(sub.sub_string)
+            self._tags_cache = (sub.sub_string, tags)
+        return tags

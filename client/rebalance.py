@@ -1,0 +1,456 @@
+"""Rebalance: which queues this consumer owns, and what happens when that changes.
+
+RocketMQ's ``RebalanceImpl`` / ``RebalancePushImpl``, one round per call of
+:meth:`Rebalancer.rebalance` (every 20 s and whenever the broker sends
+NOTIFY_CONSUMER_IDS_CHANGED). For each subscribed topic (for clustering consumers
+that includes ``%RETRY%<group>``, where the broker puts messages sent back for
+another try):
+
+1. The topic's readable queues come from the cached route; a clustering consumer
+   asks a broker for the group's consumer ids (GET_CONSUMER_LIST_BY_GROUP) and runs
+   the allocation strategy, a broadcasting one takes every queue.
+2. Queues no longer ours are dropped: the ProcessQueue is marked dropped (its pull
+   loop and consume tasks stop), its offset committed and forgotten, and for orderly
+   consumers the broker lock released, but only once the batch in the listener
+   finished, so the next owner cannot start while we still consume (Java waits on
+   ``lockConsume`` for up to 1 s and retries the drop next round otherwise).
+3. New queues get a ProcessQueue and a start offset: the committed offset, else
+   ``consume_from`` (last: GET_MAX_OFFSET, except retry topics which start at 0;
+   first: 0; a timestamp: SEARCH_OFFSET_BY_TIMESTAMP), and the consumer is told to
+   start pulling. Orderly consumers first lock the queue on its broker (LOCK_BATCH_MQ)
+   and skip it this round when someone else holds it.
+
+Transient failures (a broker down, an error answer) skip the topic or queue for this
+round with a warning; the next round tries again. Event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final, Literal, Protocol, TypeAlias
+
+import structlog
+
+from client.allocate import AllocateStrategy
+from client.errors import BrokerError, NoRouteError, TransportError, error_for_code
+from client.message import MessageExt
+from client.offset_store import OffsetStore
+from client.process_queue import ProcessQueue
+from client.pull_api import max_offset, search_offset
+from protocol.bodies.consumer import (
+    ConsumerListBody,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    UnlockBatchRequestBody,
+)
+from protocol.bodies.heartbeat import SubscriptionData
+from protocol.bodies.queue import MessageQueue
+from protocol.bodies.route import TopicRouteData
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.filter import parse_tag_expression, tag_codes
+from protocol.headers.consumer import GetConsumerListByGroupRequestHeader
+
+__all__ = [
+    "RETRY_PREFIX",
+    "ConsumeFrom",
+    "QueueAdded",
+    "QueueRemoved",
+    "RebalanceInstance",
+    "Rebalancer",
+    "retry_topic",
+    "subscription",
+]
+
+_log = structlog.get_logger(__name__)
+
+#: Prefix of a group's retry topic (``MixAll.RETRY_GROUP_TOPIC_PREFIX``).
+RETRY_PREFIX: Final = "%RETRY%"
+#: How long dropping an orderly queue waits for the batch in the listener (Java's 1 s).
+_DROP_WAIT_S: Final = 1.0
+
+#: Where a group with no committed offset starts: ``"last"``, ``"first"``, or a store
+#: timestamp in epoch milliseconds.
+ConsumeFrom: TypeAlias = Literal["last", "first"] | int
+#: Called when a queue becomes ours: ``(mq, process_queue, next_offset)``.
+QueueAdded: TypeAlias = Callable[[MessageQueue, ProcessQueue[MessageExt], int], None]
+#: Called when a queue stops being ours (its ProcessQueue is already marked dropped).
+QueueRemoved: TypeAlias = Callable[[MessageQueue, ProcessQueue[MessageExt]], None]
+
+
+def subscription(topic: str, expression: str) -> SubscriptionData:
+    """The subscription of ``topic`` to ``expression`` (tags joined by ``||``)."""
+    tags = parse_tag_expression(expression)
+    codes = tag_codes(tags)
+    return SubscriptionData(
+        topic=topic,
+        sub_string=expression.strip() or "*",
+        tags_set=tuple(sorted(tags)) if tags else (),
+        code_set=tuple(sorted(codes)) if codes else (),
+        sub_version=time.time_ns() // 1_000_000,
+    )
+
+
+def retry_topic(group: str) -> str:
+    """The retry topic of a consumer group: ``%RETRY%<group>``."""
+    return f"{RETRY_PREFIX}{group}"
+
+
+class RebalanceInstance(Protocol):
+    """The slice of :class:`~client.instance.ClientInstance` a rebalance uses."""
+
+    client_id: str
+
+    async def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """Send a request to ``addr`` and return the answer."""
+        ...
+
+    async def topic_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData | None:
+        """A topic's route (cached)."""
+        ...
+
+    async def subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        """A topic's readable queues."""
+        ...
+
+    def master_addr(self, broker_name: str) -> str | None:
+        """A broker group's master address."""
+        ...
+
+
+class Rebalancer:
+    """Keeps a consumer's ProcessQueue table in line with its share of the queues.
+
+    Args:
+        group: The consumer group.
+        instance: The client instance.
+        offset_store: Where offsets are read from and committed to.
+        on_added: Called for each queue that becomes ours (start pulling it).
+        on_removed: Called for each queue that stops being ours (stop pulling it).
+        strategy: The allocation strategy (clustering only).
+        broadcasting: Take every queue instead of a share.
+        orderly: Lock queues on their broker before consuming them.
+        consume_from: Start of a queue with no committed offset.
+        drop_stuck_queues: Rebuild queues whose pulls stalled for 2 minutes (push
+            consumers; ``isPullExpired``).
+    """
+
+    def __init__(
+        self,
+        group: str,
+        instance: RebalanceInstance,
+        offset_store: OffsetStore,
+        *,
+        on_added: QueueAdded,
+        on_removed: QueueRemoved | None = None,
+        strategy: AllocateStrategy,
+        broadcasting: bool = False,
+        orderly: bool = False,
+        consume_from: ConsumeFrom = "last",
+        drop_stuck_queues: bool = True,
+    ) -> None:
+        self._group = group
+        self._instance = instance
+        self._offsets = offset_store
+        self._on_added = on_added
+        self._on_removed = on_removed
+        self._strategy = strategy
+        self._broadcasting = broadcasting
+        self._locking = orderly and not broadcasting
+        self._consume_from = consume_from
+        self._drop_stuck = drop_stuck_queues
+        #: Topic -> subscription, as the consumer subscribed (retry topic included).
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        #: Every queue this consumer owns right now.
+        self.process_queues: dict[MessageQueue, ProcessQueue[MessageExt]] = {}
+        # One round at a time: a round triggered by the broker must not interleave
+        # with the timer's and add a queue twice.
+        self._round = asyncio.Lock()
+
+    # -- one round --------------------------------------------------------------------
+
+    async def rebalance(self) -> bool:
+        """Run one rebalance round over every subscribed topic.
+
+        Returns:
+            Whether any queue was added or dropped.
+        """
+        async with self._round:
+            return await self._rebalance_all()
+
+    async def _rebalance_all(self) -> bool:
+        changed = False
+        for topic in list(self.subscriptions):
+            try:
+                changed |= await self._rebalance_topic(topic)
+            except (TransportError, BrokerError, NoRouteError) as exc:
+                _log.warning(
+                    "rebalance skipped a topic", group=self._group, topic=topic, error=str(exc)
+                )
+        for mq, pq in list(self.process_queues.items()):
+            if mq.topic not in self.subscriptions:  # unsubscribed since the last round
+                changed |= await self._drop(mq, pq)
+        return changed
+
+    async def _rebalance_topic(self, topic: str) -> bool:
+        mqs = await self._instance.subscribe_queues(topic)
+        if not mqs:
+            # Not routed when last asked (a retry topic appears only after the first
+            # heartbeat): ask the name server again rather than wait for the 30 s refresh.
+            await self._instance.topic_route(topic, refresh=True)
+            mqs = await self._instance.subscribe_queues(topic)
+        if not mqs:
+            # Still no route: keep what we have, as Java does, rather than drop it all.
+            _log.debug("no queues to rebalance", group=self._group, topic=topic)
+            return False
+        if self._broadcasting:
+            return await self._update(topic, set(mqs))
+        cids = await self.consumer_ids(topic)
+        if not cids:
+            return False
+        mine = self._strategy(self._group, self._instance.client_id, mqs, cids)
+        return await self._update(topic, set(mine))
+
+    async def consumer_ids(self, topic: str) -> list[str]:
+        """Ask a broker of ``topic`` for the group's consumer ids.
+
+        Args:
+            topic: A subscribed topic (its brokers know the group's members).
+
+        Returns:
+            The ids, possibly empty.
+
+        Raises:
+            BrokerError: The broker refused (e.g. no consumer registered yet).
+            TransportError: The broker could not be reached.
+        """
+        route = await self._instance.topic_route(topic)
+        if route is None:
+            return []
+        addrs = [a for bd in route.broker_datas if (a := bd.master_addr) is not None]
+        if not addrs:
+            return []
+        addr = random.choice(addrs)  # Java's findBrokerAddrByTopic picks one at random
+        header = GetConsumerListByGroupRequestHeader(self._group)
+        cmd = RemotingCommand(
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext_fields=header.to_ext_fields()
+        )
+        answer = await self._instance.invoke(addr, cmd)
+        if answer.code != ResponseCode.SUCCESS:
+            raise error_for_code(answer.code, answer.remark, addr=addr)
+        return list(ConsumerListBody.from_json(answer.body).consumer_id_list)
+
+    async def _update(self, topic: str, allocated: set[MessageQueue]) -> bool:
+        changed = False
+        for mq, pq in list(self.process_queues.items()):
+            if mq.topic != topic:
+                continue
+            if mq not in allocated:
+                changed |= await self._drop(mq, pq)
+            elif self._drop_stuck and pq.is_pull_expired():
+                # Java logs this as a bug: a pull loop stopped without being dropped.
+                _log.error("rebuilding a queue whose pulls stalled", group=self._group, mq=mq)
+                changed |= await self._drop(mq, pq)
+        for mq in sorted(allocated):
+            if mq not in self.process_queues:
+                changed |= await self._add(mq)
+        return changed
+
+    async def _add(self, mq: MessageQueue) -> bool:
+        if self._locking and not await self.lock(mq):
+            _log.info("queue locked by another consumer; later", group=self._group, mq=mq)
+            return False
+        self._offsets.remove(mq)  # a stale in-memory offset must not win over the broker's
+        try:
+            offset = await self.compute_start_offset(mq)
+        except (TransportError, BrokerError, NoRouteError) as exc:
+            _log.warning("no start offset; later", group=self._group, mq=mq, error=str(exc))
+            return False
+        pq: ProcessQueue[MessageExt] = ProcessQueue()
+        if self._locking:
+            pq.set_locked(True)
+        self.process_queues[mq] = pq
+        _log.info("queue assigned", group=self._group, mq=mq, offset=offset)
+        self._on_added(mq, pq, offset)
+        return True
+
+    async def _drop(self, mq: MessageQueue, pq: ProcessQueue[MessageExt]) -> bool:
+        pq.dropped = True
+        if self._locking:
+            try:
+                await asyncio.wait_for(pq.consume_lock.acquire(), _DROP_WAIT_S)
+            except TimeoutError:
+                pq.try_unlock_times += 1
+                return False  # still consuming: keep it (dropped) and try next round
+            try:
+                await self._commit_and_forget([mq])
+                await self.unlock([mq])
+            finally:
+                pq.consume_lock.release()
+        else:
+            await self._commit_and_forget([mq])
+        if self.process_queues.get(mq) is pq:
+            del self.process_queues[mq]
+        if self._on_removed is not None:
+            self._on_removed(mq, pq)
+        _log.info("queue released", group=self._group, mq=mq)
+        return True
+
+    async def _commit_and_forget(self, mqs: Sequence[MessageQueue]) -> None:
+        try:
+            await self._offsets.persist(mqs)
+        except (TransportError, BrokerError, NoRouteError) as exc:
+            _log.warning("offset commit failed on release", group=self._group, error=str(exc))
+        for mq in mqs:
+            self._offsets.remove(mq)
+
+    # -- offsets ----------------------------------------------------------------------
+
+    async def compute_start_offset(self, mq: MessageQueue) -> int:
+        """Where consumption of a newly assigned queue starts.
+
+        ``computePullFromWhereWithException``: the stored offset when there is one,
+        else according to ``consume_from``.
+
+        Args:
+            mq: The queue.
+
+        Returns:
+            The first offset to pull.
+
+        Raises:
+            BrokerError: A broker refused a query.
+            NoRouteError: The queue's broker has no known address.
+            TransportError: A broker could not be reached.
+        """
+        stored = await self._offsets.read_store(mq)
+        if stored is not None and stored >= 0:
+            return stored
+        is_retry = mq.topic.startswith(RETRY_PREFIX)
+        if self._consume_from == "first":
+            return 0
+        if self._consume_from == "last":
+            # Retry topics hold only messages sent back for us: start at their beginning.
+            return 0 if is_retry else await max_offset(self._instance, self._addr(mq), mq)
+        if is_retry:
+            return await max_offset(self._instance, self._addr(mq), mq)
+        return await search_offset(self._instance, self._addr(mq), mq, self._consume_from)
+
+    def _addr(self, mq: MessageQueue) -> str:
+        addr = self._instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
+        return addr
+
+    async def reset(self, offsets: dict[MessageQueue, int]) -> None:
+        """Jump owned queues to new offsets (RESET_CONSUMER_CLIENT_OFFSET).
+
+        Each affected queue is dropped without committing its old offset, the new
+        offset is committed, and a rebalance round re-adds the queue from there.
+
+        Args:
+            offsets: Queue to new offset.
+        """
+        async with self._round:
+            for mq in offsets:
+                pq = self.process_queues.pop(mq, None)
+                if pq is not None:
+                    pq.dropped = True
+                    pq.clear()
+            for mq, offset in offsets.items():
+                self._offsets.update(mq, offset, increase_only=False)
+            try:
+                await self._offsets.persist(offsets)
+            except (TransportError, BrokerError, NoRouteError) as exc:
+                _log.warning("offset reset commit failed", group=self._group, error=str(exc))
+            await self._rebalance_all()
+
+    async def release_all(self) -> None:
+        """Drop every queue at shutdown: commit offsets, then unlock (orderly)."""
+        async with self._round:
+            mqs = list(self.process_queues)
+            for pq in self.process_queues.values():
+                pq.dropped = True
+            try:
+                await self._offsets.persist(mqs)
+            except (TransportError, BrokerError, NoRouteError) as exc:
+                _log.warning("offset commit failed at shutdown", group=self._group, error=str(exc))
+            if self._locking:
+                await self.unlock(mqs)
+            self.process_queues.clear()
+
+    # -- broker locks (orderly) -------------------------------------------------------
+
+    async def lock(self, mq: MessageQueue) -> bool:
+        """Lock one queue on its broker (LOCK_BATCH_MQ).
+
+        Args:
+            mq: The queue.
+
+        Returns:
+            Whether this client holds the lock now (also recorded on its ProcessQueue).
+        """
+        locked = await self._lock_batch(mq.broker_name, [mq])
+        ok = mq in locked
+        pq = self.process_queues.get(mq)
+        if pq is not None:
+            pq.set_locked(ok)
+        return ok
+
+    async def lock_all(self) -> None:
+        """Renew the locks of every owned queue, one request per broker (every 20 s)."""
+        for broker_name, mqs in _by_broker(self.process_queues).items():
+            locked = await self._lock_batch(broker_name, mqs)
+            for mq in mqs:
+                pq = self.process_queues.get(mq)
+                if pq is not None:
+                    pq.set_locked(mq in locked)
+
+    async def _lock_batch(self, broker_name: str, mqs: Sequence[MessageQueue]) -> set[MessageQueue]:
+        addr = self._instance.master_addr(broker_name)
+        if addr is None:
+            return set()
+        body = LockBatchRequestBody(self._group, self._instance.client_id, tuple(mqs))
+        cmd = RemotingCommand(RequestCode.LOCK_BATCH_MQ, body=body.to_json())
+        try:
+            answer = await self._instance.invoke(addr, cmd)
+        except TransportError as exc:
+            _log.warning("lock request failed", group=self._group, broker=addr, error=str(exc))
+            return set()
+        if answer.code != ResponseCode.SUCCESS:
+            _log.warning("lock refused", group=self._group, broker=addr, code=answer.code)
+            return set()
+        return set(LockBatchResponseBody.from_json(answer.body).lock_ok_mq_set)
+
+    async def unlock(self, mqs: Iterable[MessageQueue]) -> None:
+        """Release broker locks (UNLOCK_BATCH_MQ), one request per broker; failures logged.
+
+        Args:
+            mqs: The queues.
+        """
+        for broker_name, group in _by_broker(mqs).items():
+            addr = self._instance.master_addr(broker_name)
+            if addr is None:
+                continue
+            body = UnlockBatchRequestBody(self._group, self._instance.client_id, tuple(group))
+            cmd = RemotingCommand(RequestCode.UNLOCK_BATCH_MQ, body=body.to_json())
+            try:
+                answer = await self._instance.invoke(addr, cmd)
+            except TransportError as exc:
+                _log.warning("unlock failed", group=self._group, broker=addr, error=str(exc))
+                continue
+            if answer.code != ResponseCode.SUCCESS:
+                _log.warning("unlock refused", group=self._group, broker=addr, code=answer.code)
+
+
+def _by_broker(mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
+    out: dict[str, list[MessageQueue]] = defaultdict(list)
+    for mq in sorted(mqs):
+        out[mq.broker_name].append(mq)
+    return out

@@ -1,0 +1,238 @@
+"""Transactional messages (RocketMQ's ``TransactionMQProducer``).
+
+Two-phase send, remoting-protocol.md §3.12:
+
+1. The *half message* is sent with ``TRAN_MSG=true``, ``PGROUP=<group>`` and sysFlag
+   TRANSACTION_PREPARED; the broker keeps it in ``RMQ_SYS_TRANS_HALF_TOPIC``, invisible
+   to consumers.
+2. The local transaction runs (an ``async def`` or a plain function, which runs in a
+   worker thread so a blocking database call does not stall the event loop).
+3. END_TRANSACTION (37) goes to the broker that stored the half message, with commit
+   (8), rollback (12) or unknown (0). The half message is identified by its commitlog
+   offset, read from the offset msgId the send returned, and its queue offset. Java
+   sends it oneway; we wait for the broker's answer to a commit or rollback, so when
+   ``send_in_transaction`` returns the outcome is applied (or a refusal was logged).
+   "Unknown" stays oneway: a RocketMQ broker does not answer it.
+
+When the outcome stays unknown (the local transaction said so, raised, or the
+END_TRANSACTION was lost), the broker later asks the producer group with
+CHECK_TRANSACTION_STATE (39); the check listener answers and the producer sends
+END_TRANSACTION with ``fromTransactionCheck=true`` to the broker that asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import structlog
+
+from client.errors import InvalidMessageError, TransportError
+from client.message import Message, MessageExt, SendResult, SendStatus
+from client.producer import Producer
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers.transaction import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+    TransactionType,
+)
+from protocol.message import SysFlag
+from protocol.message_id import parse_offset_msg_id
+from protocol.properties import Prop
+
+__all__ = [
+    "CheckListener",
+    "LocalTransaction",
+    "LocalTransactionState",
+    "TransactionProducer",
+    "TransactionSendResult",
+]
+
+_log = structlog.get_logger(__name__)
+
+
+class LocalTransactionState(enum.Enum):
+    """What became of the local transaction (``LocalTransactionState.java``)."""
+
+    COMMIT = "COMMIT_MESSAGE"  #: deliver the message
+    ROLLBACK = "ROLLBACK_MESSAGE"  #: discard it
+    UNKNOWN = "UNKNOW"  #: not decided yet: the broker will check back later
+
+    @property
+    def wire(self) -> TransactionType:
+        """The ``commitOrRollback`` value sent in END_TRANSACTION."""
+        return _WIRE[self]
+
+
+_WIRE = {
+    LocalTransactionState.COMMIT: TransactionType.COMMIT,
+    LocalTransactionState.ROLLBACK: TransactionType.ROLLBACK,
+    LocalTransactionState.UNKNOWN: TransactionType.NOT_TYPE,
+}
+
+_State: TypeAlias = LocalTransactionState | Awaitable[LocalTransactionState]
+#: Runs the local transaction for a half message: ``(msg, arg) -> state``.
+LocalTransaction: TypeAlias = Callable[[Message, Any], _State]
+#: Answers a check-back about a half message: ``(msg) -> state``.
+CheckListener: TypeAlias = Callable[[MessageExt], _State]
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionSendResult:
+    """A transactional send: where the half message went and what was decided.
+
+    Attributes:
+        send_result: The half message's send result.
+        local_state: The local transaction's outcome, as sent to the broker.
+    """
+
+    send_result: SendResult
+    local_state: LocalTransactionState
+
+
+class TransactionProducer(Producer):
+    """A producer whose messages are delivered only if a local transaction commits.
+
+    Args:
+        group: Producer group; the broker sends check-backs to any member of it.
+        namesrv: Name server address(es).
+        check_listener: Answers check-backs about undecided half messages; an
+            ``async def`` or a plain function (run in a worker thread).
+        **options: Further :class:`~client.producer.ProducerConfig` fields.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        check_listener: CheckListener,
+        **options: Any,
+    ) -> None:
+        super().__init__(group, namesrv, **options)
+        self._check_listener = check_listener
+
+    async def send_in_transaction(
+        self, msg: Message, local_transaction: LocalTransaction, arg: Any = None
+    ) -> TransactionSendResult:
+        """Send a half message, run the local transaction, and commit or roll back.
+
+        Args:
+            msg: The message (a delay level is not allowed, as in RocketMQ).
+            local_transaction: ``(msg, arg) -> LocalTransactionState``; ``async def``
+                or plain (run in a worker thread). An exception counts as UNKNOWN,
+                so the broker will check back.
+            arg: Passed to ``local_transaction``.
+
+        Returns:
+            The half message's send result and the state sent to the broker.
+
+        Raises:
+            InvalidMessageError, BrokerError, TransportError, NoRouteError: The half
+                message could not be sent (the local transaction did not run).
+        """
+        if msg.delay_level:
+            raise InvalidMessageError("a transactional message cannot be delayed")
+        extra = {Prop.TRAN_MSG: "true", Prop.PGROUP: self.config.group}
+        result = await self.send_with_properties(msg, extra, sys_flag=SysFlag.TRANSACTION_PREPARED)
+        remark: str | None = None
+        if result.status is not SendStatus.SEND_OK:
+            # DefaultMQProducerImpl.sendMessageInTransaction: not durable => roll back.
+            state = LocalTransactionState.ROLLBACK
+        else:
+            try:
+                state = await _call(local_transaction, msg, arg)
+            except Exception as exc:
+                _log.warning("local transaction failed; state unknown", error=repr(exc))
+                state, remark = LocalTransactionState.UNKNOWN, f"{type(exc).__name__}: {exc}"
+        await self._end_after_send(result, state, remark)
+        return TransactionSendResult(result, state)
+
+    async def _end_after_send(
+        self, result: SendResult, state: LocalTransactionState, remark: str | None
+    ) -> None:
+        addr = self.instance.master_addr(result.message_queue.broker_name)
+        if addr is None:
+            _log.warning("no master to end the transaction; the broker will check back")
+            return
+        offset = parse_offset_msg_id(result.offset_msg_id).offset
+        header = EndTransactionRequestHeader(
+            producer_group=self.config.group,
+            tran_state_table_offset=result.queue_offset,
+            commit_log_offset=offset,
+            commit_or_rollback=state.wire,
+            msg_id=result.msg_id,
+            from_transaction_check=False,
+            transaction_id=result.transaction_id or result.msg_id,
+        )
+        await self._end(addr, header, remark)
+
+    async def check_transaction_state(
+        self, msg: MessageExt, header: CheckTransactionStateRequestHeader, broker_addr: str
+    ) -> None:
+        """Answer a broker's CHECK_TRANSACTION_STATE with END_TRANSACTION.
+
+        A listener that raises answers "unknown" (the broker asks again later) and
+        the failure is reported through the client instance's error channel.
+        """
+        remark: str | None = None
+        try:
+            state = await _call(self._check_listener, msg)
+        except Exception as exc:
+            self.instance.report_error(exc, where="transaction check listener")
+            state, remark = LocalTransactionState.UNKNOWN, f"{type(exc).__name__}: {exc}"
+        uniq = msg.properties.get(Prop.UNIQ_KEY) or header.msg_id or msg.msg_id
+        end = EndTransactionRequestHeader(
+            producer_group=self.config.group,
+            tran_state_table_offset=header.tran_state_table_offset,
+            commit_log_offset=header.commit_log_offset,
+            commit_or_rollback=state.wire,
+            msg_id=uniq,
+            from_transaction_check=True,
+            transaction_id=header.transaction_id or uniq,
+        )
+        await self._end(broker_addr, end, remark)
+
+    async def _end(
+        self, addr: str, header: EndTransactionRequestHeader, remark: str | None
+    ) -> None:
+        cmd = RemotingCommand(
+            RequestCode.END_TRANSACTION, remark=remark, ext_fields=header.to_ext_fields()
+        )
+        instance = self.instance
+        try:
+            if header.commit_or_rollback == TransactionType.NOT_TYPE:
+                # RocketMQ's EndTransactionProcessor answers nothing for "unknown".
+                await instance.invoke_oneway(addr, cmd)
+                return
+            # Java sends every END_TRANSACTION oneway; waiting for the answer to a
+            # commit or rollback (which the broker does send) tells us it was applied.
+            answer = await instance.invoke(addr, cmd)
+        except TransportError as exc:
+            # Not fatal: the half message stays, and the broker will check back.
+            _log.warning("END_TRANSACTION not delivered", broker=addr, error=str(exc))
+            return
+        if answer.code != ResponseCode.SUCCESS:
+            _log.warning(
+                "END_TRANSACTION refused; the broker will check back",
+                broker=addr,
+                code=answer.code,
+                remark=answer.remark,
+            )
+
+
+async def _call(fn: Callable[..., _State], *args: Any) -> LocalTransactionState:
+    if inspect.iscoroutinefunction(fn):
+        state = await fn(*args)
+    else:
+        state = await asyncio.to_thread(fn, *args)
+        if inspect.isawaitable(state):
+            state = await state
+    if not isinstance(state, LocalTransactionState):
+        raise TypeError(f"a transaction callable returned {state!r}, not LocalTransactionState")
+    return state
