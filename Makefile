@@ -6,19 +6,36 @@ STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint typecheck bench clean
+.PHONY: install tools run cluster test lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(MAKE) --no-print-directory tools
 	touch $(STAMP)
 
 install: $(STAMP)
 
+## tools: system packages the tests use: docker-compose (Debian's 1.29) validates
+## docker/docker-compose.yml. Installed with apt when missing and we are root;
+## otherwise a note (tests/ops/test_docker.py then fails saying what is missing).
+tools:
+	@command -v docker-compose >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; \
+	  else \
+	    echo "note: docker-compose is missing; run 'apt-get install docker-compose' as root" >&2; \
+	  fi; }
+
 ## run: name server + broker in one process on $(DATA) (Ctrl-C stops cleanly)
 run: install
 	$(BIN)/rocklet standalone --data-dir $(DATA)
+
+## cluster: name server + broker-a + broker-b as local processes (Ctrl-C stops them)
+cluster: install
+	$(BIN)/rocklet cluster --data-dir $(DATA)/cluster
 
 ## lint: ruff and mypy
 lint: install

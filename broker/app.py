@@ -5,7 +5,8 @@ files, listens, registers the request processors and the name-server registratio
 starts the periodic services RocketMQ's ``BrokerController`` runs: config persistence
 (5 s), client expiry (10 s), delayed delivery (100 ms), retention (10 s) and
 re-registration (30 s, and at once when the topic table changes). ``stop`` undoes it in
-reverse and leaves a clean store (flushed, checkpointed, no abort marker).
+reverse and leaves a clean store (flushed, checkpointed, no abort marker). With
+``metricsPort`` set, a Prometheus endpoint is served too (:mod:`broker.metrics`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ from broker.context import BrokerContext, TaskSet
 from broker.groups import SubscriptionGroupManager
 from broker.locks import RebalanceLockManager
 from broker.long_polling import PullHoldService
+from broker.metrics import (
+    NULL_METRICS,
+    BrokerMetrics,
+    BrokerStateCollector,
+    MeteredMessageStore,
+    MetricsServer,
+    MetricsSink,
+)
 from broker.notify import notify_consumer_ids_changed
 from broker.offsets import ConsumerOffsetManager
 from broker.registration import NamesrvRegistrar, parse_namesrv_addrs
@@ -106,6 +115,7 @@ class Broker:
         self._registrar = registrar
         self._delay = delay
         self._retention = retention
+        self._metrics_server: MetricsServer | None = None
         self._register_now = asyncio.Event()
         self._registered = asyncio.Event()
         self._stopped = False
@@ -127,9 +137,13 @@ class Broker:
         clock = clock or SystemClock()
         holds = PullHoldService()
         bridge = _ArrivalBridge(asyncio.get_running_loop(), holds)
+        metrics = BrokerMetrics() if config.metrics_port is not None else None
+        store_cls = MessageStore if metrics is None else MeteredMessageStore
         store = await asyncio.to_thread(
-            MessageStore.open, store_config_from(config), listener=bridge, clock=clock
+            store_cls.open, store_config_from(config), listener=bridge, clock=clock
         )
+        if isinstance(store, MeteredMessageStore) and metrics is not None:
+            store.sink = metrics
         log.info("store opened", report=store.recovery_report)
         conf_dir = config.store_path_root_dir / "config"
         topics = TopicConfigManager(
@@ -155,6 +169,10 @@ class Broker:
             else None
         )
         registry = ProcessorRegistry()
+        sink: MetricsSink = NULL_METRICS
+        if metrics is not None:
+            registry.observer = metrics.on_request
+            sink = metrics
         server = RemotingServer(host, config.listen_port, registry, name="broker")
         try:
             await server.start()
@@ -176,6 +194,7 @@ class Broker:
             broker_addr=addr,
             store_host=pack_host(ip, server.port),
             tasks=tasks,
+            metrics=sink,
         )
         processors.register_all(registry, ctx)
         registrar = NamesrvRegistrar(
@@ -195,13 +214,37 @@ class Broker:
         topics.on_change = broker._register_now.set
         await registrar.register_all()
         broker._start_services()
+        if metrics is not None:
+            await broker._start_metrics(metrics, host)
         log.info("broker started", addr=addr, cluster=config.broker_cluster_name)
         return broker
+
+    async def _start_metrics(self, metrics: BrokerMetrics, host: str) -> None:
+        ctx, config = self.ctx, self.ctx.config
+        info = {
+            "cluster": config.broker_cluster_name,
+            "broker_name": config.broker_name,
+            "broker_id": str(config.broker_id),
+            "addr": ctx.broker_addr,
+        }
+        metrics.registry.register(BrokerStateCollector(ctx.store, ctx.offsets, ctx.holds, info))
+        server = MetricsServer(metrics, host, config.metrics_port or 0)
+        try:
+            await server.start()
+        except BaseException:
+            await self.stop()
+            raise
+        self._metrics_server = server
 
     @property
     def port(self) -> int:
         """The bound port."""
         return self._server.port
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The Prometheus endpoint's bound port, or ``None`` when metrics are off."""
+        return None if self._metrics_server is None else self._metrics_server.port
 
     @property
     def addr(self) -> str:
@@ -267,6 +310,8 @@ class Broker:
             return
         self._stopped = True
         ctx = self.ctx
+        if self._metrics_server is not None:
+            await self._metrics_server.stop()
         ctx.holds.close()
         await self._server.stop(grace_s)
         await ctx.tasks.cancel_all()

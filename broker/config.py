@@ -49,7 +49,6 @@ _log = structlog.get_logger(__name__)
 _C = TypeVar("_C", "BrokerConfig", "NamesrvConfig")
 
 
-
 class ConfigError(ValueError):
     """A configuration file or value is invalid."""
 
@@ -156,12 +155,17 @@ class BrokerConfig:
     compressed_register: bool = False
     force_register: bool = True
     notify_consumer_ids_changed_enable: bool = True
+    #: Rocklet only: serve Prometheus metrics on this port (0 = any free port);
+    #: ``None`` (the default) = no metrics endpoint.
+    metrics_port: int | None = None
     #: Properties RocketMQ does not define here (kept, never interpreted).
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
         _check_port("haListenPort", self.ha_listen_port)
+        if self.metrics_port is not None:
+            _check_port("metricsPort", self.metrics_port)
         _check_min("brokerId", self.broker_id, 0)
         _check_min("defaultTopicQueueNums", self.default_topic_queue_nums, 1)
         _check_min("mappedFileSizeCommitLog", self.mapped_file_size_commit_log, 4096)

@@ -18,6 +18,7 @@ from broker.config import BrokerConfig, BrokerRole
 from broker.groups import SubscriptionGroupManager
 from broker.locks import RebalanceLockManager
 from broker.long_polling import PullHoldService
+from broker.metrics import NULL_METRICS, MetricsSink
 from broker.offsets import ConsumerOffsetManager
 from broker.topics import TopicConfigManager
 from store.clock import Clock
@@ -71,6 +72,7 @@ class BrokerContext:
         broker_addr: ``ip:port`` clients reach this broker at (advertised).
         store_host: ``broker_addr`` packed as a stored record's 8-byte host field.
         tasks: Owned background tasks (e.g. notifications to clients).
+        metrics: Where hot paths report puts, gets and requests (no-op when off).
     """
 
     config: BrokerConfig
@@ -85,6 +87,7 @@ class BrokerContext:
     broker_addr: str
     store_host: bytes
     tasks: TaskSet
+    metrics: MetricsSink = NULL_METRICS
 
     @property
     def is_master(self) -> bool:

@@ -1,4 +1,4 @@
-"""Entry point of the ``rocklet`` command: name server, broker and standalone."""
+"""Entry point of the ``rocklet`` command: name server, broker, standalone, admin, cluster."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from broker.config import (
     parse_properties,
     with_overrides,
 )
+from rocklet.admin import add_admin_parser, run_admin
+from rocklet.cluster import add_cluster_parser, run_cluster
 from rocklet.logging import configure_logging
 from rocklet.serve import serve_broker, serve_namesrv, serve_standalone
 
@@ -29,14 +31,14 @@ _log = structlog.get_logger(__name__)
 EXIT_USAGE = 2
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
     parser.add_argument("--log-json", action="store_true", help="write JSON log lines")
     parser.add_argument(
         "--log-level",
-        default="INFO",
+        default=level,
         type=str.upper,
         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
-        help="minimum log level (default: INFO)",
+        help=f"minimum log level (default: {level})",
     )
 
 
@@ -70,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument("--namesrv-port", type=int, default=9876, help="(default: 9876)")
     standalone.add_argument("--listen-port", type=int, help="broker port (default: 10911)")
     _common(standalone)
+
+    add_admin_parser(sub)
+    _common(sub.choices["admin"], "WARNING")  # a tool's output, not a server's log
+    add_cluster_parser(sub)
+    _common(sub.choices["cluster"])
     return parser
 
 
@@ -156,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "namesrv":
             return _run_namesrv(args)
+        if args.command == "admin":
+            return run_admin(args)
+        if args.command == "cluster":
+            return run_cluster(args)
         return _run_broker(args)
     except ConfigError as exc:
         sys.stderr.write(f"rocklet {args.command}: {exc}\n")

@@ -59,6 +59,10 @@ class PullProcessor:
             if await self._ctx.holds.wait(h.topic, h.queue_id, h.queue_offset, timeout_s, codes):
                 result = self._read(h, codes)
                 code = pull_response_code(result.status, h.queue_offset)
+        if code == ResponseCode.SUCCESS and result.buffers:
+            self._ctx.metrics.on_get(
+                h.consumer_group, h.topic, len(result.buffers), result.total_bytes
+            )
         return self._answer(cmd, code, result)
 
     def _check(self, h: PullMessageRequestHeader) -> Set[int] | None:

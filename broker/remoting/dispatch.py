@@ -12,33 +12,45 @@ The rules follow Java's ``NettyRemotingAbstract.processRequestCommand``:
 - answers use the request's serialization and echo its opaque
   (:meth:`~protocol.command.RemotingCommand.make_response`); the connection never
   answers a request marked oneway.
+
+A registry may carry an :data:`RequestObserver` (the broker's metrics): it is told
+each request's code, answer code and duration, without this module knowing about
+Prometheus.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 import structlog
 
 from broker.remoting.context import RequestContext
-from client.connection import Connection, HandlerResult
+from client.connection import Connection, HandlerResult, Reply
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import ProtocolError
 
-__all__ = ["Processor", "ProcessorRegistry", "dispatch"]
+__all__ = ["Processor", "ProcessorRegistry", "RequestObserver", "dispatch"]
 
 _log = structlog.get_logger(__name__)
 
 #: Handles one request code. Returns the answer, or ``None`` to send nothing.
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[HandlerResult]]
+#: Told ``(request code, response code or None when nothing is sent, seconds)``.
+RequestObserver = Callable[[int, int | None, float], None]
 
 
 class ProcessorRegistry:
-    """Request code to processor."""
+    """Request code to processor.
+
+    Attributes:
+        observer: Told about every dispatched request (``None``: nobody is).
+    """
 
     def __init__(self) -> None:
         self._processors: dict[int, Processor] = {}
+        self.observer: RequestObserver | None = None
 
     def register(self, code: int, processor: Processor) -> None:
         """Register the processor of one request code.
@@ -114,6 +126,20 @@ async def dispatch(
     Returns:
         The answer to write, or ``None``.
     """
+    observer = registry.observer
+    if observer is None:
+        return await _dispatch(registry, connection, cmd)
+    started = time.perf_counter()
+    result = await _dispatch(registry, connection, cmd)
+    answer = result.command if isinstance(result, Reply) else result
+    code = None if answer is None or cmd.is_oneway else answer.code  # oneway: nothing sent
+    observer(cmd.code, code, time.perf_counter() - started)
+    return result
+
+
+async def _dispatch(
+    registry: ProcessorRegistry, connection: Connection, cmd: RemotingCommand
+) -> HandlerResult:
     processor = registry.get(cmd.code)
     if processor is None:
         _log.debug("request code not supported", code=cmd.code, peer=connection.peer_address)

@@ -1,0 +1,167 @@
+"""The calls ``rocklet admin`` makes: the SDK's :class:`~client.admin.Admin` plus a few more.
+
+:class:`~client.admin.Admin` covers topics, consumer progress, running info and
+message lookups. mqadmin also targets single brokers (``-b``), manages subscription
+groups, reads broker runtime info and pulls a message by queue offset; those requests
+are sent here through the same shared client instance (``get_instance`` with the
+admin's instance name), as RocketMQ's ``DefaultMQAdminExtImpl`` does through its
+``MQClientInstance``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from client.admin import Admin
+from client.errors import ClientError, NoRouteError, error_for_code
+from client.instance import ClientInstance, get_instance
+from client.message import MessageExt
+from client.pull_api import PullStatus, pull_request, read_pull_response
+from protocol.bodies.cluster import ClusterInfo, KVTable, TopicList
+from protocol.bodies.queue import MessageQueue
+from protocol.bodies.subscription_group import SubscriptionGroupConfig
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers.admin import CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader
+from protocol.headers.base import Header
+from protocol.headers.namesrv import GetTopicsByClusterRequestHeader
+
+__all__ = ["INSTANCE_NAME", "TOOLS_CONSUMER_GROUP", "AdminTool", "TargetError"]
+
+#: The client instance the admin tool uses (kept apart from an application's own).
+INSTANCE_NAME: Final = "rocklet-admin"
+#: ``MixAll.TOOLS_CONSUMER_GROUP``: the group mqadmin pulls with.
+TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
+
+
+class TargetError(ClientError):
+    """The command names a cluster or broker the name server does not know."""
+
+
+class AdminTool:
+    """An :class:`Admin` and the shared client instance behind it.
+
+    Use as an async context manager.
+
+    Args:
+        namesrv: Name server address(es), ``host:port`` joined by ``;``.
+        timeout_s: Timeout of each request.
+    """
+
+    def __init__(self, namesrv: str, timeout_s: float) -> None:
+        self.admin = Admin(namesrv, instance_name=INSTANCE_NAME, timeout_s=timeout_s)
+        self._namesrv = namesrv
+        self._timeout_s = timeout_s
+        self._instance: ClientInstance | None = None
+
+    async def __aenter__(self) -> AdminTool:
+        await self.admin.start()
+        self._instance = get_instance(self._namesrv, INSTANCE_NAME)  # the admin's, one more ref
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        instance, self._instance = self._instance, None
+        if instance is not None:
+            await instance.release()
+        await self.admin.close()
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The client instance (only inside ``async with``)."""
+        assert self._instance is not None, "use AdminTool in 'async with'"
+        return self._instance
+
+    async def call(
+        self, addr: str, code: int, header: Header | None = None, body: bytes = b""
+    ) -> RemotingCommand:
+        """Send one request to a broker and return a successful answer.
+
+        Raises:
+            BrokerError: The broker answered with an error code.
+            TransportError: The broker cannot be reached.
+        """
+        ext = {} if header is None else header.to_ext_fields()
+        answer = await self.instance.invoke(
+            addr, RemotingCommand(code, ext_fields=ext, body=body), self._timeout_s
+        )
+        if answer.code != ResponseCode.SUCCESS:
+            raise error_for_code(answer.code, answer.remark, addr=addr)
+        return answer
+
+    async def targets(self, cluster: str | None, broker_addr: str | None) -> list[str]:
+        """The master addresses a ``-b`` / ``-c`` option names (``-b`` wins, as in mqadmin).
+
+        Raises:
+            TargetError: The cluster is unknown or has no master registered.
+        """
+        if broker_addr:
+            return [broker_addr]
+        if cluster is None:
+            raise TargetError("name a broker with -b or a cluster with -c")
+        info = await self.admin.cluster_info()
+        if cluster not in info.cluster_addr_table:
+            known = ", ".join(sorted(info.cluster_addr_table)) or "none"
+            raise TargetError(f"cluster {cluster!r} is unknown to the name server (known: {known})")
+        masters = _masters(info, cluster)
+        if not masters:
+            raise TargetError(f"cluster {cluster!r} has no master broker registered")
+        return masters
+
+    async def create_topic(self, addrs: list[str], header: CreateTopicRequestHeader) -> None:
+        """UPDATE_AND_CREATE_TOPIC on each broker."""
+        for addr in addrs:
+            await self.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+
+    async def update_group(self, addrs: list[str], config: SubscriptionGroupConfig) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on each broker."""
+        for addr in addrs:
+            await self.call(
+                addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config.to_json()
+            )
+
+    async def delete_group(self, addrs: list[str], group: str, remove_offset: bool) -> None:
+        """DELETE_SUBSCRIPTIONGROUP on each broker."""
+        header = DeleteSubscriptionGroupRequestHeader(group, remove_offset)
+        for addr in addrs:
+            await self.call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
+
+    async def runtime_info(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the broker's runtime facts."""
+        answer = await self.call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return dict(sorted(KVTable.from_json(answer.body).table.items()))
+
+    async def topics_of_cluster(self, cluster: str) -> list[str]:
+        """GET_TOPICS_BY_CLUSTER from the name server."""
+        cmd = RemotingCommand(
+            RequestCode.GET_TOPICS_BY_CLUSTER,
+            ext_fields=GetTopicsByClusterRequestHeader(cluster).to_ext_fields(),
+        )
+        answer = await self.instance.invoke_namesrv(cmd, self._timeout_s)
+        if answer.code != ResponseCode.SUCCESS:
+            raise error_for_code(answer.code, answer.remark)
+        return sorted(TopicList.from_json(answer.body).topic_list)
+
+    async def message_at(self, mq: MessageQueue, offset: int) -> MessageExt | None:
+        """The message at a queue offset, pulled as ``TOOLS_CONSUMER`` (queryMsgByOffset).
+
+        Raises:
+            NoRouteError: The topic or the broker name is unknown.
+            BrokerError: The broker refused the pull.
+        """
+        route = await self.admin.topic_route(mq.topic)
+        addrs = [b.master_addr for b in route.broker_datas if b.broker_name == mq.broker_name]
+        if not addrs or addrs[0] is None:
+            raise NoRouteError(mq.topic, f"broker {mq.broker_name!r} does not serve it")
+        cmd = pull_request(TOOLS_CONSUMER_GROUP, mq, offset, 1, subscription="*")
+        answer = await self.instance.invoke(addrs[0], cmd, self._timeout_s)
+        result = read_pull_response(answer, mq.broker_name, addr=addrs[0])
+        if result.status is not PullStatus.FOUND or not result.messages:
+            return None
+        first = result.messages[0]
+        return first if first.queue_offset == offset else None
+
+
+def _masters(info: ClusterInfo, cluster: str) -> list[str]:
+    names = sorted(info.cluster_addr_table.get(cluster, ()))
+    addrs = [info.broker_addr_table[n].master_addr for n in names if n in info.broker_addr_table]
+    return [a for a in addrs if a is not None]
