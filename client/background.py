@@ -16,13 +16,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-import structlog
-
+from client._log import get_logger
 from client.errors import BrokerError, NoRouteError, TransportError
 
 __all__ = ["Background", "ErrorCallback"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Receives unexpected background failures.
 ErrorCallback = Callable[[BaseException], object]

@@ -29,8 +29,7 @@ import enum
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, NamedTuple, TypeAlias, cast
 
-import structlog
-
+from client._log import get_logger
 from client.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
 from protocol.codes import ResponseCode
 from protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
@@ -47,7 +46,7 @@ __all__ = [
     "open_connection",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
@@ -438,8 +437,10 @@ class Connection(asyncio.Protocol):
     def _on_response(self, cmd: RemotingCommand) -> None:
         fut = self._pending.pop(cmd.opaque, None)
         if fut is None:
-            # Late answers to timed-out requests land here; Java logs and drops them too.
-            _log.warning(
+            # Late answers to timed-out or cancelled requests land here (a consumer that
+            # stops cancels its parked pulls; the broker answers them anyway). Java logs
+            # and drops them too; at debug level, because they are expected.
+            _log.debug(
                 "dropping response with unknown opaque",
                 peer=self.peer_address,
                 opaque=cmd.opaque,

@@ -28,8 +28,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias
 
-import structlog
-
+from client._log import get_logger
 from client.consume_result import ConsumeResult
 from client.errors import BrokerError, ClientError, NoRouteError, TransportError, error_for_code
 from client.listeners import ListenerTable, split_batches
@@ -48,7 +47,7 @@ __all__ = [
     "make_send_back",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Sends one message back to the broker at a delay level; raises on failure.
 SendBack: TypeAlias = Callable[[MessageExt, int], Awaitable[None]]

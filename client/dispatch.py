@@ -25,8 +25,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-import structlog
-
+from client._log import get_logger
 from client.connection import Connection, HandlerResult
 from client.message import MessageExt
 from protocol.bodies.consumer import ResetOffsetBody
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ServerRequestDispatcher", "reply_message_from_push"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 _Handler = Callable[[Connection, RemotingCommand], Awaitable[HandlerResult]]
 

@@ -37,8 +37,7 @@ import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-import structlog
-
+from client._log import get_logger
 from client.backoff import Backoff
 from client.connection import Connection
 from client.dispatch import ServerRequestDispatcher
@@ -65,7 +64,7 @@ __all__ = [
     "get_instance",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Called with each unexpected background failure.
 ErrorCallback = Callable[[BaseException], object]

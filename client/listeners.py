@@ -17,14 +17,13 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeAlias, cast
 
-import structlog
-
+from client._log import get_logger
 from client.consume_result import ConsumeResult
 from client.message import MessageExt
 
 __all__ = ["ConsumeStats", "Listener", "ListenerTable", "split_batches"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: A push consumer's listener: messages in, verdict out; ``async def`` or plain.
 Listener: TypeAlias = Callable[[list[MessageExt]], Awaitable[ConsumeResult] | ConsumeResult]

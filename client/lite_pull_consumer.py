@@ -17,8 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Final, NamedTuple
 
-import structlog
-
+from client._log import get_logger
 from client.allocate import STRATEGIES, AllocateStrategy
 from client.background import Background
 from client.errors import BrokerError, ClientStateError, NoRouteError, TransportError
@@ -42,7 +41,7 @@ from protocol.filter import parse_tag_expression
 
 __all__ = ["LitePullConsumer"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Long-poll hold of the prefetch pulls (Java's 20 s is capped here so that a seek or
 #: shutdown never waits on a pull for long).

@@ -21,8 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, Protocol
 
-import structlog
-
+from client._log import get_logger
 from client.errors import NoRouteError, error_for_code
 from protocol.bodies.consumer import ResetOffsetBody
 from protocol.bodies.queue import MessageQueue
@@ -43,7 +42,7 @@ __all__ = [
     "RemoteOffsetStore",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Where broadcasting consumers keep offset files unless told otherwise.
 DEFAULT_OFFSETS_DIR: Final = Path.home() / ".rocklet" / "offsets"

@@ -28,9 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Self
 
-import structlog
-
 from client import request_reply
+from client._log import get_logger
 from client.errors import (
     BrokerError,
     ClientStateError,
@@ -64,7 +63,7 @@ from protocol.properties import Prop
 
 __all__ = ["MessageQueueSelector", "Producer", "ProducerConfig", "ProducerStatus", "hash_selector"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Picks the queue for an orderly send: ``(queues, message, sharding_key) -> queue``.
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]

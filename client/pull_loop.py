@@ -30,8 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-import structlog
-
+from client._log import get_logger
 from client.errors import BrokerError, NoRouteError, TransportError
 from client.message import MessageExt
 from client.offset_store import OffsetStore
@@ -43,7 +42,7 @@ from protocol.filter import parse_tag_expression
 
 __all__ = ["FlowLimits", "PullLoop", "PullLoopDeps"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Wait between flow-control checks when no progress is reported.
 FLOW_CONTROL_WAIT_S: Final = 0.05

@@ -37,8 +37,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
-import structlog
-
+from client._log import get_logger
 from client.allocate import STRATEGIES, AllocateStrategy
 from client.background import Background
 from client.consume_result import ConsumeResult
@@ -72,7 +71,7 @@ from protocol.bodies.running import ConsumerRunningInfo, ConsumeStatus
 
 __all__ = ["ConsumerStatus", "PushConsumer"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Java's consumeMessageBatchMaxSize / pullBatchSize upper bound.
 _MAX_BATCH: Final = 1024

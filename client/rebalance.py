@@ -33,8 +33,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Literal, Protocol, TypeAlias
 
-import structlog
-
+from client._log import get_logger
 from client.allocate import AllocateStrategy
 from client.errors import BrokerError, NoRouteError, TransportError, error_for_code
 from client.message import MessageExt
@@ -66,7 +65,7 @@ __all__ = [
     "subscription",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Prefix of a group's retry topic (``MixAll.RETRY_GROUP_TOPIC_PREFIX``).
 RETRY_PREFIX: Final = "%RETRY%"

@@ -29,8 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-import structlog
-
+from client._log import get_logger
 from client.errors import InvalidMessageError, TransportError
 from client.message import Message, MessageExt, SendResult, SendStatus
 from client.producer import Producer
@@ -53,7 +52,7 @@ __all__ = [
     "TransactionSendResult",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 class LocalTransactionState(enum.Enum):

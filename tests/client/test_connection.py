@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import pytest
-import structlog
 
 from broker.remoting import ProcessorRegistry, RemotingServer, RequestContext
 from client.connection import Connection, ConnectionStatus, HandlerResult, open_connection
 from client.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
 from protocol import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, FrameError, RemotingCommand
 from protocol.frame import encode_command
+from tests.logcapture import capture_sdk_logs
 
 ECHO = 1000
 PARKED = 1001
@@ -139,7 +139,7 @@ async def test_timeout_removes_the_pending_entry_and_a_late_answer_is_dropped(
     assert isinstance(info.value, TimeoutError)
     assert conn.pending_requests == 0
     await env.gates.wait_arrived("late")
-    with structlog.testing.capture_logs() as logs:
+    with capture_sdk_logs() as logs:
         env.gates.open("late")
         # The late answer reaches the client before this echo's (one ordered stream).
         answer = await conn.request(RemotingCommand(code=ECHO, body=b"next"), TIMEOUT)
@@ -200,7 +200,7 @@ async def test_client_without_handler_answers_not_supported(server: RemotingServ
 async def test_oneway_is_delivered_with_the_flag_and_not_answered(
     conn: Connection, env: Env
 ) -> None:
-    with structlog.testing.capture_logs() as logs:
+    with capture_sdk_logs() as logs:
         await conn.send_oneway(RemotingCommand(code=ONEWAY, body=b"fire"))
         seen = await asyncio.wait_for(env.oneway_seen.get(), TIMEOUT)
         answer = await conn.request(RemotingCommand(code=ECHO, body=b"after"), TIMEOUT)
@@ -313,7 +313,7 @@ async def test_fake_transport_reverse_order_and_unknown_opaque() -> None:
     opaques = [cmd.opaque for cmd in sent]
     assert len(set(opaques)) == 3
     assert all(cmd.flag == 0 for cmd in sent)
-    with structlog.testing.capture_logs() as logs:
+    with capture_sdk_logs() as logs:
         conn.data_received(b"".join(response_frame(o, str(o).encode()) for o in reversed(opaques)))
         conn.data_received(response_frame(987654, b"stray"))
     results = await asyncio.gather(*tasks)
