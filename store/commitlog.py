@@ -103,13 +103,9 @@ class CommitLog:
             The append result; MESSAGE_SIZE_EXCEEDED if ``buf`` cannot fit a segment.
         """
         size = len(buf)
-        if size + END_FILE_MIN_BLANK > self.file_size:
+        phy = self.append_offset(size)
+        if phy is None:
             return AppendResult(AppendStatus.MESSAGE_SIZE_EXCEEDED, 0, 0)
-        mf = self.files.last_or_new()
-        if size + END_FILE_MIN_BLANK > mf.free:
-            self._write_blank(mf)
-            mf = self.files.create_file(mf.end_offset)
-        phy = mf.wrote_offset
         pack = _Q.pack_into
         qoff = first_queue_offset
         for start in starts:
@@ -117,9 +113,41 @@ class CommitLog:
             pack(buf, start + PHYSICAL_OFFSET_POS, phy + start)
             pack(buf, start + STORE_TIMESTAMP_POS, store_timestamp)
             qoff += queue_offset_step
-        mf.append(buf)
-        self.last_store_timestamp = store_timestamp
+        self.write(buf, store_timestamp)
         return AppendResult(AppendStatus.PUT_OK, phy, size)
+
+    def append_offset(self, size: int) -> int | None:
+        """Where ``size`` bytes will be appended, rolling to a new segment if needed.
+
+        When they do not fit the current segment, its blank filler is written and the
+        next segment created, so the bytes go at the returned offset. The put path
+        encodes records for :meth:`max_offset` first and re-encodes for the returned
+        offset only when they differ (once per segment).
+
+        Args:
+            size: Bytes about to be appended with :meth:`write`.
+
+        Returns:
+            The offset, or None if ``size`` cannot fit any segment.
+        """
+        if size + END_FILE_MIN_BLANK > self.file_size:
+            return None
+        mf = self.files.last_or_new()
+        if size + END_FILE_MIN_BLANK > mf.free:
+            self._write_blank(mf)
+            mf = self.files.create_file(mf.end_offset)
+        return mf.wrote_offset
+
+    def write(self, data: bytes | bytearray, store_timestamp: int) -> None:
+        """Append records at the offset :meth:`append_offset` returned for their size.
+
+        Args:
+            data: Encoded records, offsets and store time already filled in.
+            store_timestamp: Their store time (the checkpoint's physic time).
+        """
+        mf = self.files.files[-1]
+        mf.append(data)
+        self.last_store_timestamp = store_timestamp
 
     @staticmethod
     def _write_blank(mf: MappedFile) -> None:

@@ -36,6 +36,7 @@ ENTRY_SIZE: Final = 20
 #: Size field of a pre-blank entry.
 BLANK_ENTRY_SIZE: Final = 0x7FFFFFFF
 _BLANK_ENTRY: Final = ENTRY.pack(0, BLANK_ENTRY_SIZE, 0)
+_PHY_SIZE: Final = struct.Struct(">qi")
 
 #: ``validate(index, commitlog_offset, size) -> bool`` used by recovery.
 EntryValidator = Callable[[int, int, int], bool]
@@ -89,9 +90,7 @@ class ConsumeQueue:
         expect = queue_offset * ENTRY_SIZE
         current = self.files.max_offset()
         if not self.files.files:
-            self.files.create_file(expect - expect % self.files.file_size)
-            self._fill_pre_blank(expect)
-            self.min_logic_offset = expect
+            self._start(expect)
             current = expect
         if expect < current:
             return False
@@ -105,11 +104,51 @@ class ConsumeQueue:
         self.max_physic_offset = commitlog_offset + size
         return True
 
-    def _fill_pre_blank(self, until: int) -> None:
-        mf = self.files.files[-1]
-        count = (until - mf.from_offset) // ENTRY_SIZE
+    def append_entries(self, entries: bytes, queue_offset: int, end_physic_offset: int) -> bool:
+        """Append consecutive entries from ``queue_offset`` in one copy per file.
+
+        The put path's :meth:`put` for a whole batch. Writes nothing and returns False
+        unless the queue ends exactly at ``queue_offset`` (or has no files yet) and the
+        first entry is not a replay; the caller then puts entry by entry.
+
+        Args:
+            entries: Whole 20-byte entries.
+            queue_offset: Queue offset of the first.
+            end_physic_offset: End (offset + size) of the last entry's record.
+
+        Returns:
+            Whether the entries were written.
+        """
+        first_phy, first_size = _PHY_SIZE.unpack_from(entries)
+        if first_phy + first_size <= self.max_physic_offset:
+            return False
+        expect = queue_offset * ENTRY_SIZE
+        if not self.files.files:
+            self._start(expect)
+        elif self.files.max_offset() != expect:
+            return False
+        mf = self.files.last_or_new()
+        if len(entries) <= mf.free:
+            mf.append(entries)
+        else:  # crosses into the next file(s); entries never straddle (sizes are k*20)
+            view = memoryview(entries)
+            pos, total = 0, len(view)
+            while pos < total:
+                n = min(mf.free, total - pos)
+                mf.append(view[pos : pos + n])
+                pos += n
+                if pos < total:
+                    mf = self.files.last_or_new()
+        self.max_physic_offset = end_physic_offset
+        return True
+
+    def _start(self, expect: int) -> None:
+        # The first file of a queue starting past entry 0 (fillPreBlank).
+        mf = self.files.create_file(expect - expect % self.files.file_size)
+        count = (expect - mf.from_offset) // ENTRY_SIZE
         if count:
             mf.append(_BLANK_ENTRY * count)
+        self.min_logic_offset = expect
 
     def _append(self, entry: bytes) -> None:
         self.files.last_or_new().append(entry)

@@ -6,14 +6,13 @@ commitlog, and tells a record from the end-of-segment blank and from garbage.
 
 from __future__ import annotations
 
-import functools
 import struct
 import zlib
 from typing import Final, NamedTuple
 
 from protocol.message import BLANK_MAGIC, MESSAGE_MAGIC, RECORD_OVERHEAD, SysFlag
-from protocol.message import java_string_hash as _java_hash
 from protocol.properties import Prop, decode_properties
+from store.hashing import tags_hash
 
 __all__ = [
     "BLANK",
@@ -21,6 +20,7 @@ __all__ = [
     "SCHEDULE_TOPIC",
     "DispatchRequest",
     "check_record",
+    "deliver_time",
     "tags_hash",
 ]
 
@@ -53,19 +53,6 @@ class DispatchRequest(NamedTuple):
     keys: str
     uniq_key: str
     sys_flag: int
-
-
-@functools.lru_cache(maxsize=4096)
-def tags_hash(tags: str) -> int:
-    """Consume-queue tags code: Java ``String.hashCode()`` of the tag (cached: tags repeat).
-
-    Args:
-        tags: The TAGS property.
-
-    Returns:
-        The signed 32-bit hash.
-    """
-    return _java_hash(tags)
 
 
 def _host_len(sys_flag: int, bit: int) -> int:
@@ -125,7 +112,7 @@ def check_record(
     tags = props.get(Prop.TAGS)
     tags_code = tags_hash(tags) if tags else 0
     if topic == SCHEDULE_TOPIC and delay_levels_ms:
-        tags_code = _deliver_time(props.get(Prop.DELAY), store_ts, delay_levels_ms)
+        tags_code = deliver_time(props.get(Prop.DELAY), store_ts, delay_levels_ms)
     return DispatchRequest(
         topic,
         qid,
@@ -140,9 +127,20 @@ def check_record(
     )
 
 
-def _deliver_time(level_text: str | None, store_ts: int, levels: tuple[int, ...]) -> int:
-    # ScheduleMessageService.computeDeliverTimestamp: store time + the level's delay;
-    # out-of-range levels clamp to the table, as RocketMQ clamps at put time.
+def deliver_time(level_text: str | None, store_ts: int, levels: tuple[int, ...]) -> int:
+    """Deliver time of a schedule-topic record, its tags code (``computeDeliverTimestamp``).
+
+    Store time plus the level's delay; out-of-range levels clamp to the table, as
+    RocketMQ clamps at put time, and a missing or bad level waits one second.
+
+    Args:
+        level_text: The DELAY property.
+        store_ts: The record's store time.
+        levels: Delay table in ms.
+
+    Returns:
+        The deliver time in ms.
+    """
     try:
         level = int(level_text or "0")
     except ValueError:

@@ -23,6 +23,7 @@ bytes, big-endian:
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -91,6 +92,10 @@ class IndexFile:
             self.begin_phy = self.end_phy = begin_phy
             self.slot_count = 0
             self.index_count = 1
+            # Keys land on random slots, so the whole slot table (20 MB by default) is
+            # touched within a few hundred thousand keys: fault it in at once (~20 ms)
+            # instead of one fault per page on the put path (~7-23 µs each on a VM).
+            self.file.populate(0, self._entries_at)
             self._write_header()
 
     @property
@@ -127,28 +132,54 @@ class IndexFile:
         Returns:
             False if the file is full.
         """
-        if self.is_full:
-            return False
-        view = self.file.view
-        slot_pos = HEADER_SIZE + (hash_ % self.slots) * 4
-        (head,) = _SLOT.unpack_from(view, slot_pos)
-        if head <= 0 or head > self.index_count:
-            head = 0
-        if self.index_count <= 1:
-            self.begin_phy, self.begin_ts = phy_offset, store_ts
+        return self.put_keys((hash_,), (phy_offset,), 0, store_ts) == 1
+
+    def put_keys(
+        self, hashes: Sequence[int], offsets: Sequence[int], start: int, store_ts: int
+    ) -> int:
+        """Add keys ``start..`` of one put, as many as fit (``putKey`` for each).
+
+        The header is written once at the end rather than once per key.
+
+        Args:
+            hashes: :func:`key_hash` of each ``topic#key``.
+            offsets: Commitlog offset of each key's record, ascending.
+            start: First key to add.
+            store_ts: Store time of every record.
+
+        Returns:
+            Keys added; fewer than asked (maybe 0) once the file is full.
+        """
+        n = self.index_count
+        count = min(self.max_entries - n, len(hashes) - start)
+        if count <= 0:
+            return 0
+        if n <= 1:
+            self.begin_phy, self.begin_ts = offsets[start], store_ts
         diff = (store_ts - self.begin_ts) // 1000 if self.begin_ts > 0 else 0
         diff = min(max(diff, 0), _INT_MAX)
-        n = self.index_count
-        _ENTRY.pack_into(
-            view, self._entries_at + n * INDEX_ENTRY_SIZE, hash_, phy_offset, diff, head
-        )
-        _SLOT.pack_into(view, slot_pos, n)
-        if head == 0:
-            self.slot_count += 1
-        self.index_count = n + 1
-        self.end_phy, self.end_ts = phy_offset, store_ts
+        view = self.file.view
+        slots = self.slots
+        read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
+        pos = self._entries_at + n * INDEX_ENTRY_SIZE
+        self.file.populate_ahead(pos, pos + count * INDEX_ENTRY_SIZE)
+        new_slots = 0
+        for i in range(start, start + count):
+            h = hashes[i]
+            slot_pos = HEADER_SIZE + h % slots * 4
+            (head,) = read_slot(view, slot_pos)
+            if head <= 0 or head > n:
+                head = 0  # empty slot, or garbage from a torn write: start a new chain
+                new_slots += 1
+            write_entry(view, pos, h, offsets[i], diff, head)
+            write_slot(view, slot_pos, n)
+            n += 1
+            pos += INDEX_ENTRY_SIZE
+        self.slot_count += new_slots
+        self.index_count = n
+        self.end_phy, self.end_ts = offsets[start + count - 1], store_ts
         self._write_header()
-        return True
+        return count
 
     def select(self, hash_: int, begin_ms: int, end_ms: int, out: list[int], limit: int) -> None:
         """Append offsets of entries with ``hash_`` stored in [begin, end] (``selectPhyOffset``).

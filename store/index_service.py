@@ -7,14 +7,16 @@ A full file is sealed and a new one starts with the previous end offset and time
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
 
-from protocol.message import TRANSACTION_MASK, SysFlag, java_string_hash
+from protocol.message import TRANSACTION_MASK, SysFlag
 from store.clock import Clock, file_time_name
 from store.dispatch_request import DispatchRequest
-from store.index_file import IndexFile, key_hash
+from store.hashing import index_key_hash, index_key_hashes, java_hash
+from store.index_file import IndexFile
 
 __all__ = ["IndexService"]
 
@@ -24,7 +26,7 @@ _ROLLBACK = int(SysFlag.TRANSACTION_ROLLBACK)
 
 
 def fast_java_hash(text: str) -> int:
-    """Java ``String.hashCode()``; a per-character loop for BMP-only text (the common case).
+    """Java ``String.hashCode()`` (kept for callers; see :mod:`store.hashing`).
 
     Args:
         text: The key.
@@ -32,12 +34,7 @@ def fast_java_hash(text: str) -> int:
     Returns:
         The signed 32-bit hash, equal to ``protocol.message.java_string_hash``.
     """
-    if not text.isascii() and any(ord(c) > 0xFFFF for c in text):
-        return java_string_hash(text)  # surrogate pairs: count UTF-16 units
-    h = 0
-    for c in text:
-        h = (31 * h + ord(c)) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
+    return java_hash(text)
 
 
 class IndexService:
@@ -88,22 +85,33 @@ class IndexService:
             return 0
         if self.files and req.commitlog_offset < self.files[-1].end_phy:
             return 0  # replay of an already indexed record
-        written = 0
         prefix = req.topic + "#"
+        keys = [prefix + key for key in req.keys.split()]
         if req.uniq_key:
-            written += self._put(prefix + req.uniq_key, req)
-        for key in req.keys.split():
-            written += self._put(prefix + key, req)
-        self.last_timestamp = req.store_timestamp
-        return written
+            keys.insert(0, prefix + req.uniq_key)  # buildIndex puts UNIQ_KEY first
+        offsets = [req.commitlog_offset] * len(keys)
+        return self.build_keys(index_key_hashes(keys), offsets, req.store_timestamp)
 
-    def _put(self, key: str, req: DispatchRequest) -> int:
-        h = key_hash(fast_java_hash(key))
-        f = self._writable()
-        if not f.put_key(h, req.commitlog_offset, req.store_timestamp):
-            f = self._writable()
-            f.put_key(h, req.commitlog_offset, req.store_timestamp)
-        return 1
+    def build_keys(self, hashes: Sequence[int], offsets: Sequence[int], store_ts: int) -> int:
+        """Index the keys of freshly appended records (the put path's ``buildIndex``).
+
+        The caller hashed the keys (:func:`store.hashing.index_key_hashes`) in
+        ``buildIndex`` order (UNIQ_KEY, then KEYS) and skipped rolled-back records and
+        replays (:meth:`build` checks both; fresh puts are neither).
+
+        Args:
+            hashes: Key hashes.
+            offsets: Commitlog offset of each key's record, ascending.
+            store_ts: Store time of the records.
+
+        Returns:
+            Keys written.
+        """
+        start = 0
+        while start < len(hashes):
+            start += self._writable().put_keys(hashes, offsets, start, store_ts)
+        self.last_timestamp = store_ts
+        return start
 
     def _writable(self) -> IndexFile:
         last = self.files[-1] if self.files else None
@@ -138,7 +146,7 @@ class IndexService:
         Returns:
             Commitlog offsets.
         """
-        h = key_hash(fast_java_hash(f"{topic}#{key}"))
+        h = index_key_hash(f"{topic}#{key}")
         out: list[int] = []
         # Entry times are truncated to whole seconds after the file's begin time.
         lo = begin_ms - 1000

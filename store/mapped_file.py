@@ -1,17 +1,23 @@
 """Fixed-size memory-mapped files and the ordered queue of them (``MappedFileQueue``).
 
 A file is named by the global offset of its first byte, zero-padded to 20 digits, and
-mapped ``MAP_SHARED`` so writes land in the page cache at once and a flush is just
-``os.fdatasync`` on the descriptor (which releases the GIL and, on Linux, writes back
-the pages dirtied through the map). Readers get zero-copy ``memoryview`` slices; while
-any slice is alive the map cannot be closed (``BufferError``), so destroying a file is
-deferred until its views are gone, like RocketMQ's destroy-with-interval.
+mapped ``MAP_SHARED``. Small appends are stores into the map; page-sized and larger
+ones (commitlog batches) use ``pwrite`` into the same page cache, which costs less
+than one write fault per fresh page. Either way the bytes are visible through the map
+at once and a flush is just ``os.fdatasync`` on the descriptor (which releases the GIL
+and, on Linux, writes back the pages dirtied either way). Index files pre-fault what
+they are about to write (``MADV_POPULATE_WRITE``). Readers get zero-copy
+``memoryview`` slices; while any slice is alive the map cannot be closed
+(``BufferError``), so destroying a file is deferred until its views are gone, like
+RocketMQ's destroy-with-interval.
 """
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -20,6 +26,13 @@ import structlog
 __all__ = ["MappedFile", "MappedFileQueue", "offset_name"]
 
 log = structlog.get_logger(__name__)
+
+#: Appends this large go through ``pwrite`` rather than the map (see ``append``).
+_PWRITE_MIN = 4096
+#: Bytes pre-faulted past a sequential write (see ``populate_ahead``).
+_POPULATE_WINDOW = 1 << 20
+#: ``MADV_POPULATE_WRITE`` (Linux 5.14+; Python 3.11's mmap lacks the name).
+_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23) if sys.platform == "linux" else None
 
 
 def offset_name(offset: int) -> str:
@@ -63,6 +76,8 @@ class MappedFile:
         self.flushed_position = 0
         self._io_lock = threading.Lock()
         self._closed = False
+        #: Bytes below this were populated by :meth:`populate_ahead`.
+        self._populated = 0
 
     @property
     def end_offset(self) -> int:
@@ -101,11 +116,68 @@ class MappedFile:
 
         Returns:
             The position they were written at.
+
+        Raises:
+            OSError: The file system refused the write (e.g. disk full).
         """
         pos = self.wrote_position
-        self._mm[pos : pos + len(data)] = data
-        self.wrote_position = pos + len(data)
+        size = len(data)
+        if size >= _PWRITE_MIN:
+            # Stores into fresh pages of a shared map take one write fault each
+            # (page_mkwrite, no fault-around), ~2x the cost of copying the same bytes
+            # with pwrite into the page cache the map shares; a full disk is then an
+            # OSError instead of SIGBUS. Small writes are cheaper through the map.
+            done = os.pwrite(self._fd, data, pos)
+            while done < size:  # short writes only happen near ENOSPC
+                more = os.pwrite(self._fd, memoryview(data)[done:], pos + done)
+                if more <= 0:
+                    raise OSError(f"pwrite to {self.path} wrote nothing at {pos + done}")
+                done += more
+        else:
+            self._mm[pos : pos + size] = data
+        self.wrote_position = pos + size
         return pos
+
+    def populate(self, start: int, length: int) -> None:
+        """Pre-fault ``[start, start+length)`` writable in one call. Writer thread only.
+
+        On a VM one write fault into a fresh page costs 7-23 µs; populating does the
+        same allocation for ~3.5 µs a page in one system call. Best effort: a kernel
+        without ``MADV_POPULATE_WRITE`` leaves the pages to fault one by one.
+
+        Args:
+            start: First byte (rounded down to a page).
+            length: Bytes.
+        """
+        if _POPULATE_WRITE is None:
+            return
+        first = start - start % mmap.PAGESIZE
+        end = min(self.size, start + length)
+        if end <= first:
+            return
+        # EINVAL before Linux 5.14; ENOSPC surfaces again on the real write.
+        with contextlib.suppress(OSError):
+            self._mm.madvise(_POPULATE_WRITE, first, end - first)
+
+    def populate_ahead(self, start: int, end: int) -> None:
+        """Before writing ``[start, end)``: populate it plus a 1 MiB window past it.
+
+        For a file written sequentially through the map (index entries): one call per
+        window instead of one fault per page. Populated pages are dirty, so the next
+        flush writes at most one window of zeros early: fine for the one index file
+        being written, not for thousands of mostly idle consume queues. Pages below
+        ``start`` are left alone (populating written pages would dirty them again).
+
+        Args:
+            start: First byte about to be written.
+            end: Byte just past the write.
+        """
+        if end <= self._populated:
+            return
+        first = max(self._populated, start)
+        target = min(self.size, end + _POPULATE_WINDOW)
+        self.populate(first, target - first)
+        self._populated = target
 
     def mark_dirty(self) -> None:
         """Note a write made with :meth:`write_at` behind the position (index files)."""

@@ -2,7 +2,12 @@
 
 Threads: puts and reads may come from any thread; they serialise on one store lock
 (the broker calls from its event loop, the delay scheduler from its timer). The
-flush thread syncs files without that lock. Dispatch runs inline after each append.
+flush thread syncs files without that lock.
+
+A put encodes its records together with their dispatch data (:mod:`store.encoder`),
+writes them with one copy, then writes the consume-queue entries and index keys from
+that data, so a record is readable by queue when the put returns. Recovery dispatches
+by parsing records instead (:mod:`store.reput`); both build identical files.
 """
 
 from __future__ import annotations
@@ -10,19 +15,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence, Set
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 import structlog
 
-from protocol.errors import MessageFormatError
-from protocol.message import TRANSACTION_MASK, SysFlag, decode_message, encode_message
-from protocol.properties import MAX_PROPERTIES_SIZE, Prop, encode_properties
+from protocol.message import TRANSACTION_MASK, decode_message
+from protocol.properties import Prop
 from store.checkpoint import Checkpoint
 from store.clock import Clock, SystemClock
-from store.commitlog import AppendStatus, CommitLog
+from store.commitlog import CommitLog
 from store.config import FlushDiskType, StoreConfig
-from store.consume_queue import ConsumeQueue
-from store.dispatch_request import SCHEDULE_TOPIC, DispatchRequest
+from store.consume_queue import ENTRY, ConsumeQueue
+from store.dispatch_request import DispatchRequest
+from store.encoder import NOT_IN_QUEUE, EncodedBatch, encode_batch, rewrite_delay
 from store.flush import FlushService
 from store.index_service import IndexService
 from store.reader import earliest_store_time, get_messages, offset_for_time
@@ -45,10 +50,7 @@ __all__ = ["MessageStore"]
 
 log = structlog.get_logger(__name__)
 
-_NOT_IN_QUEUE: Final = frozenset(
-    (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
-)
-_MAX_TOPIC: Final = 127
+_DELAY: Final = Prop.DELAY
 
 
 class MessageStore:
@@ -200,7 +202,7 @@ class MessageStore:
     # ------------------------------------------------------------------ dispatch
 
     def _dispatch_consume_queue(self, req: DispatchRequest) -> None:
-        if req.sys_flag & TRANSACTION_MASK in _NOT_IN_QUEUE:
+        if req.sys_flag & TRANSACTION_MASK in NOT_IN_QUEUE:
             return  # CommitLogDispatcherBuildConsumeQueue skips half / rolled-back
         key = (req.topic, req.queue_id)
         cq = self.queues.get(key)
@@ -242,7 +244,8 @@ class MessageStore:
     def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
         """Append a batch contiguously with consecutive queue offsets.
 
-        Any thread; takes the store lock. All messages must share topic and queue.
+        Any thread; takes the store lock. All messages must share topic and queue (also
+        after the DELAY rewrite) and transaction type.
 
         Args:
             msgs: The messages (at least one).
@@ -252,37 +255,39 @@ class MessageStore:
         """
         if self._closed:
             return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        if not msgs or any(
-            m.topic != msgs[0].topic or m.queue_id != msgs[0].queue_id for m in msgs
-        ):
+        if not msgs or (len(msgs) > 1 and not _one_queue(msgs)):
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        prepared = [self._rewrite_delay(m) for m in msgs]
-        status = self._check(prepared)
-        if status is not None:
-            return PutResult(status)
-        buf = bytearray()
-        starts = []
-        try:
-            for m in prepared:
-                starts.append(len(buf))
-                buf += _encode(m)
-        except MessageFormatError:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        first = prepared[0]
-        no_queue = first.sys_flag & TRANSACTION_MASK in _NOT_IN_QUEUE
+        if any(_DELAY in m.properties for m in msgs):
+            levels = len(self.config.delay_levels_ms)
+            msgs = [rewrite_delay(m, levels) for m in msgs]
+            if not _one_queue(msgs):
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        first = msgs[0]
         key = (first.topic, first.queue_id)
         with self._lock:
             if self._closed:
                 return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-            qoff = 0 if no_queue else self._next_queue_offset.get(key, 0)
+            phy = self.commitlog.max_offset()
+            if self.reput.reput_from < phy:
+                # Only if an earlier put failed between writing and dispatching.
+                self.reput.run_once()
+            qoff = self._next_queue_offset.get(key, 0)
             now = self.clock.now_ms()
-            res = self.commitlog.append(buf, starts, qoff, 0 if no_queue else 1, now)
-            if res.status is not AppendStatus.PUT_OK:
+            enc = self._encode(msgs, phy, qoff, now)
+            if isinstance(enc, PutMessageStatus):
+                return PutResult(enc)
+            at = self.commitlog.append_offset(len(enc.data))
+            if at is None:
                 return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            if not no_queue:
-                self._next_queue_offset[key] = qoff + len(prepared)
-            self.reput.run_once()
-            end = res.wrote_offset + res.wrote_bytes
+            if at != phy:
+                # Rolled to a new segment (once per segment): same records at new
+                # offsets; validation does not depend on the offset, so this succeeds.
+                enc = cast(EncodedBatch, self._encode(msgs, at, qoff, now))
+            self.commitlog.write(enc.data, now)
+            end = at + len(enc.data)
+            self._dispatch_batch(key, enc, qoff, now, end)
+            self.reput.reput_from = end
+            self.reput.dispatched += len(msgs)
         durable = None
         if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             durable = self.flush_service.request(end)
@@ -290,59 +295,50 @@ class MessageStore:
             self.flush_service.wakeup()
         return PutResult(
             PutMessageStatus.PUT_OK,
-            res.wrote_offset,
-            res.wrote_bytes,
-            qoff,
-            len(prepared),
+            at,
+            len(enc.data),
+            qoff if enc.queued else 0,
+            len(msgs),
             now,
-            tuple(res.wrote_offset + s for s in starts),
+            tuple(enc.offsets),
             durable,
         )
 
-    def _check(self, msgs: Sequence[MessageToStore]) -> PutMessageStatus | None:
-        total = 0
-        for m in msgs:
-            if len(m.body) > self.config.max_message_size_bytes:
-                return PutMessageStatus.MESSAGE_ILLEGAL
-            if len(m.topic.encode()) > _MAX_TOPIC or not m.topic:
-                return PutMessageStatus.MESSAGE_ILLEGAL
-            if len(encode_properties(m.properties)) > MAX_PROPERTIES_SIZE:
-                return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-            total += len(m.body)
-        if total + 8 + 200 * len(msgs) > self.config.commitlog_file_size_bytes:
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        return None
-
-    def _rewrite_delay(self, m: MessageToStore) -> MessageToStore:
-        level_text = m.properties.get(Prop.DELAY)
-        if not level_text or m.topic == SCHEDULE_TOPIC:
-            return m
-        if m.sys_flag & TRANSACTION_MASK in _NOT_IN_QUEUE:
-            return m
-        try:
-            level = int(level_text)
-        except ValueError:
-            return m
-        if level <= 0:
-            return m
-        level = min(level, len(self.config.delay_levels_ms))
-        props = dict(m.properties)
-        props[Prop.DELAY] = str(level)
-        props[Prop.REAL_TOPIC] = m.topic
-        props[Prop.REAL_QID] = str(m.queue_id)
-        return MessageToStore(
-            SCHEDULE_TOPIC,
-            level - 1,
-            m.body,
-            props,
-            m.flag,
-            m.sys_flag,
-            m.born_timestamp,
-            m.born_host,
-            m.store_host,
-            m.reconsume_times,
-            m.prepared_transaction_offset,
+    def _encode(
+        self, msgs: Sequence[MessageToStore], phy: int, qoff: int, now: int
+    ) -> EncodedBatch | PutMessageStatus:
+        cfg = self.config
+        return encode_batch(
+            msgs,
+            phy,
+            qoff,
+            now,
+            max_body=cfg.max_message_size_bytes,
+            segment_size=cfg.commitlog_file_size_bytes,
+            index=cfg.message_index_enable,
+            delay_levels_ms=cfg.delay_levels_ms,
         )
+
+    def _dispatch_batch(
+        self, key: tuple[str, int], enc: EncodedBatch, qoff: int, now: int, end: int
+    ) -> None:
+        # What ReputService + the two dispatchers would do, from the encoder's data.
+        if enc.queued:
+            cq = self.queues.get(key)
+            if cq is None:
+                cq = self._new_queue(*key)
+            self._next_queue_offset[key] = qoff + len(enc.offsets)
+            if cq.append_entries(enc.cq_entries, qoff, end):
+                self._logics_ts = now
+                if self.listener is not None and not self._closed:
+                    for n, code in enumerate(enc.tags_codes, qoff + 1):
+                        self.listener.arriving(key[0], key[1], n, code, now)
+            else:  # the queue does not end at qoff (never expected): as reput would
+                for n, (phy, size, code) in enumerate(ENTRY.iter_unpack(enc.cq_entries)):
+                    req = DispatchRequest(*key, phy, size, code, now, qoff + n, "", "", 0)
+                    self._dispatch_consume_queue(req)
+        if enc.indexed:
+            self.index.build_keys(enc.key_hashes, enc.key_offsets, now)
 
     # ------------------------------------------------------------------ reads
 
@@ -468,17 +464,6 @@ class MessageStore:
         return self._lock
 
 
-def _encode(m: MessageToStore) -> bytearray:
-    return encode_message(
-        topic=m.topic,
-        body=m.body,
-        queue_id=m.queue_id,
-        flag=m.flag,
-        properties=m.properties,
-        sys_flag=m.sys_flag,
-        born_timestamp=m.born_timestamp,
-        born_host=m.born_host,
-        store_host=m.store_host,
-        reconsume_times=m.reconsume_times,
-        prepared_transaction_offset=m.prepared_transaction_offset,
-    )
+def _one_queue(msgs: Sequence[MessageToStore]) -> bool:
+    topic, queue_id = msgs[0].topic, msgs[0].queue_id
+    return all(m.topic == topic and m.queue_id == queue_id for m in msgs)

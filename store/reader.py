@@ -12,6 +12,7 @@ from store.results import GetMessageStatus, GetResult
 __all__ = ["earliest_store_time", "get_messages", "offset_for_time"]
 
 _STORE_TS = struct.Struct(">q")
+_PHY = struct.Struct(">q")
 #: RocketMQ scans at most max(16000, maxMsgNums * 20) entries looking for matches.
 _MIN_FILTER_SCAN = 16000
 
@@ -59,28 +60,80 @@ def get_messages(
     block = cq.entries(offset)
     if block is None:
         return _empty(GetMessageStatus.OFFSET_FOUND_NULL, cq.roll_next_file(offset), lo, hi)
-    scan_limit = max(_MIN_FILTER_SCAN, max_count * 20) * ENTRY_SIZE
     buffers: list[memoryview] = []
-    offsets: list[int] = []
-    status = GetMessageStatus.NO_MATCHED_MESSAGE
-    total = scanned = 0
-    read = commitlog.read
-    for phy, size, tags in ENTRY.iter_unpack(block[:scan_limit]):
+    total = 0
+    if tag_codes is None:
+        count = max(1, min(max_count, len(block) // ENTRY_SIZE))
+        total, done = _read_run(block, count, max_bytes, commitlog, buffers)
+        if done:
+            n = len(buffers)
+            return GetResult(
+                GetMessageStatus.FOUND, buffers, list(range(offset, offset + n)), offset + n, lo, hi
+            )
+    # Blanks, tag filters, segment changes or removed records: entry by entry.
+    scanned = len(buffers)
+    offsets = list(range(offset, offset + scanned))
+    scan_limit = max(_MIN_FILTER_SCAN, max_count * 20) * ENTRY_SIZE
+    missing = False
+    # The segment of the previous record: consecutive records of a queue almost always
+    # share one. Bounds no offset satisfies make the first record look its segment up.
+    seg_from, seg_end, seg_view = 1 << 62, 0, block
+    find = commitlog.files.find
+    for phy, size, tags in ENTRY.iter_unpack(block[scanned * ENTRY_SIZE : scan_limit]):
         if buffers and (len(buffers) >= max_count or total + size > max_bytes):
             break
         scanned += 1
         if size == BLANK_ENTRY_SIZE or (tag_codes is not None and tags not in tag_codes):
             continue
-        view = read(phy, size)
-        if view is None:
-            if not buffers:
-                status = GetMessageStatus.MESSAGE_WAS_REMOVING
-            continue
-        buffers.append(view)
+        if phy < seg_from or phy + size > seg_end:
+            mf = find(phy)
+            if mf is None or phy - mf.from_offset + size > mf.wrote_position:
+                missing = True  # retention removed it (matters only if nothing is found)
+                continue
+            seg_from, seg_view = mf.from_offset, mf.view
+            seg_end = seg_from + mf.wrote_position
+        pos = phy - seg_from
+        buffers.append(seg_view[pos : pos + size])
         offsets.append(offset + scanned - 1)
         total += size
+    if buffers:
         status = GetMessageStatus.FOUND
+    elif missing:
+        status = GetMessageStatus.MESSAGE_WAS_REMOVING
+    else:
+        status = GetMessageStatus.NO_MATCHED_MESSAGE
     return GetResult(status, buffers, offsets, offset + scanned, lo, hi)
+
+
+def _read_run(
+    block: memoryview, count: int, max_bytes: int, commitlog: CommitLog, out: list[memoryview]
+) -> tuple[int, bool]:
+    """Views of the first ``count`` entries' records while they are plain and live.
+
+    The unfiltered read's fast path: stops at the first entry that is a blank, lies
+    outside the first record's segment or past its written end (the caller goes on
+    entry by entry), or would pass ``max_bytes`` (the read is complete).
+
+    Returns:
+        (bytes read, whether the read is complete).
+    """
+    mf = commitlog.files.find(_PHY.unpack_from(block)[0])
+    if mf is None:
+        return 0, False
+    # Capped below a blank entry's size (0x7FFFFFFF), so the bounds check below rejects
+    # blanks too; a record ending past the cap just takes the entry-by-entry path.
+    base, limit, view = mf.from_offset, min(mf.wrote_position, BLANK_ENTRY_SIZE - 1), mf.view
+    total = 0
+    append = out.append
+    for phy, size, _tags in ENTRY.iter_unpack(block[: count * ENTRY_SIZE]):
+        pos = phy - base
+        if pos < 0 or pos + size > limit:
+            return total, False
+        if out and total + size > max_bytes:
+            return total, True
+        append(view[pos : pos + size])
+        total += size
+    return total, True
 
 
 def _store_time(cq: ConsumeQueue, commitlog: CommitLog, index: int) -> int | None:

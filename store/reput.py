@@ -1,9 +1,11 @@
 """The reput service: reads the commitlog from where it stopped and dispatches records.
 
 RocketMQ runs ``ReputMessageService.doReput`` in a thread that sleeps 1 ms between
-rounds; we call :meth:`ReputService.run_once` inline right after each append (same
-thread, under the store lock), so a message is readable by queue as soon as the put
-returns, and recovery calls the same method to rebuild.
+rounds. Here puts dispatch their own records, from the data the encoder computed
+(:mod:`store.encoder`), and advance :attr:`ReputService.reput_from` past them, so a
+message is readable by queue as soon as the put returns. :meth:`ReputService.run_once`
+parses and dispatches whatever lies past ``reput_from``: at recovery, to rebuild
+consume queues and index, and as a catch-up if a put failed after writing.
 """
 
 from __future__ import annotations

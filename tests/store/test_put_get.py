@@ -212,3 +212,22 @@ def test_fast_java_hash_matches_reference() -> None:
 
     for text in ("", "T#k-1", "GoldenTopic#ключ", "x#\U0001f600y", "a" * 50):
         assert fast_java_hash(text) == java_string_hash(text)
+
+
+def test_large_reads_match_single_reads_across_segments(tmp_path: Path) -> None:
+    """Reads spanning several segments return what one-record reads return."""
+    with MessageStore.open(small_config(tmp_path)) as store:
+        for n in range(120):
+            assert store.put_message(message(n, queue_id=n % 3, size=150 + n)).ok
+        singles = [bytes(store.get_messages("T", 1, i, 1).buffers[0]) for i in range(40)]
+        got: list[bytes] = []
+        offset = 0
+        while offset < 40:  # a read ends with its consume-queue file (16 entries here)
+            res = store.get_messages("T", 1, offset, 1000, max_bytes=1 << 30)
+            assert res.queue_offsets == list(range(offset, min(40, offset + 16 - offset % 16)))
+            got += [bytes(b) for b in res.buffers]
+            offset = res.next_begin_offset
+        assert got == singles
+        capped = store.get_messages("T", 1, 5, 1000, max_bytes=len(singles[5]) + len(singles[6]))
+        assert capped.queue_offsets == [5, 6] and capped.next_begin_offset == 7
+    _check(tmp_path)
