@@ -1,0 +1,257 @@
+"""What the connector asks a cluster, over the Rocklet SDK (``client``).
+
+:class:`Cluster` wraps one SDK client instance for the lifetime of one ``asyncio.run``
+(driver calls) or one partition read (executors): Spark runs the connector's methods
+in several short-lived Python processes (spark-connector.md Part 1 §4), so nothing is
+opened before it is needed and everything is closed before the method returns.
+
+It answers: which queues a subscription covers now (routes from the name server, topic
+list for patterns), each queue's stored range (GET_MIN_OFFSET / GET_MAX_OFFSET, as
+Java's ``MQAdminImpl.minOffset``/``maxOffset``), the offset for a store time
+(SEARCH_OFFSET_BY_TIMESTAMP) and one pull of a queue (PULL_MESSAGE without long
+polling: the source only asks for ranges it knows are stored), through the SDK's
+:class:`~client.pull_consumer.PullConsumer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Final, TypeVar
+
+from client.admin import Admin
+from client.instance import ClientInstance, get_instance
+from client.pull_api import PullResult
+from client.pull_consumer import PullConsumer
+from client.routes import subscribe_queues
+from protocol.bodies.queue import MessageQueue
+from pyspark_rocklet.offsets import QueueBounds
+from pyspark_rocklet.options import Subscription
+
+__all__ = ["SOURCE_GROUP", "Cluster", "is_system_topic", "run_with_cluster"]
+
+T = TypeVar("T")
+
+#: The consumer group named in the source's pulls. The broker needs one; the
+#: connector commits nothing under it (the checkpoint is the truth, as with Kafka).
+SOURCE_GROUP: Final = "rocklet-spark-source"
+
+#: Topics a RocketMQ broker creates for itself (``TopicValidator``): a
+#: ``subscribePattern`` never matches them.
+_SYSTEM_TOPICS: Final = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "OFFSET_MOVED_EVENT",
+        "SELF_TEST_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+    }
+)
+_SYSTEM_PREFIXES: Final = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "rmq_sys_")
+
+_instance_names = itertools.count(1)
+
+
+def is_system_topic(topic: str) -> bool:
+    """Whether ``topic`` is one a broker creates for its own use."""
+    return (
+        topic in _SYSTEM_TOPICS
+        or topic.startswith(_SYSTEM_PREFIXES)
+        or topic.endswith("_REPLY_TOPIC")
+    )
+
+
+class Cluster:
+    """One SDK client instance and the queries the connector makes with it.
+
+    Use as ``async with Cluster(name_server) as cluster:`` inside one event loop.
+
+    Args:
+        name_server: Name server address(es), ``;``-separated.
+        timeout_s: Timeout of each request.
+        consumer: Start the SDK pull consumer (the source needs it; the sink does
+            not, and skips joining a consumer group).
+    """
+
+    def __init__(self, name_server: str, *, timeout_s: float = 5.0, consumer: bool = True) -> None:
+        self._name_server = name_server
+        self._timeout_s = timeout_s
+        self._with_consumer = consumer
+        # A private instance name: the connector's short-lived clients must not share
+        # (and close) an instance the application runs in the same process.
+        self._instance_name = f"rocklet-spark-{os.getpid()}-{next(_instance_names)}"
+        self._instance: ClientInstance | None = None
+        self._consumer: PullConsumer | None = None
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The SDK client instance (only inside ``async with``)."""
+        if self._instance is None:
+            raise RuntimeError("Cluster is used outside 'async with'")
+        return self._instance
+
+    @property
+    def name_server(self) -> str:
+        """The name server address(es) this cluster is reached through."""
+        return self._name_server
+
+    @property
+    def instance_name(self) -> str:
+        """The SDK instance name; producers made with it share the connections."""
+        return self._instance_name
+
+    @property
+    def consumer(self) -> PullConsumer:
+        """The SDK pull consumer the source reads and looks offsets up with."""
+        if self._consumer is None:
+            raise RuntimeError("Cluster is used outside 'async with'")
+        return self._consumer
+
+    async def __aenter__(self) -> Cluster:
+        self._instance = get_instance(
+            self._name_server, self._instance_name, request_timeout_s=self._timeout_s
+        )
+        if not self._with_consumer:
+            return self
+        consumer = PullConsumer(
+            SOURCE_GROUP,
+            self._name_server,
+            pull_timeout_ms=int(self._timeout_s * 1000),
+            instance_name=self._instance_name,
+        )
+        try:
+            await consumer.start()
+        except BaseException:
+            await self._instance.release()
+            raise
+        self._consumer = consumer
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        consumer, self._consumer = self._consumer, None
+        instance, self._instance = self._instance, None
+        try:
+            if consumer is not None:
+                await consumer.shutdown()
+        finally:
+            if instance is not None:
+                await instance.release()
+
+    # -- discovery ------------------------------------------------------------------
+
+    async def topics(self, subscription: Subscription) -> list[str]:
+        """The topics a subscription covers now, sorted.
+
+        Args:
+            subscription: subscribe, subscribePattern or assign.
+
+        Returns:
+            Topic names (a subscribed topic that does not exist yet is still listed;
+            it simply has no queues).
+        """
+        if subscription.pattern is None:
+            named = subscription.assign.keys() if subscription.assign else subscription.topics
+            return sorted(named)
+        admin = Admin(self._name_server, instance_name=self._instance_name)
+        async with admin:
+            listed = await admin.list_topics()
+            cluster = await admin.cluster_info()
+        own = set(cluster.broker_addr_table) | set(cluster.cluster_addr_table)
+        pattern = subscription.pattern
+        return sorted(
+            t for t in listed if pattern.fullmatch(t) and not is_system_topic(t) and t not in own
+        )
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic`` now (fresh route), sorted; [] if unknown."""
+        route = await self.instance.topic_route(topic, refresh=True)
+        return [] if route is None else subscribe_queues(topic, route)
+
+    async def subscribed_queues(self, subscription: Subscription) -> list[MessageQueue]:
+        """Every queue the subscription covers now, sorted.
+
+        For ``assign`` only the named queues that exist are returned; the caller
+        checks for missing ones (see :func:`pyspark_rocklet.planning.resolve_assign`).
+        """
+        topics = await self.topics(subscription)
+        found = await asyncio.gather(*(self.queues(t) for t in topics))
+        return sorted(mq for queues in found for mq in queues)
+
+    # -- offsets --------------------------------------------------------------------
+
+    async def bounds(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, QueueBounds]:
+        """Each queue's stored range ``[min, max)``, asked concurrently.
+
+        Args:
+            mqs: The queues.
+
+        Returns:
+            Their bounds (GET_MIN_OFFSET / GET_MAX_OFFSET through the SDK).
+        """
+        queues = list(mqs)
+        consumer = self.consumer
+
+        async def one(mq: MessageQueue) -> QueueBounds:
+            low, high = await asyncio.gather(consumer.min_offset(mq), consumer.max_offset(mq))
+            return QueueBounds(low, max(low, high))
+
+        found = await asyncio.gather(*(one(mq) for mq in queues))
+        return dict(zip(queues, found, strict=True))
+
+    async def offsets_for_time(
+        self, mqs: Iterable[MessageQueue], timestamp_ms: int
+    ) -> dict[MessageQueue, int]:
+        """Each queue's first offset stored at or after ``timestamp_ms``.
+
+        Java's ``searchOffset``: a time after the last message answers the max offset,
+        before the first answers the min offset.
+        """
+        queues = list(mqs)
+        found = await asyncio.gather(
+            *(self.consumer.offset_for_time(mq, timestamp_ms) for mq in queues)
+        )
+        return dict(zip(queues, found, strict=True))
+
+    # -- reading --------------------------------------------------------------------
+
+    async def pull(
+        self, mq: MessageQueue, offset: int, max_nums: int, sub_expression: str
+    ) -> PullResult:
+        """One PULL_MESSAGE of ``mq`` from ``offset``, without long polling.
+
+        Args:
+            mq: The queue.
+            offset: First queue offset wanted.
+            max_nums: Most messages (the broker caps it, 32 by default).
+            sub_expression: Tag expression; tags are re-checked here because the
+                broker filters by tag hash.
+
+        Returns:
+            The pull's result.
+        """
+        return await self.consumer.pull(mq, offset, max_nums, expression=sub_expression)
+
+
+def run_with_cluster(name_server: str, work: Callable[[Cluster], Awaitable[T]]) -> T:
+    """Run ``work`` with an open :class:`Cluster` in a fresh event loop (sync callers).
+
+    The connector's driver-side methods are synchronous and run in short-lived Spark
+    Python processes; each call gets its own loop and client, closed on return.
+
+    Args:
+        name_server: Name server address(es).
+        work: An async function of the cluster.
+
+    Returns:
+        What ``work`` returned.
+    """
+
+    async def main() -> T:
+        async with Cluster(name_server) as cluster:
+            return await work(cluster)
+
+    return asyncio.run(main())

@@ -1,0 +1,306 @@
+"""The sink: ``df.write`` / ``df.writeStream`` ``.format("rocklet")``.
+
+Each Spark task sends its rows with the SDK's :class:`~client.producer.Producer`, in
+batches (SEND_BATCH_MESSAGE) of one topic, several in flight, and returns only when
+the broker acknowledged every one. Columns: ``body`` (required, binary or string),
+``topic`` (the ``topic`` option overrides it), ``tags``, ``keys`` (a string of
+space-separated keys, or an array of strings) and ``properties`` (map); other columns
+are ignored, as Spark's Kafka sink does, so a source DataFrame can be written as is.
+Property names RocketMQ reserves (TAGS, KEYS, UNIQ_KEY, WAIT, DELAY...) are dropped
+from ``properties``: the SDK and the broker own them.
+
+Guarantee: **at-least-once** (as the Kafka sink and the old rocketmq-spark connector).
+A task that fails is retried by Spark and sends its rows again. Two things narrow the
+duplicates in streaming queries, see :mod:`pyspark_rocklet.sink_marker`:
+
+* a partition of a micro-batch that was completely written is not written again when
+  Spark replays the batch after a restart (a per ``(queryId, partitionId)`` marker
+  kept as a consumer offset on the broker);
+* every message carries ``rockletWriteId = <queryId>:<batchId>:<partitionId>:<seq>``
+  (option ``writeId``, default true), deterministic for a deterministic input, so
+  consumers can drop the copies a failed task left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from client._log import get_logger
+from client.message import Message, SendResult
+from client.producer import Producer
+from protocol.properties import Prop
+from pyspark_rocklet.broker import Cluster
+from pyspark_rocklet.options import SinkOptions
+from pyspark_rocklet.sink_marker import WriteIdent, mark_done, marker_done
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "WRITE_ID_PROPERTY",
+    "RockletStreamWriter",
+    "RockletWriter",
+    "RowError",
+    "SinkCommit",
+    "batches_by_topic",
+    "rows_to_messages",
+]
+
+_log = get_logger(__name__)
+
+#: The property holding a message's deterministic write id.
+WRITE_ID_PROPERTY: Final = "rockletWriteId"
+#: Messages and bytes per batch send (RocketMQ caps a batch body at 4 MiB).
+_BATCH_MESSAGES: Final = 256
+_BATCH_BYTES: Final = 1 << 20
+#: Batch sends in flight per task.
+_IN_FLIGHT: Final = 8
+#: Property names the SDK or broker own: dropped from the ``properties`` column.
+_SYSTEM_PROPERTIES: Final = frozenset(
+    value for name, value in vars(Prop).items() if name.isupper() and isinstance(value, str)
+)
+
+
+@dataclass(frozen=True)
+class SinkCommit(WriterCommitMessage):
+    """What one task wrote.
+
+    Attributes:
+        partition_id: Spark's partition id.
+        sent: Messages the broker acknowledged.
+        skipped: The partition had been written before (a replayed micro-batch).
+    """
+
+    partition_id: int
+    sent: int
+    skipped: bool = False
+
+
+class RowError(ValueError):
+    """A row cannot become a message (no body, no topic)."""
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    index = batch.schema.get_field_index(name)
+    return None if index < 0 else batch.column(index).to_pylist()
+
+
+def rows_to_messages(
+    batch: pa.RecordBatch, topic: str | None, write_ids: Iterator[str] | None
+) -> list[Message]:
+    """Turn one Arrow batch of sink rows into messages.
+
+    Args:
+        batch: The rows.
+        topic: The ``topic`` option (wins over the column), or None.
+        write_ids: Source of ``rockletWriteId`` values, one per row, or None.
+
+    Returns:
+        One message per row, in row order.
+
+    Raises:
+        RowError: A row has no body or no topic.
+    """
+    n = batch.num_rows
+    bodies = _column(batch, "body") or [None] * n
+    topics = [topic] * n if topic else (_column(batch, "topic") or [None] * n)
+    tags = _column(batch, "tags") or [None] * n
+    keys = _column(batch, "keys") or [None] * n
+    props = _column(batch, "properties") or [None] * n
+    out: list[Message] = []
+    for i in range(n):
+        body, dest = bodies[i], topics[i]
+        if not body:
+            raise RowError(f"a row has an empty body (RocketMQ refuses empty messages): {i}")
+        if not dest:
+            raise RowError(f"a row has no topic (set the topic option or column): row {i}")
+        user = {k: v for k, v in (props[i] or ()) if v is not None and k not in _SYSTEM_PROPERTIES}
+        if write_ids is not None:
+            user[WRITE_ID_PROPERTY] = next(write_ids)
+        key = keys[i]
+        out.append(
+            Message(
+                dest,
+                body.encode() if isinstance(body, str) else body,
+                tags=tags[i] or None,
+                keys=tuple(key.split())
+                if isinstance(key, str)
+                else tuple(k for k in key or () if k),
+                properties=user or None,
+            )
+        )
+    return out
+
+
+def batches_by_topic(msgs: Sequence[Message]) -> Iterator[list[Message]]:
+    """Batches of one topic within the message and byte caps (row order kept per topic)."""
+    by_topic = sorted(msgs, key=lambda m: m.topic)  # stable: a batch holds one topic
+    for _, same_topic in itertools.groupby(by_topic, key=lambda m: m.topic):
+        chunk: list[Message] = []
+        size = 0
+        for msg in same_topic:
+            if chunk and (len(chunk) >= _BATCH_MESSAGES or size + len(msg.body) > _BATCH_BYTES):
+                yield chunk
+                chunk, size = [], 0
+            chunk.append(msg)
+            size += len(msg.body)
+        if chunk:
+            yield chunk
+
+
+class _Sender:
+    """Keeps up to ``_IN_FLIGHT`` batch sends running; the first failure fails all."""
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+        self._tasks: set[asyncio.Task[SendResult]] = set()
+        self.sent = 0
+
+    async def submit(self, chunk: list[Message]) -> None:
+        while len(self._tasks) >= _IN_FLIGHT:
+            await self._wait(asyncio.FIRST_COMPLETED)
+        task = asyncio.get_running_loop().create_task(self._send(chunk))
+        self._tasks.add(task)
+
+    async def _send(self, chunk: list[Message]) -> SendResult:
+        result = await self._producer.send(chunk)
+        self.sent += len(chunk)
+        return result
+
+    async def _wait(self, when: str) -> None:
+        done, self._tasks = await asyncio.wait(self._tasks, return_when=when)
+        for task in done:
+            task.result()  # raises the send's failure
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await self._wait(asyncio.ALL_COMPLETED)
+
+    async def cancel(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+
+def _rows_or_none(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | None:
+    """The batches, or None when there is no row at all (nothing to connect for)."""
+    it = iter(batches)
+    for first in it:
+        if first.num_rows:
+            return itertools.chain((first,), it)
+    return None
+
+
+def _write(
+    opts: SinkOptions, batches: Iterable[pa.RecordBatch], ident: WriteIdent | None
+) -> SinkCommit:
+    rows = _rows_or_none(batches)
+    if rows is None:  # an empty partition (common after a shuffle): no client at all
+        return SinkCommit(ident.partition_id if ident else _partition_id(), 0)
+    return asyncio.run(_send_all(opts, rows, ident))
+
+
+async def _send_all(
+    opts: SinkOptions, batches: Iterable[pa.RecordBatch], ident: WriteIdent | None
+) -> SinkCommit:
+    partition = ident.partition_id if ident else _partition_id()
+    timeout_s = opts.send_timeout_ms / 1000
+    async with Cluster(opts.name_server, timeout_s=timeout_s, consumer=False) as cluster:
+        if ident is not None and await marker_done(cluster, ident):
+            _log.info("partition already written; not sending it again", ident=str(ident))
+            for _ in batches:  # Spark streams the input to us: read it to the end anyway
+                pass
+            return SinkCommit(partition, 0, skipped=True)
+        write_ids = ident.write_ids() if ident is not None and opts.write_id else None
+        producer = Producer(
+            opts.producer_group,
+            opts.name_server,
+            send_timeout_ms=opts.send_timeout_ms,
+            instance_name=cluster.instance_name,
+        )
+        async with producer:
+            sender = _Sender(producer)
+            try:
+                for batch in batches:
+                    for chunk in batches_by_topic(rows_to_messages(batch, opts.topic, write_ids)):
+                        await sender.submit(chunk)
+                await sender.drain()
+            finally:
+                await sender.cancel()
+        if ident is not None:
+            await mark_done(cluster, ident)
+    return SinkCommit(partition, sender.sent)
+
+
+def _partition_id() -> int:
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+def _log_commit(messages: Sequence[WriterCommitMessage | None], **where: object) -> None:
+    commits = [m for m in messages if isinstance(m, SinkCommit)]
+    _log.info(
+        "sink committed",
+        sent=sum(c.sent for c in commits),
+        skipped=sum(c.skipped for c in commits),
+        tasks=len(messages),
+        **where,
+    )
+
+
+class RockletWriter(DataSourceArrowWriter):
+    """Batch writes (``df.write.format("rocklet").mode("append").save()``).
+
+    Args:
+        opts: Parsed sink options.
+    """
+
+    def __init__(self, opts: SinkOptions) -> None:
+        self._opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        """Send one partition's rows (executor); returns after every ack."""
+        return _write(self._opts, iterator, None)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Log what was written (driver)."""
+        _log_commit(messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """A task failed: what was sent stays sent (at-least-once); log it."""
+        _log.warning("sink aborted; messages already sent remain", tasks=len(messages))
+
+
+class RockletStreamWriter(DataSourceStreamArrowWriter):
+    """Streaming writes (``df.writeStream.format("rocklet")``).
+
+    Args:
+        opts: Parsed sink options.
+    """
+
+    def __init__(self, opts: SinkOptions) -> None:
+        self._opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+        """Send one partition of a micro-batch (executor), unless it was sent before."""
+        return _write(self._opts, iterator, WriteIdent.current())
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Log what the micro-batch wrote (driver, a fresh process per call)."""
+        _log_commit(messages, batch_id=batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """A task failed: what was sent stays sent (at-least-once); log it."""
+        _log.warning("sink micro-batch aborted", batch_id=batchId, tasks=len(messages))

@@ -1,0 +1,191 @@
+"""The streaming source (``spark.readStream.format("rocklet")``): micro-batches.
+
+Spark calls these methods in a long-lived driver-side runner process, one per query
+run (spark-connector.md Part 1 §4), so state kept here (the availableNow target, the
+last latest offsets) lives for one run only; anything a restart needs is in the
+checkpointed offsets.
+
+Offsets: ``{"<topic>": {"<broker>:<queueId>": next}}`` in canonical order
+(:mod:`pyspark_rocklet.offsets`). Queue discovery happens at every ``latestOffset``:
+a queue or topic that appears is first *registered* at its earliest offset (its end
+entry equals its start, no rows), and read from there by the next micro-batch. So
+``partitions(start, end)`` needs no lookup at all: a replayed batch after a restart
+reads exactly the rows it read the first time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from client._log import get_logger
+from pyspark_rocklet.broker import Cluster, run_with_cluster
+from pyspark_rocklet.offsets import Offsets, from_json, limit_offsets, to_json
+from pyspark_rocklet.options import SourceOptions
+from pyspark_rocklet.planning import Snapshot, resolve_offsets, take_snapshot
+from pyspark_rocklet.ranges import DataLossError, QueueRange, plan_ranges, read_range
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["RockletStreamReader", "next_end"]
+
+_log = get_logger(__name__)
+
+
+def next_end(
+    begin: Mapping[Any, int],
+    snapshot: Snapshot,
+    *,
+    target: Mapping[Any, int] | None,
+    max_rows: int | None,
+    fail_on_data_loss: bool,
+) -> Offsets:
+    """The end offset of the next micro-batch (pure: the stream reader's policy).
+
+    Args:
+        begin: The batch's start (the previous end).
+        snapshot: The queues now, with their stored ranges.
+        target: With ``trigger(availableNow=True)``: the latest offsets when the run
+            began; no queue goes past it, queues not in it do not move.
+        max_rows: Cap on rows across queues (``maxOffsetsPerTrigger``), or None.
+        fail_on_data_loss: Raise when a queue's end moved backwards.
+
+    Returns:
+        The end: every queue of ``begin`` (vanished ones keep their offset), new
+        queues registered at their earliest offset.
+
+    Raises:
+        DataLossError: A queue now ends before ``begin`` and ``fail_on_data_loss``.
+    """
+    end: Offsets = dict(begin)
+    starts: Offsets = {}
+    reachable: Offsets = {}
+    for mq, bounds in snapshot.bounds.items():
+        if mq not in begin:
+            end[mq] = bounds.min_offset  # registered; read from the next batch on
+            continue
+        if bounds.max_offset < begin[mq]:
+            detail = (
+                f"queue {mq.broker_name}:{mq.queue_id} of {mq.topic!r} now ends at "
+                f"{bounds.max_offset}, before the checkpoint's {begin[mq]}"
+            )
+            if fail_on_data_loss:
+                raise DataLossError(
+                    f"data loss: {detail}. Set failOnDataLoss=false to go on from there."
+                )
+            _log.warning("queue moved backwards; following it", detail=detail)
+            end[mq] = bounds.max_offset
+            continue
+        high = bounds.max_offset
+        if target is not None:
+            high = min(high, max(begin[mq], target.get(mq, begin[mq])))
+        starts[mq] = begin[mq]
+        reachable[mq] = high
+    if max_rows is not None:
+        reachable = limit_offsets(starts, reachable, max_rows)
+    end.update(reachable)
+    return end
+
+
+class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over the subscribed queues.
+
+    Args:
+        opts: Parsed source options (``streaming=True``).
+    """
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self._opts = opts
+        self._target: Offsets | None = None
+        self._latest: Offsets | None = None
+
+    def _snapshot(self, *, with_times: bool = False) -> Snapshot:
+        opts = self._opts
+
+        async def snapshot(cluster: Cluster) -> Snapshot:
+            return await take_snapshot(cluster, opts, with_times=with_times)
+
+        return run_with_cluster(opts.name_server, snapshot)
+
+    def initialOffset(self) -> dict[str, Any]:
+        """Where a new checkpoint starts: ``startingOffsets`` or ``startingTimestamp``."""
+        snap = self._snapshot(with_times=True)
+        start = resolve_offsets(self._opts.starting, snap, option="startingOffsets")
+        _log.info("stream starts", start=to_json(start))
+        return dict(to_json(start))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxOffsetsPerTrigger`` as ReadMaxRows, else everything available."""
+        cap = self._opts.max_offsets_per_trigger
+        return ReadAllAvailable() if cap is None else ReadMaxRows(cap)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Record what is stored now: this run reads up to there and stops."""
+        self._target = self._snapshot().maxima()
+        _log.info("availableNow target", target=to_json(self._target))
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """The next batch's end (``start`` itself when there is nothing new).
+
+        Args:
+            start: The previous end, from the checkpoint.
+            limit: The read limit Spark applies to this batch.
+
+        Returns:
+            The end offsets, canonical.
+        """
+        begin = from_json(start)
+        snap = self._snapshot()
+        self._latest = {**begin, **snap.maxima()}
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = next_end(
+            begin,
+            snap,
+            target=self._target,
+            max_rows=max_rows,
+            fail_on_data_loss=self._opts.fail_on_data_loss,
+        )
+        return dict(to_json(end))
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """What the brokers hold now (shown as ``latestOffset`` in query progress: lag)."""
+        return None if self._latest is None else dict(to_json(self._latest))
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        """The ranges of one micro-batch: a pure function of ``(start, end)``.
+
+        Raises:
+            DataLossError: A queue's end is before its start and failOnDataLoss is on
+                (a replay of a batch planned when the queue moved backwards).
+        """
+        begin, stop = from_json(start), from_json(end)
+        for mq, last in stop.items():
+            first = begin.get(mq)
+            if first is not None and last < first:
+                detail = f"{mq.topic} {mq.broker_name}:{mq.queue_id} went from {first} to {last}"
+                if self._opts.fail_on_data_loss:
+                    raise DataLossError(f"data loss: {detail}; set failOnDataLoss=false to go on")
+                _log.warning("skipping a queue that moved backwards", detail=detail)
+        return plan_ranges(begin, stop, self._opts)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Read one range (executor)."""
+        if not isinstance(partition, QueueRange):
+            return iter(())
+        return read_range(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: the checkpoint is the source of truth (as Kafka's source)."""
+        _log.debug("batch committed", end=end)
+
+    def stop(self) -> None:
+        """Nothing to release: no connection outlives a call."""

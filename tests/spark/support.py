@@ -1,0 +1,151 @@
+"""Helpers for the connector's tests: a broker in a background thread, produce, pull."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterable, Sequence
+from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from broker.app import Broker
+from client.message import Message, MessageExt
+from client.producer import Producer
+from client.pull_api import PullStatus
+from client.pull_consumer import PullConsumer
+from protocol.bodies.queue import MessageQueue
+from protocol.bodies.topic import TopicConfig
+from tests.cluster import Cluster, running_cluster
+
+T = TypeVar("T")
+
+#: Headroom for anything that crosses processes on a busy 2-core machine.
+TIMEOUT = 60.0
+#: Seconds a streaming query may take to finish (``awaitTermination`` wants an int).
+QUERY_TIMEOUT = 120
+
+
+class BrokerThread:
+    """A real name server + broker on loopback, served by an event loop in a thread.
+
+    Spark's executors are other processes: they reach it over TCP like any client.
+    The test thread talks to it only through :meth:`call` (coroutines run on its loop).
+    Unhandled exceptions on that loop are collected and fail :meth:`stop`.
+    """
+
+    def __init__(self, store: Path, **overrides: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._errors: list[dict[str, Any]] = []
+        self._loop.set_exception_handler(lambda _loop, ctx: self._errors.append(ctx))
+        self._thread = threading.Thread(target=self._loop.run_forever, name="broker", daemon=True)
+        self._cm: AbstractAsyncContextManager[Cluster] = running_cluster(store, **overrides)
+        self._thread.start()
+        self.cluster: Cluster = self.call(self._cm.__aenter__())
+
+    @property
+    def namesrv(self) -> str:
+        """The name server address, ``127.0.0.1:<port>``."""
+        return self.cluster.namesrv_addr
+
+    @property
+    def broker(self) -> Broker:
+        """The running broker (use it only inside :meth:`call`)."""
+        return self.cluster.broker
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = TIMEOUT) -> T:
+        """Run ``coro`` on the broker's loop and wait for its result."""
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result(timeout)
+
+    def set_queues(self, topic: str, queues: int) -> None:
+        """Create or resize ``topic`` and wait until the name server has the new route."""
+
+        async def update() -> None:
+            self.broker.ctx.topics.update(TopicConfig(topic, queues, queues))
+            await self.broker.next_registration()
+
+        self.call(update())
+
+    def stop(self) -> None:
+        """Stop the broker and name server, then the loop; fail on loop errors."""
+        try:
+            self.call(self._cm.__aexit__(None, None, None))
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(TIMEOUT)
+            self._loop.close()
+        if self._errors:
+            details = "; ".join(f"{c.get('message')}: {c.get('exception')!r}" for c in self._errors)
+            raise AssertionError(f"unhandled exception(s) on the broker loop: {details}")
+
+
+def produce(
+    namesrv: str,
+    topic: str,
+    bodies: Sequence[bytes],
+    *,
+    queues: int = 4,
+    tags: Sequence[str | None] | None = None,
+    keys: Sequence[str] | None = None,
+) -> list[tuple[int, int, bytes]]:
+    """Send ``bodies[i]`` to queue ``i % queues`` of ``topic``, in order, with the SDK.
+
+    So message ``i`` lands at queue offset ``i // queues`` of a fresh topic.
+
+    Returns:
+        ``(queueId, queueOffset, body)`` of each message, as the broker answered.
+    """
+
+    async def main() -> list[tuple[int, int, bytes]]:
+        out = []
+        async with Producer("spark-test-producer", namesrv) as producer:
+            for i, body in enumerate(bodies):
+                msg = Message(
+                    topic,
+                    body,
+                    tags=tags[i] if tags else None,
+                    keys=keys[i] if keys else (),
+                )
+                sent = await producer.send_orderly(msg, i % queues)
+                out.append((sent.message_queue.queue_id, sent.queue_offset, body))
+        return out
+
+    return asyncio.run(main())
+
+
+def pull_all(namesrv: str, topic: str) -> list[MessageExt]:
+    """Every message of ``topic``, queue by queue, through the SDK's PullConsumer."""
+
+    async def main() -> list[MessageExt]:
+        out: list[MessageExt] = []
+        async with PullConsumer("spark-test-reader", namesrv) as consumer:
+            queues: Iterable[MessageQueue] = await consumer.fetch_queues(topic)
+            for mq in queues:
+                offset = await consumer.min_offset(mq)
+                while True:
+                    result = await consumer.pull(mq, offset, 32)
+                    if result.status is not PullStatus.FOUND:
+                        break
+                    out.extend(result.messages)
+                    offset = result.next_begin_offset
+        return out
+
+    return asyncio.run(main())
+
+
+def drop_last_commit(checkpoint: Path) -> int:
+    """Delete the newest ``commits/<batchId>`` file, as if the query died before it.
+
+    On restart Spark replays that batch with the offsets from ``offsets/<batchId>``.
+
+    Returns:
+        The batch id that will be replayed.
+    """
+    commits = [p for p in (checkpoint / "commits").iterdir() if p.name.isdigit()]
+    last = max(commits, key=lambda p: int(p.name))
+    last.unlink()
+    crc = last.with_name(f".{last.name}.crc")
+    crc.unlink(missing_ok=True)
+    return int(last.name)

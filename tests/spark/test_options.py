@@ -1,0 +1,204 @@
+"""Options, offsets and planning: the connector's pure parts, without Spark or a broker."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from protocol.bodies.queue import MessageQueue
+from pyspark_rocklet.offsets import QueueBounds, from_json, limit_offsets, to_json
+from pyspark_rocklet.options import (
+    OffsetKind,
+    RockletOptionError,
+    SourceOptions,
+    parse_offline_options,
+    parse_sink_options,
+    parse_source_options,
+)
+from pyspark_rocklet.planning import Snapshot, resolve_offsets
+from pyspark_rocklet.ranges import DataLossError, plan_ranges
+from pyspark_rocklet.stream_source import next_end
+from tests.conftest import GOLDEN_STORE
+
+pytestmark = pytest.mark.spark
+
+NS = "127.0.0.1:9876"
+
+
+def mq(q: int, topic: str = "T", broker: str = "b") -> MessageQueue:
+    return MessageQueue(topic, broker, q)
+
+
+def source(streaming: bool = False, **opts: str) -> SourceOptions:
+    return parse_source_options({"nameServer": NS, "subscribe": "T", **opts}, streaming=streaming)
+
+
+# -- options -----------------------------------------------------------------------------
+
+
+def test_defaults_differ_for_batch_and_stream() -> None:
+    batch = parse_source_options({"nameserver": NS, "SUBSCRIBE": "b,a,a"}, streaming=False)
+    stream = parse_source_options({"nameServer": NS, "topic": "a"}, streaming=True)
+    assert batch.subscription.topics == ("a", "b")  # case-insensitive names, sorted, deduplicated
+    assert batch.starting.kind is OffsetKind.EARLIEST and batch.ending.kind is OffsetKind.LATEST
+    assert stream.starting.kind is OffsetKind.LATEST
+    assert (batch.pull_batch_size, batch.pull_timeout_ms, batch.fail_on_data_loss) == (
+        32,
+        3000,
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("opts", "streaming", "message"),
+    [
+        ({}, False, "say what to read"),
+        ({"subscribe": "a", "assign": '{"a": [0]}'}, False, "exactly one of"),
+        ({"subscribe": "a", "startingOfsets": "earliest"}, False, "unknown option"),
+        ({"subscribe": "a b"}, False, "not a valid topic name"),
+        ({"subscribePattern": "("}, False, "not a valid regex"),
+        ({"subscribe": "a", "endingOffsets": "latest"}, True, "batch queries only"),
+        ({"subscribe": "a", "maxOffsetsPerTrigger": "5"}, False, "streaming queries only"),
+        ({"subscribe": "a", "startingOffsets": "latest"}, False, "cannot be latest"),
+        ({"subscribe": "a", "startingOffsets": '{"a": {"0": -1}}'}, False, "cannot be latest"),
+        ({"subscribe": "a", "endingOffsets": '{"a": {"0": -2}}'}, False, "cannot be earliest"),
+        ({"subscribe": "a", "startingOffsets": "{nope"}, False, "not valid JSON"),
+        ({"subscribe": "a", "startingOffsets": '{"a": {"x:y": 1}}'}, False, "is not '<queueId>'"),
+        ({"subscribe": "a", "startingOffsets": '{"a": {"0": -3}}'}, False, "is not an offset"),
+        (
+            {"subscribe": "a", "startingTimestamp": "1", "startingOffsets": "earliest"},
+            False,
+            "not both",
+        ),
+        ({"subscribe": "a", "pullBatchSize": "0"}, False, "pullBatchSize must be in"),
+        ({"subscribe": "a", "failOnDataLoss": "yes"}, False, "true or false"),
+        ({"subscribe": "a", "minPartitions": "-1"}, False, "must be positive"),
+        ({"subscribe": "a", "subExpression": "A || "}, False, "empty tag"),
+        ({"assign": '{"a": []}'}, False, "non-empty list"),
+    ],
+)
+def test_bad_source_options_name_the_problem(
+    opts: dict[str, str], streaming: bool, message: str
+) -> None:
+    with pytest.raises(RockletOptionError, match=message):
+        parse_source_options({"nameServer": NS, **opts}, streaming=streaming)
+
+
+def test_name_server_is_required() -> None:
+    with pytest.raises(RockletOptionError, match="nameServer is required"):
+        parse_source_options({"subscribe": "a"}, streaming=False)
+
+
+def test_assign_and_offsets_json_accept_both_queue_forms() -> None:
+    opts = parse_source_options(
+        {
+            "nameServer": NS,
+            "assign": '{"a": [1, "b2:0", 1]}',
+            "startingOffsets": '{"a": {"1": 5, "b2:0": -2}}',
+        },
+        streaming=True,
+    )
+    assert opts.subscription.assign == {"a": ((None, 1), ("b2", 0))}
+    assert opts.starting.per_topic == {"a": {(None, 1): 5, ("b2", 0): -2}}
+
+
+def test_sink_and_offline_options() -> None:
+    sink = parse_sink_options({"nameServer": NS, "topic": "out", "writeId": "false"})
+    assert (sink.topic, sink.producer_group, sink.write_id) == ("out", "rocklet-spark-sink", False)
+    with pytest.raises(RockletOptionError, match="unknown option"):
+        parse_sink_options({"nameServer": NS, "subscribe": "x"})
+    offline = parse_offline_options({"path": str(GOLDEN_STORE), "topic": "GoldenTopic"})
+    assert offline.commitlog_dir == GOLDEN_STORE / "commitlog"
+    assert offline.topics == ("GoldenTopic",)
+    with pytest.raises(RockletOptionError, match="no commitlog segments"):
+        parse_offline_options({"path": str(GOLDEN_STORE / "config")})
+
+
+# -- offsets -----------------------------------------------------------------------------
+
+
+def test_offset_json_is_canonical_whatever_the_insertion_order() -> None:
+    queues = [mq(q, t, b) for t in ("b", "a") for b in ("y", "x") for q in (10, 2, 1)]
+    texts = set()
+    for seed in range(5):
+        random.Random(seed).shuffle(queues)
+        texts.add(json.dumps(to_json({m: m.queue_id * 7 for m in queues})))
+    assert len(texts) == 1
+    text = texts.pop()
+    assert text.startswith('{"a": {"x:1": 7, "x:2": 14, "x:10": 70, "y:1": 7')
+    assert from_json(json.loads(text)) == {m: m.queue_id * 7 for m in queues}
+    with pytest.raises(ValueError, match="not canonical"):
+        from_json({"a": {"1": 3}})
+
+
+def test_limit_offsets_is_exact_proportional_and_never_goes_back() -> None:
+    start = {mq(0): 0, mq(1): 100, mq(2): 50, mq(3): 10}
+    latest = {mq(0): 90, mq(1): 130, mq(2): 40, mq(3): 10}
+    end = limit_offsets(start, latest, 50)
+    assert sum(end[m] - start[m] for m in start) == 50
+    assert end[mq(2)] == 50 and end[mq(3)] == 10  # backwards and empty queues stay
+    assert end[mq(0)] - start[mq(0)] == 38 and end[mq(1)] - start[mq(1)] == 12  # 90:30
+    assert limit_offsets(start, latest, 1000) == {mq(0): 90, mq(1): 130, mq(2): 50, mq(3): 10}
+    tiny = limit_offsets({mq(q): 0 for q in range(8)}, {mq(q): 5 for q in range(8)}, 3)
+    assert tiny == {mq(0): 1, mq(1): 1, mq(2): 1, **{mq(q): 0 for q in range(3, 8)}}
+
+
+# -- planning ----------------------------------------------------------------------------
+
+
+def snapshot(**ranges: tuple[int, int]) -> Snapshot:
+    return Snapshot({mq(int(q[1:])): QueueBounds(lo, hi) for q, (lo, hi) in ranges.items()})
+
+
+def test_resolve_offsets_json_with_markers_and_defaults() -> None:
+    snap = snapshot(q0=(5, 50), q1=(0, 20), q2=(3, 9))
+    spec = source(startingOffsets='{"T": {"0": -2, "b:1": 7}}').starting
+    assert resolve_offsets(spec, snap, option="startingOffsets") == {mq(0): 5, mq(1): 7, mq(2): 3}
+    spec = source(endingOffsets='{"T": {"2": 4}}').ending
+    assert resolve_offsets(spec, snap, option="endingOffsets") == {mq(0): 50, mq(1): 20, mq(2): 4}
+
+
+def test_resolve_offsets_rejects_unknown_and_ambiguous_queues() -> None:
+    two_brokers = Snapshot(
+        {mq(0, broker="b1"): QueueBounds(0, 1), mq(0, broker="b2"): QueueBounds(0, 1)}
+    )
+    spec = source(startingOffsets='{"T": {"0": 0}}').starting
+    with pytest.raises(RockletOptionError, match="several brokers"):
+        resolve_offsets(spec, two_brokers, option="startingOffsets")
+    spec = source(startingOffsets='{"T": {"b1:7": 0}}').starting
+    with pytest.raises(RockletOptionError, match="no readable queue b1:7"):
+        resolve_offsets(spec, two_brokers, option="startingOffsets")
+    spec = source(startingOffsets='{"U": {"0": 0}}').starting
+    with pytest.raises(RockletOptionError, match="not subscribed"):
+        resolve_offsets(spec, two_brokers, option="startingOffsets")
+
+
+def test_plan_ranges_skips_empty_queues_and_splits_for_min_partitions() -> None:
+    opts = parse_source_options(
+        {"nameServer": NS, "subscribe": "T", "minPartitions": "5"}, streaming=False
+    )
+    parts = plan_ranges({mq(0): 0, mq(1): 10, mq(2): 4}, {mq(0): 80, mq(1): 10, mq(2): 24}, opts)
+    spans = [(p.mq.queue_id, p.start, p.end) for p in parts]
+    assert spans == [(0, 0, 20), (0, 20, 40), (0, 40, 60), (0, 60, 80), (2, 4, 24)]
+    assert all(p.name_server == NS and p.fail_on_data_loss for p in parts)
+
+
+def test_next_end_registers_new_queues_caps_at_target_and_keeps_vanished_ones() -> None:
+    begin = {mq(0): 10, mq(1): 0, mq(9): 4}  # queue 9 vanished from the route
+    snap = snapshot(q0=(0, 30), q1=(0, 30), q2=(2, 30))
+    end = next_end(begin, snap, target=None, max_rows=None, fail_on_data_loss=True)
+    assert end == {mq(0): 30, mq(1): 30, mq(2): 2, mq(9): 4}  # new queue 2 registered at min
+    capped = next_end(begin, snap, target={mq(0): 20}, max_rows=None, fail_on_data_loss=True)
+    assert capped == {mq(0): 20, mq(1): 0, mq(2): 2, mq(9): 4}  # not in target: no progress
+    limited = next_end(begin, snap, target=None, max_rows=10, fail_on_data_loss=True)
+    assert limited[mq(0)] - 10 + limited[mq(1)] == 10
+
+
+def test_next_end_reports_a_queue_that_moved_backwards() -> None:
+    snap = snapshot(q0=(0, 3))
+    with pytest.raises(DataLossError, match="now ends at 3, before the checkpoint's 10"):
+        next_end({mq(0): 10}, snap, target=None, max_rows=None, fail_on_data_loss=True)
+    end = next_end({mq(0): 10}, snap, target=None, max_rows=None, fail_on_data_loss=False)
+    assert end == {mq(0): 3}
