@@ -69,6 +69,8 @@ class FlushService:
         self.flushed_offset = commitlog.max_offset()
         #: Number of commitlog sync rounds that synced at least one file.
         self.sync_count = 0
+        self._least_bytes = config.flush_least_pages * _PAGE
+        self._wake_pending = False
 
     def request(self, end_offset: int) -> Future[bool]:
         """Register a put whose bytes end at ``end_offset``. Appending thread.
@@ -89,7 +91,20 @@ class FlushService:
         return fut
 
     def wakeup(self) -> None:
-        """Wake the flush thread (async mode after a put). Any thread."""
+        """Wake the flush thread now. Any thread."""
+        with self._cond:
+            self._cond.notify()
+
+    def wakeup_if_due(self, end_offset: int) -> None:
+        """Wake the flush thread if a put made enough bytes dirty (async mode). Any thread.
+
+        RocketMQ wakes its flush thread after every put; in Python each wake-up is a
+        GIL hand-off that slows the appending thread, and below ``flush_least_pages`` the
+        thread would only go back to sleep, so the interval timer covers smaller backlogs.
+        """
+        if self._wake_pending or end_offset - self.flushed_offset < self._least_bytes:
+            return
+        self._wake_pending = True
         with self._cond:
             self._cond.notify()
 
@@ -146,6 +161,7 @@ class FlushService:
                     self._cond.wait(self.config.flush_interval_ms / 1000)
                 if self._stopped:
                     return
+                self._wake_pending = False
             try:
                 self.run_once()
                 since = self.clock.monotonic_ms() - self._last_logics

@@ -292,7 +292,7 @@ class MessageStore:
         if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             durable = self.flush_service.request(end)
         else:
-            self.flush_service.wakeup()
+            self.flush_service.wakeup_if_due(end)
         return PutResult(
             PutMessageStatus.PUT_OK,
             at,
