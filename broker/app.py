@@ -117,7 +117,6 @@ class Broker:
         self._retention = retention
         self._metrics_server: MetricsServer | None = None
         self._register_now = asyncio.Event()
-        self._registered = asyncio.Event()
         self._stopped = False
 
     @classmethod
@@ -212,7 +211,7 @@ class Broker:
         )
         broker = cls(ctx, server, registrar, DelayDeliveryService(store), RetentionService(store))
         topics.on_change = broker._register_now.set
-        await registrar.register_all()
+        await broker._register()
         broker._start_services()
         if metrics is not None:
             await broker._start_metrics(metrics, host)
@@ -281,13 +280,17 @@ class Broker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._register_now.wait(), period)
             self._register_now.clear()
-            await self._registrar.register_all()
-            self._registered.set()
+            await self._register()
+
+    async def _register(self) -> None:
+        # The registrar reads the table before its first await, so this is its version.
+        counter = self.ctx.topics.data_version.counter
+        await self._registrar.register_all()
+        await self.ctx.registration.mark(counter)
 
     async def next_registration(self) -> None:
         """Wait until the next registration round with the name servers has finished."""
-        self._registered.clear()
-        await self._registered.wait()
+        await self.ctx.registration.wait_next()
 
     async def _persist(self) -> None:
         for manager in (self.ctx.topics, self.ctx.groups, self.ctx.offsets):

@@ -20,6 +20,7 @@ from broker.locks import RebalanceLockManager
 from broker.long_polling import PullHoldService
 from broker.metrics import NULL_METRICS, MetricsSink
 from broker.offsets import ConsumerOffsetManager
+from broker.registration import RegistrationTracker
 from broker.topics import TopicConfigManager
 from store.clock import Clock
 from store.message_store import MessageStore
@@ -72,6 +73,8 @@ class BrokerContext:
         broker_addr: ``ip:port`` clients reach this broker at (advertised).
         store_host: ``broker_addr`` packed as a stored record's 8-byte host field.
         tasks: Owned background tasks (e.g. notifications to clients).
+        registration: Which topic-table version the name servers have; processors
+            that change topics wait on it before answering.
         metrics: Where hot paths report puts, gets and requests (no-op when off).
     """
 
@@ -87,6 +90,7 @@ class BrokerContext:
     broker_addr: str
     store_host: bytes
     tasks: TaskSet
+    registration: RegistrationTracker = field(default_factory=RegistrationTracker)
     metrics: MetricsSink = NULL_METRICS
 
     @property

@@ -22,7 +22,7 @@ from protocol.command import RemotingCommand
 from protocol.headers.namesrv import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
 from protocol.message import body_crc
 
-__all__ = ["NamesrvRegistrar", "parse_namesrv_addrs"]
+__all__ = ["NamesrvRegistrar", "RegistrationTracker", "parse_namesrv_addrs"]
 
 log = structlog.get_logger(__name__)
 
@@ -126,3 +126,47 @@ class NamesrvRegistrar:
             )
             return False
         return True
+
+
+class RegistrationTracker:
+    """Which version of the topic table the name servers have been sent.
+
+    RocketMQ registers a changed topic table *before* it answers the request that changed
+    it (``AdminBrokerProcessor.updateAndCreateTopic``), so a client that creates a topic
+    and then asks a name server for its route finds it. Processors wait here for the
+    registration round carrying their change. Event loop only.
+    """
+
+    def __init__(self) -> None:
+        self._registered = -1
+        self._changed = asyncio.Condition()
+
+    @property
+    def registered(self) -> int:
+        """The highest topic-table version (data version counter) registered so far."""
+        return self._registered
+
+    async def mark(self, counter: int) -> None:
+        """Record that a registration round carrying version ``counter`` has finished."""
+        async with self._changed:
+            self._registered = max(self._registered, counter)
+            self._changed.notify_all()
+
+    async def wait_for(self, counter: int, timeout_s: float) -> bool:
+        """Wait until version ``counter`` has been registered.
+
+        Returns:
+            Whether it was, within ``timeout_s``.
+        """
+        try:
+            async with asyncio.timeout(timeout_s), self._changed:
+                await self._changed.wait_for(lambda: self._registered >= counter)
+        except TimeoutError:
+            return False
+        return True
+
+    async def wait_next(self) -> None:
+        """Wait for the next registration round to finish (tests and tooling)."""
+        async with self._changed:
+            seen = self._registered
+            await self._changed.wait_for(lambda: self._registered > seen)

@@ -143,6 +143,7 @@ class TopicAdmin:
             return refused.answer(cmd)
         self._ctx.topics.update(config)
         log.info("topic updated by admin", topic=header.topic, peer=rctx.peer_address)
+        await self._registered()
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def delete(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -155,7 +156,15 @@ class TopicAdmin:
         self._ctx.topics.delete(header.topic)
         self._ctx.offsets.remove_topic(header.topic)
         log.info("topic deleted by admin", topic=header.topic, peer=rctx.peer_address)
+        await self._registered()
         return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def _registered(self) -> None:
+        # Answer once the name servers have the new table, as RocketMQ does, so a
+        # client that asks for the route next finds it. A name server that does not
+        # answer in time delays the admin call, never fails it.
+        timeout_s = self._ctx.config.register_broker_timeout_ms / 1000
+        await self._ctx.registration.wait_for(self._ctx.topics.data_version.counter, timeout_s)
 
     async def all_configs(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_ALL_TOPIC_CONFIG: every topic config with the table's data version."""
