@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 DATA   ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: install tools run cluster test lint typecheck bench clean
+.PHONY: install tools bench-tools run cluster test lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,8 +50,31 @@ typecheck: install
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## bench: benchmarks (never part of make test); results go to bench-results/
-bench: install
+## bench-tools: the peers `make bench` starts on loopback (Debian's redis-server,
+## rabbitmq-server, nats-server), installed with apt when missing and we are root;
+## otherwise a note (rocklet bench then skips them and says why).
+bench-tools:
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	test -x /usr/lib/rabbitmq/bin/rabbitmq-server || missing="$$missing rabbitmq-server"; \
+	command -v nats-server >/dev/null 2>&1 || missing="$$missing nats-server"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else \
+	    echo "note: missing$$missing; run 'apt-get install$$missing' as root" >&2; \
+	  fi; \
+	fi
+
+BENCH_STAMP := $(VENV)/.bench-stamp
+$(BENCH_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+## bench: the benchmark suite, Rocklet beside Redis, RabbitMQ, NATS and the machine's
+## limits (never part of make test; ~20 min); results go to bench-results/
+bench: $(BENCH_STAMP) bench-tools
 	$(BIN)/rocklet bench
 
 clean:

@@ -1,4 +1,4 @@
-"""Entry point of the ``rocklet`` command: name server, broker, standalone, admin, cluster."""
+"""Entry point of the ``rocklet`` command: servers, admin, cluster and bench."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from broker.config import (
     with_overrides,
 )
 from rocklet.admin import add_admin_parser, run_admin
+from rocklet.benchsuite.cli import add_bench_parser, run_bench
 from rocklet.cluster import add_cluster_parser, run_cluster
 from rocklet.logging import configure_logging
 from rocklet.serve import serve_broker, serve_namesrv, serve_standalone
@@ -77,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(sub.choices["admin"], "WARNING")  # a tool's output, not a server's log
     add_cluster_parser(sub)
     _common(sub.choices["cluster"])
+    add_bench_parser(sub)
+    _common(sub.choices["bench"], "WARNING")
     return parser
 
 
@@ -167,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_admin(args)
         if args.command == "cluster":
             return run_cluster(args)
+        if args.command == "bench":
+            return run_bench(args)
         return _run_broker(args)
     except ConfigError as exc:
         sys.stderr.write(f"rocklet {args.command}: {exc}\n")

@@ -1,0 +1,1 @@
+"""The systems under test: Rocklet and its peers, one module each (server and client)."""
