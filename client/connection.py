@@ -14,7 +14,13 @@ What it does, and why:
   ``requestId`` counter is the counter-example.
 - Requests coming *from* the peer go to a handler, each in its own owned task, so a
   held long-poll pull never blocks the next request on the same connection (Java runs
-  each request on an executor for the same reason).
+  each request on an executor for the same reason). For the codes in ``eager_codes``
+  (the broker's sends and pulls) the handler first runs inline and gets a task only
+  if it suspends (:mod:`client.eager_start`).
+- Writes can be coalesced (``coalesce_writes``): every frame written while one read is
+  decoded, or during one event-loop pass, leaves in one ``writelines``. One send
+  syscall per answer was the largest single cost of a pipelining broker (it wakes the
+  peer, which preempts us inside the syscall on a small machine).
 - Flow control: when the transport's write buffer passes its high-water mark we stop
   reading that connection until it drains, so a client that never reads cannot make
   us buffer responses without bound.
@@ -26,15 +32,21 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import Final, NamedTuple, TypeAlias, cast
 
 from client._log import get_logger
+from client.eager_start import start_eagerly
 from client.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
 from protocol.codes import ResponseCode
 from protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from protocol.errors import FrameError
-from protocol.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_command_parts
+from protocol.frame import (
+    DEFAULT_MAX_FRAME_SIZE,
+    FrameDecoder,
+    encode_command_into,
+    encode_command_parts,
+)
 
 __all__ = [
     "Buffer",
@@ -56,6 +68,10 @@ _OPAQUE_MASK: Final = 0x7FFFFFFF
 DEFAULT_LINGER_S: Final = 1.0
 #: The C++ client's connect timeout (remoting-protocol.md §6).
 DEFAULT_CONNECT_TIMEOUT_S: Final = 3.0
+#: A coalescing connection writes at once when this many bytes wait (the transport's
+#: default high-water mark): a big answer is not held back, and flow control sees the
+#: bytes as early as without coalescing.
+_COALESCE_LIMIT: Final = 64 * 1024
 
 
 class ConnectionStatus(enum.Enum):
@@ -102,9 +118,14 @@ class Connection(asyncio.Protocol):
         high_water: Write-buffer size, in bytes, above which reading pauses (the
             transport's default, 64 KiB, when ``None``).
         linger_s: How long :meth:`close` waits for queued bytes to be sent.
-        coalesce_writes: Gather the frames written during one event-loop iteration
-            into one ``writelines`` call (SDK connections: many pipelined requests
-            then cost one send syscall instead of one each).
+        coalesce_writes: Gather the frames written while one read is decoded or
+            during one event-loop iteration into one ``writelines`` call (many
+            pipelined requests or answers then cost one send syscall, not one each).
+        eager_codes: Request codes whose handler starts inline, in the read callback,
+            and gets a task only if it suspends. Such handlers must not need
+            :func:`asyncio.current_task` (nor :func:`asyncio.timeout`) before their
+            first ``await`` that really waits. A live container: codes added later
+            count.
     """
 
     def __init__(
@@ -115,11 +136,16 @@ class Connection(asyncio.Protocol):
         high_water: int | None = None,
         linger_s: float = DEFAULT_LINGER_S,
         coalesce_writes: bool = False,
+        eager_codes: Container[int] = frozenset(),
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._coalesce = coalesce_writes
+        self._eager_codes = eager_codes
         self._outbox: list[Buffer] = []
+        self._outbox_bytes = 0
+        self._flush_at = _COALESCE_LIMIT if high_water is None else min(high_water, _COALESCE_LIMIT)
         self._flush_scheduled = False
+        self._receiving = False
         self._handler = handler
         self._decoder = FrameDecoder(max_frame_size=max_frame_size)
         self._high_water = high_water
@@ -192,7 +218,7 @@ class Connection(asyncio.Protocol):
     @property
     def write_buffer_size(self) -> int:
         """Bytes queued in the transport and not yet handed to the kernel."""
-        queued = sum(memoryview(part).nbytes for part in self._outbox)
+        queued = self._outbox_bytes
         return queued + (0 if self._transport is None else self._transport.get_write_buffer_size())
 
     # -- sending ------------------------------------------------------------------
@@ -212,23 +238,29 @@ class Connection(asyncio.Protocol):
             RequestTimeoutError: No answer in time; the request may still have run.
             ConnectionClosedError: The connection is or became closed.
         """
-        opaque = -1
-        fut: asyncio.Future[RemotingCommand] | None = None
+        loop = self._loop
+        deadline = loop.time() + timeout_s
+        self._ensure_open()
+        if not self._writable.is_set():
+            await self._wait_writable_within(cmd.code, timeout_s)
+        opaque = self._allocate_opaque()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        self._pending[opaque] = fut
+        # One timer per request that fails its future, rather than asyncio.timeout():
+        # this runs for every send and pull, and the context manager costs several
+        # times as much (it also needs a current task).
+        timer = loop.call_at(deadline, _expire, fut)
         try:
-            async with asyncio.timeout(timeout_s):
-                await self.wait_writable()
-                opaque = self._allocate_opaque()
-                fut = self._loop.create_future()
-                self._pending[opaque] = fut
-                self._write(_with(cmd, opaque, cmd.flag & ~(FLAG_RESPONSE | FLAG_ONEWAY)))
-                return await fut
+            self._write(_with(cmd, opaque, cmd.flag & ~(FLAG_RESPONSE | FLAG_ONEWAY)))
+            return await fut
         except TimeoutError:
             raise RequestTimeoutError(
                 code=cmd.code, opaque=opaque, timeout_s=timeout_s, peer=self.peer_address
             ) from None
         finally:
+            timer.cancel()
             # Compare identity: after an answer the opaque is free and may be reused.
-            if fut is not None and self._pending.get(opaque) is fut:
+            if self._pending.get(opaque) is fut:
                 del self._pending[opaque]
 
     async def send_oneway(self, cmd: RemotingCommand, timeout_s: float | None = None) -> None:
@@ -243,13 +275,9 @@ class Connection(asyncio.Protocol):
             RequestTimeoutError: The connection stayed congested past ``timeout_s``.
             ConnectionClosedError: The connection is closed.
         """
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self.wait_writable()
-        except TimeoutError:
-            raise RequestTimeoutError(
-                code=cmd.code, opaque=-1, timeout_s=timeout_s or 0.0, peer=self.peer_address
-            ) from None
+        self._ensure_open()
+        if not self._writable.is_set():
+            await self._wait_writable_within(cmd.code, timeout_s)
         # Java assigns oneway requests an opaque too; nobody waits on it.
         self._write(_with(cmd, self._allocate_opaque(), (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY))
 
@@ -263,6 +291,16 @@ class Connection(asyncio.Protocol):
         if not self._writable.is_set():
             await self._writable.wait()
             self._ensure_open()
+
+    async def _wait_writable_within(self, code: int, timeout_s: float | None) -> None:
+        # wait_for, not asyncio.timeout(): this may run in an eager handler's first
+        # step, outside any task (see eager_codes).
+        try:
+            await asyncio.wait_for(self.wait_writable(), timeout_s)
+        except TimeoutError:
+            raise RequestTimeoutError(
+                code=code, opaque=-1, timeout_s=timeout_s or 0.0, peer=self.peer_address
+            ) from None
 
     def refuse_requests(self, code: int, remark: str) -> None:
         """Answer every request arriving from now on with ``code`` instead of handling it.
@@ -359,22 +397,30 @@ class Connection(asyncio.Protocol):
         """Decode frames and route them (called by asyncio)."""
         if self._status is not ConnectionStatus.OPEN:
             return
-        self._decoder.feed(data)
-        while True:
-            try:
-                cmd = self._decoder.next_command()
-            except FrameError as exc:
-                _log.warning(
-                    "closing connection: broken frame", peer=self.peer_address, error=str(exc)
-                )
-                self._abort(exc)
-                return
-            if cmd is None:
-                return
-            if cmd.is_response:
-                self._on_response(cmd)
-            else:
-                self._on_request(cmd)
+        decoder = self._decoder
+        decoder.feed(data)
+        # Answers written while this read is decoded leave together, right after it.
+        self._receiving = True
+        try:
+            while True:
+                try:
+                    cmd = decoder.next_command()
+                except FrameError as exc:
+                    _log.warning(
+                        "closing connection: broken frame", peer=self.peer_address, error=str(exc)
+                    )
+                    self._abort(exc)
+                    return
+                if cmd is None:
+                    break
+                if cmd.flag & FLAG_RESPONSE:
+                    self._on_response(cmd)
+                else:
+                    self._on_request(cmd)
+        finally:
+            self._receiving = False
+        if self._outbox:
+            self._flush()
 
     def pause_writing(self) -> None:
         """Stop reading until the write buffer drains (called by asyncio)."""
@@ -418,21 +464,32 @@ class Connection(asyncio.Protocol):
         return opaque
 
     def _write(self, cmd: RemotingCommand, extra_body: Sequence[Buffer] = ()) -> None:
-        self._ensure_open()
-        assert self._transport is not None  # OPEN implies connection_made ran
+        if self._status is not ConnectionStatus.OPEN:
+            raise self._closed_error()
+        transport = self._transport
+        assert transport is not None  # OPEN implies connection_made ran
         if not self._coalesce:
-            self._transport.writelines(encode_command_parts(cmd, extra_body))
+            transport.writelines(encode_command_parts(cmd, extra_body))
             return
-        self._outbox.extend(encode_command_parts(cmd, extra_body))
-        if not self._flush_scheduled:
+        self._outbox_bytes += encode_command_into(self._outbox, cmd, extra_body)
+        if self._outbox_bytes >= self._flush_at:
+            self._flush()
+        # data_received flushes when it has decoded the whole read; other writers
+        # (tasks, timers) share one flush at the end of this loop iteration.
+        elif not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        outbox, self._outbox = self._outbox, []
-        if outbox and self._transport is not None and not self._transport.is_closing():
-            self._transport.writelines(outbox)
+        outbox = self._outbox
+        if not outbox:
+            return
+        self._outbox = []
+        self._outbox_bytes = 0
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.writelines(outbox)
 
     def _on_response(self, cmd: RemotingCommand) -> None:
         fut = self._pending.pop(cmd.opaque, None)
@@ -455,7 +512,14 @@ class Connection(asyncio.Protocol):
                 code, remark = self._refusal
                 self._write(cmd.make_response(code, remark=remark))
             return
-        task = self._loop.create_task(self._handle(cmd))
+        if cmd.code in self._eager_codes:
+            task = start_eagerly(self._handle(cmd), self._loop)
+            if task is not None:
+                self._track(task)
+        else:
+            self._track(self._loop.create_task(self._handle(cmd)))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -513,6 +577,12 @@ class Connection(asyncio.Protocol):
                 callback(self)
             except Exception:
                 _log.exception("close callback failed", peer=self.peer_address)
+
+
+def _expire(fut: asyncio.Future[RemotingCommand]) -> None:
+    """A request's timer: fail it unless its answer (or a close) came first."""
+    if not fut.done():
+        fut.set_exception(TimeoutError())
 
 
 def _with(cmd: RemotingCommand, opaque: int, flag: int) -> RemotingCommand:

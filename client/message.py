@@ -124,9 +124,13 @@ class SendResult:
     trace_on: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageExt:
     """A received or looked-up message, with every stored field.
+
+    Treat it as read-only. It is not a frozen dataclass because a consumer builds one
+    per message received, and a frozen ``__init__`` (``object.__setattr__`` per field)
+    cost several times a plain one; use :func:`dataclasses.replace` for a changed copy.
 
     Attributes:
         topic: The topic (for retry deliveries, the original topic once restored).

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import struct
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -53,13 +54,13 @@ from client.message import (
 )
 from client.request_reply import REPLY_MESSAGE_FLAG
 from client.routes import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, LatencyFaultTolerance
-from protocol.batch import BatchItem, encode_batch
 from protocol.bodies.queue import MessageQueue
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
+from protocol.errors import MessageFormatError
 from protocol.headers.send import SendMessageResponseHeader
 from protocol.message import SysFlag, java_string_hash
-from protocol.properties import Prop
+from protocol.properties import MAX_PROPERTIES_SIZE, Prop
 
 __all__ = ["MessageQueueSelector", "Producer", "ProducerConfig", "ProducerStatus", "hash_selector"]
 
@@ -249,7 +250,13 @@ class Producer:
         """
         if not isinstance(msg, Message):
             return await self._send_batch(msg)
-        return await self.send_with_properties(msg)
+        # send_with_properties(msg) without its extra coroutine frame: this is the path
+        # of every single send.
+        uniq, props, body, sys_flag = self._prepare(msg, None)
+        code = RequestCode.SEND_MESSAGE_V2
+        if msg.properties and msg.properties.get(Prop.MSG_TYPE) == REPLY_MESSAGE_FLAG:
+            code = RequestCode.SEND_REPLY_MESSAGE_V2
+        return await self._send(msg.topic, body, props, sys_flag, msg.flag, uniq, code)
 
     async def send_with_properties(
         self, msg: Message, extra: Mapping[str, str] | None = None, *, sys_flag: int = 0
@@ -394,27 +401,48 @@ class Producer:
         if not msgs:
             raise InvalidMessageError("a batch needs at least one message")
         topic = msgs[0].topic
+        max_size = self.config.max_message_size
+        validate_message(msgs[0], max_size)
         assert self._ids is not None
-        ids = self._ids
-        items: list[BatchItem] = []
+        next_id = self._ids.next
         uniqs: list[str] = []
+        # The batch body (protocol.batch's layout) is written as the messages are
+        # checked: one pass, no BatchItem per message. The topic was checked once
+        # above; a message's other checks run only when it could fail them.
+        body = bytearray()
         for msg in msgs:
-            validate_message(msg, self.config.max_message_size)
             if msg.topic != topic:
+                validate_message(msg, max_size)  # an invalid topic is reported as such
                 raise InvalidMessageError("every message of a batch must have the same topic")
-            if msg.delay_level > 0:
-                raise InvalidMessageError("messages of a batch cannot be delayed")
-            uniq = ids.next()
+            payload = msg.body
+            if not payload or len(payload) > max_size or msg.delay_level or msg.properties:
+                validate_message(msg, max_size)
+                if msg.delay_level > 0:
+                    raise InvalidMessageError("messages of a batch cannot be delayed")
+            uniq = next_id()
             uniqs.append(uniq)
-            items.append(BatchItem(msg.flag, msg.body, send_properties(msg, uniq).encode()))
-        body = encode_batch(items)
-        if len(body) > self.config.max_message_size:
-            raise InvalidMessageError(
-                f"the batch is {len(body)} bytes; max {self.config.max_message_size}"
+            props = send_properties(msg, uniq).encode()
+            if len(props) > MAX_PROPERTIES_SIZE:
+                raise MessageFormatError(
+                    f"properties are {len(props)} bytes; the limit is {MAX_PROPERTIES_SIZE}"
+                )
+            body += _BATCH_ITEM_HEAD.pack(
+                _BATCH_ITEM_OVERHEAD + len(payload) + len(props), 0, 0, msg.flag, len(payload)
             )
+            body += payload
+            body += _I16.pack(len(props))
+            body += props
+        if len(body) > max_size:
+            raise InvalidMessageError(f"the batch is {len(body)} bytes; max {max_size}")
         # Java's MessageBatch carries WAIT but no UNIQ_KEY of its own (sendKernelImpl).
         return await self._send(
-            topic, body, "WAIT\x01true", 0, 0, ",".join(uniqs), RequestCode.SEND_BATCH_MESSAGE
+            topic,
+            bytes(body),
+            "WAIT\x01true",
+            0,
+            0,
+            ",".join(uniqs),
+            RequestCode.SEND_BATCH_MESSAGE,
         )
 
     async def _queues(self, topic: str) -> list[MessageQueue]:
@@ -497,9 +525,11 @@ class Producer:
         instance = self.instance
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout_s
-        queues = await self._queues(topic)
+        # The cached route answers without waiting; _queues also handles a topic
+        # without writable queues yet.
+        queues = await instance.publish_queues(topic) or await self._queues(topic)
         batch = code == RequestCode.SEND_BATCH_MESSAGE
-        half = bool(sys_flag & SysFlag.TRANSACTION_PREPARED)
+        half = bool(sys_flag & _TRANSACTION_PREPARED)
         avoid: str | None = None
         failures: list[BaseException] = []
         for _attempt in range(1 + self.config.retry_times):
@@ -507,12 +537,12 @@ class Producer:
             # Queues guessed from the TBW102 template: let the broker pick one it has
             # (not for half messages, whose answer may not name the queue: see below).
             guessed = fixed is None and not half and instance.routed_by_template(topic)
-            remaining = deadline - loop.time()
+            started = loop.time()
+            remaining = deadline - started
             if remaining <= 0:
                 break
-            started = loop.time()
             try:
-                addr = await self._master(mq)
+                addr = instance.master_addr(mq.broker_name) or await self._master(mq)
                 answer = await instance.invoke(
                     addr,
                     self._command(
@@ -544,6 +574,14 @@ class Producer:
 
 #: ``defaultTopicQueueNums`` as its header text.
 _DEFAULT_QUEUE_NUMS: Final = str(DEFAULT_TOPIC_QUEUE_NUMS)
+# A plain int: ``int & SysFlag.X`` goes through IntFlag's Python-level operator.
+_TRANSACTION_PREPARED: Final = int(SysFlag.TRANSACTION_PREPARED)
+#: A batch item's fixed part (protocol.batch): total size, magic, body CRC (clients
+#: send 0 for both), flag, body length; then the body, an int16 properties length and
+#: the properties.
+_BATCH_ITEM_HEAD: Final = struct.Struct(">iiiii")
+_BATCH_ITEM_OVERHEAD: Final = 22
+_I16: Final = struct.Struct(">h")
 
 
 def _send_result(

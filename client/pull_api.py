@@ -32,7 +32,7 @@ from protocol.headers.consumer import (
     GetMinOffsetRequestHeader,
     SearchOffsetRequestHeader,
 )
-from protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
+from protocol.headers.pull import PullMessageResponseHeader, PullSysFlag, pull_request_fields
 from protocol.message import MESSAGE_MAGIC, SysFlag, decode_message
 from protocol.properties import Prop, decode_properties
 
@@ -56,6 +56,9 @@ _FIXED: Final = struct.Struct(">iiiiiqqiq8sq8siqi")
 # Plain ints: ``int & IntFlag`` goes through enum machinery, slow on a per-record path.
 _V6_HOSTS: Final = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
 _COMPRESSED: Final = int(SysFlag.COMPRESSED)
+_SUBSCRIPTION: Final = int(PullSysFlag.SUBSCRIPTION)
+_COMMIT_OFFSET: Final = int(PullSysFlag.COMMIT_OFFSET)
+_SUSPEND: Final = int(PullSysFlag.SUSPEND)
 _I16: Final = struct.Struct(">h")
 _host_cache: dict[bytes, tuple[str, int]] = {}
 
@@ -172,24 +175,27 @@ def pull_request(
     Returns:
         The request.
     """
-    flags = PullSysFlag.SUBSCRIPTION
+    flags = _SUBSCRIPTION
+    commit = 0
     if commit_offset is not None and commit_offset > 0:
-        flags |= PullSysFlag.COMMIT_OFFSET
+        flags |= _COMMIT_OFFSET
+        commit = commit_offset
     if suspend_ms > 0:
-        flags |= PullSysFlag.SUSPEND
-    header = PullMessageRequestHeader(
-        consumer_group=group,
-        topic=mq.topic,
-        queue_id=mq.queue_id,
-        queue_offset=offset,
-        max_msg_nums=max_nums,
-        sys_flag=int(flags),
-        commit_offset=commit_offset if commit_offset is not None and commit_offset > 0 else 0,
-        suspend_timeout_millis=suspend_ms,
-        subscription=subscription or "*",
-        sub_version=sub_version,
+        flags |= _SUSPEND
+    # PullMessageRequestHeader's extFields, built directly: one per pull.
+    fields = pull_request_fields(
+        group,
+        mq.topic,
+        mq.queue_id,
+        offset,
+        max_nums,
+        flags,
+        commit,
+        suspend_ms,
+        subscription or "*",
+        sub_version,
     )
-    return RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=header.to_ext_fields())
+    return RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=fields)
 
 
 def read_pull_response(

@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_MAX_HEADER_SIZE",
     "FrameDecoder",
     "encode_command",
+    "encode_command_into",
     "encode_command_parts",
 ]
 
@@ -114,7 +115,8 @@ class FrameDecoder:
             self._check_total(int.from_bytes(buf[pos : pos + 4], "big", signed=True))
             return None
         total, word = _LENGTHS.unpack_from(buf, pos)
-        self._check_total(total)
+        if total < 4 or total > self._max_frame:
+            self._check_total(total)
         stype, header_len = (word >> 24) & 0xFF, word & _MAX_HEADER_FIELD
         if stype not in _KNOWN_TYPES:
             raise FrameError(f"unknown serialize type {stype}")
@@ -126,8 +128,11 @@ class FrameDecoder:
         if len(buf) < end:
             return None
         start = pos + 8
-        header = bytes(buf[start : start + header_len])
-        body = bytes(buf[start + header_len : end])
+        # Through a memoryview: slicing the bytearray and then converting would copy
+        # twice. The view must be released before the buffer is resized below.
+        with memoryview(buf) as view:
+            header = bytes(view[start : start + header_len])
+            body = bytes(view[start + header_len : end])
         self._pos = end
         if end == len(buf):
             buf.clear()
@@ -178,13 +183,45 @@ def encode_command_parts(cmd: RemotingCommand, extra_body: Sequence[Buffer] = ()
         ValueError: A header field does not fit its wire type
             (:func:`protocol.header_codec.encode_header`).
     """
-    header = encode_header(cmd)
-    body_len = len(cmd.body) + sum(len(part) for part in extra_body)
-    parts: list[Buffer] = [_prefix(cmd, header, body_len) + header]
-    if cmd.body:
-        parts.append(cmd.body)
-    parts.extend(extra_body)
+    parts: list[Buffer] = []
+    encode_command_into(parts, cmd, extra_body)
     return parts
+
+
+def encode_command_into(
+    out: list[Buffer], cmd: RemotingCommand, extra_body: Sequence[Buffer] = ()
+) -> int:
+    """Append a command's frame to ``out`` as buffers, as :func:`encode_command_parts`.
+
+    For writers that gather many frames before one ``writelines``: no list per frame,
+    and the frame's size comes back for their bookkeeping.
+
+    Args:
+        out: Where the buffers are appended.
+        cmd: The command; ``cmd.body`` is the first part of the body.
+        extra_body: More body parts sent after ``cmd.body``.
+
+    Returns:
+        The frame's size in bytes.
+
+    Raises:
+        ValueError: As :func:`encode_command_parts`.
+    """
+    header = encode_header(cmd)
+    body = cmd.body
+    body_len = len(body)
+    for part in extra_body:
+        body_len += len(part)
+    header_len = len(header)
+    if header_len > _MAX_HEADER_FIELD:
+        _prefix(cmd, header, body_len)  # raises
+    prefix = _PREFIX.pack(4 + header_len + body_len, (cmd.serialize_type << 24) | header_len)
+    out.append(prefix + header)
+    if body:
+        out.append(body)
+    if extra_body:
+        out.extend(extra_body)
+    return 8 + header_len + body_len
 
 
 def encode_command(cmd: RemotingCommand) -> bytes:

@@ -30,8 +30,10 @@ would truncate and our own decoder would refuse.
 from __future__ import annotations
 
 import json
+import json.decoder
+import json.encoder
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import msgpack
@@ -51,6 +53,43 @@ _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _LANG_BY_NUMBER: Final = {m.value: m.name for m in LanguageCode}
 _LANG_BY_NAME: Final = {m.name: m.value for m in LanguageCode}
+_STR_ONLY: Final = frozenset({str})
+_JSON: Final = int(SerializeType.JSON)
+#: What JSON allows around a value (json.loads accepts exactly these).
+_JSON_SPACE: Final = " \t\n\r"
+
+# Every request and answer has a JSON header, so the stdlib's C scanner and encoder
+# are called directly: ``json.loads`` and ``json.dumps`` wrap them in Python layers
+# (encoding detection, a new encoder object per call with our separators) that cost
+# more than the parsing itself. The results are the same; anything unusual (a BOM, an
+# encoding other than UTF-8, trailing whitespace, a malformed header) takes the
+# ``json.loads`` path, so errors read exactly as before.
+# (typeshed does not list these undocumented but long-standing attributes.)
+_scan_json: Callable[[str, int], tuple[Any, int]]
+_scan_json = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_c_make_encoder: Callable[..., Callable[[Any, int], list[str]]] | None
+_c_make_encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+_encode_json: Callable[[Any], str]
+if _c_make_encoder is not None:
+    _c_encoder = _c_make_encoder(
+        None,  # no circular-reference bookkeeping: headers are flat
+        json.JSONEncoder().default,  # the TypeError json.dumps raises for odd values
+        json.encoder.encode_basestring,  # ensure_ascii=False
+        None,
+        ":",
+        ",",
+        False,
+        False,
+        True,
+    )
+
+    def _encode_json(obj: Any) -> str:
+        return "".join(_c_encoder(obj, 0))
+
+else:  # pragma: no cover - CPython always has the C encoder
+
+    def _encode_json(obj: Any) -> str:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 def normalize_ext_value(value: object) -> str | None:
@@ -93,11 +132,24 @@ def _ext_from(raw: object) -> dict[str, str]:
     # freshly decoded dict is already what we want, and building a copy is wasted work.
     if all(type(k) is str and type(v) is str for k, v in raw.items()):
         return raw
+    return _normalized(raw)
+
+
+def _normalized(raw: dict[Any, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in raw.items():
-        text = normalize_ext_value(value)
-        if text is not None:
-            out[str(key)] = text
+        # Strings and ints (the C++ client sends four numbers per send) without a
+        # call each; normalize_ext_value for the rest. type() excludes bool.
+        if type(value) is str:
+            text = value
+        elif type(value) is int:
+            text = str(value)
+        else:
+            normalized = normalize_ext_value(value)
+            if normalized is None:
+                continue
+            text = normalized
+        out[key if type(key) is str else str(key)] = text
     return out
 
 
@@ -118,6 +170,35 @@ def _int_field(obj: Mapping[str, Any], name: str, default: int | None = None) ->
 
 
 def _from_mapping(obj: object, stype: SerializeType, body: bytes) -> RemotingCommand:
+    if type(obj) is dict:
+        # What every client sends: int fields, a string remark and language, and
+        # extFields of strings. Checked in one pass and built without conversions.
+        get = obj.get
+        code, opaque, flag, version = get("code"), get("opaque"), get("flag"), get("version")
+        ext, remark, language = get("extFields"), get("remark"), get("language")
+        if (
+            type(code) is int
+            and type(opaque) is int
+            and type(flag) is int
+            and type(version) is int
+            and _INT32_MIN <= code <= _INT32_MAX
+            and _INT32_MIN <= opaque <= _INT32_MAX
+            and _INT32_MIN <= flag <= _INT32_MAX
+            and _INT32_MIN <= version <= _INT32_MAX
+            and type(ext) is dict
+            and (remark is None or type(remark) is str)
+            and type(language) is str
+        ):
+            if not (
+                _STR_ONLY.issuperset(map(type, ext.values()))
+                and (stype == SerializeType.JSON or _STR_ONLY.issuperset(map(type, ext)))
+            ):
+                ext = _normalized(ext)  # e.g. the C++ client's numbers
+            return RemotingCommand(code, opaque, flag, remark, ext, body, language, version, stype)
+    return _from_mapping_checked(obj, stype, body)
+
+
+def _from_mapping_checked(obj: object, stype: SerializeType, body: bytes) -> RemotingCommand:
     if not isinstance(obj, dict):
         raise FrameError("header is not an object")
     remark = obj.get("remark")
@@ -196,11 +277,24 @@ def decode_header(stype: int, data: bytes, body: bytes) -> RemotingCommand:
     Raises:
         FrameError: The header cannot be parsed; the connection should be closed.
     """
-    if stype == SerializeType.JSON:
+    if stype == _JSON:
+        # json.loads(data), straight to the C scanner for the usual header (see
+        # _scan_json); anything else goes through json.loads itself.
+        obj: object = None
         try:
-            obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise FrameError(f"JSON header does not parse: {exc}") from None
+            text = data.decode()
+            if text.startswith("{"):
+                obj, end = _scan_json(text, 0)
+                # The C++ client's JSON writer ends its headers with a newline.
+                if end != len(text) and text[end:].strip(_JSON_SPACE):
+                    obj = None
+        except (StopIteration, ValueError, RecursionError):
+            obj = None
+        if obj is None:
+            try:
+                obj = json.loads(data)
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                raise FrameError(f"JSON header does not parse: {exc}") from None
         return _from_mapping(obj, SerializeType.JSON, body)
     if stype == SerializeType.ROCKETMQ:
         return _decode_binary(data, body)
@@ -221,7 +315,12 @@ def decode_header(stype: int, data: bytes, body: bytes) -> RemotingCommand:
 
 def _as_mapping(cmd: RemotingCommand, rpc_type: str | None) -> dict[str, Any]:
     # Keys in fastjson's (alphabetical) order, so our frames look like a Java broker's.
-    out: dict[str, Any] = {"code": cmd.code, "extFields": dict(cmd.ext_fields), "flag": cmd.flag}
+    ext = cmd.ext_fields
+    out: dict[str, Any] = {
+        "code": cmd.code,
+        "extFields": ext if type(ext) is dict else dict(ext),
+        "flag": cmd.flag,
+    }
     out["language"] = cmd.language
     out["opaque"] = cmd.opaque
     if cmd.remark is not None:
@@ -277,16 +376,36 @@ def encode_header(cmd: RemotingCommand) -> bytes:
         ValueError: A field does not fit its wire type (see the module docstring), or
             the serialize type is not one we can write.
     """
-    for name, value in (("code", cmd.code), ("opaque", cmd.opaque), ("flag", cmd.flag)):
-        _check_range(name, value, _INT32_MIN, _INT32_MAX)
-    if cmd.serialize_type == SerializeType.JSON:
-        _check_range("version", cmd.version, _INT32_MIN, _INT32_MAX)
-        text = json.dumps(_as_mapping(cmd, "JSON"), separators=(",", ":"), ensure_ascii=False)
-        return text.encode()
-    if cmd.serialize_type == SerializeType.ROCKETMQ:
+    code, opaque, flag, version = cmd.code, cmd.opaque, cmd.flag, cmd.version
+    if not (
+        _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+    ):
+        for name, value in (("code", code), ("opaque", opaque), ("flag", flag)):
+            _check_range(name, value, _INT32_MIN, _INT32_MAX)
+    stype = cmd.serialize_type
+    if stype == _JSON:
+        if not _INT32_MIN <= version <= _INT32_MAX:
+            _check_range("version", version, _INT32_MIN, _INT32_MAX)
+        # _as_mapping inlined: this runs for every request and answer.
+        ext = cmd.ext_fields
+        out: dict[str, Any] = {
+            "code": code,
+            "extFields": ext if type(ext) is dict else dict(ext),
+            "flag": flag,
+            "language": cmd.language,
+            "opaque": opaque,
+        }
+        if cmd.remark is not None:
+            out["remark"] = cmd.remark
+        out["serializeTypeCurrentRPC"] = "JSON"
+        out["version"] = version
+        return _encode_json(out).encode()
+    if stype == SerializeType.ROCKETMQ:
         return _encode_binary(cmd)
-    if cmd.serialize_type == SerializeType.MSGPACK:
-        _check_range("version", cmd.version, _INT32_MIN, _INT32_MAX)
+    if stype == SerializeType.MSGPACK:
+        _check_range("version", version, _INT32_MIN, _INT32_MAX)
         packed: bytes = msgpack.packb(_as_mapping(cmd, None), use_bin_type=True)
         return packed
-    raise ValueError(f"cannot encode serialize type {cmd.serialize_type!r}")
+    raise ValueError(f"cannot encode serialize type {stype!r}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Set
 
 from broker.context import BrokerContext
+from broker.metrics import NULL_METRICS
 from broker.processors.refusal import Refused
 from broker.remoting import ProcessorRegistry, RequestContext
 from broker.status_codes import pull_response_code
@@ -21,10 +22,18 @@ from protocol.bodies.route import Perm
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.filter import parse_tag_expression, tag_codes
-from protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
+from protocol.headers.pull import PullMessageRequestHeader, PullSysFlag, pull_response_fields
 from store.results import GetMessageStatus, GetResult
 
 __all__ = ["PullProcessor", "register"]
+
+# Plain ints: IntFlag's operators and constructor are Python-level calls, several per
+# pull otherwise.
+_COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
+_SUSPEND = int(PullSysFlag.SUSPEND)
+_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
+_READ = int(Perm.READ)
+_CODES_CACHE_MAX = 1024
 
 
 class PullProcessor:
@@ -39,6 +48,7 @@ class PullProcessor:
         self._long_polling = ctx.config.long_polling_enable
         self._short_poll_s = ctx.config.short_polling_time_ms / 1000
         self._max_count = ctx.config.max_transfer_count_on_message_in_memory
+        self._codes_cache: dict[str | None, frozenset[int] | None] = {}
 
     async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | Reply:
         """Answer a pull, holding it while the queue has nothing new."""
@@ -47,27 +57,27 @@ class PullProcessor:
             codes = self._check(h)
         except Refused as refused:
             return refused.answer(cmd)
-        flags = PullSysFlag(h.sys_flag)
-        if flags & PullSysFlag.COMMIT_OFFSET and self._ctx.is_master:
+        flags = h.sys_flag
+        if flags & _COMMIT_OFFSET and self._ctx.is_master:
             self._ctx.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         result = self._read(h, codes)
         code = pull_response_code(result.status, h.queue_offset)
-        if code == ResponseCode.PULL_NOT_FOUND and flags & PullSysFlag.SUSPEND:
+        if code == ResponseCode.PULL_NOT_FOUND and flags & _SUSPEND:
             timeout_s = (
                 h.suspend_timeout_millis / 1000 if self._long_polling else self._short_poll_s
             )
             if await self._ctx.holds.wait(h.topic, h.queue_id, h.queue_offset, timeout_s, codes):
                 result = self._read(h, codes)
                 code = pull_response_code(result.status, h.queue_offset)
-        if code == ResponseCode.SUCCESS and result.buffers:
-            self._ctx.metrics.on_get(
-                h.consumer_group, h.topic, len(result.buffers), result.total_bytes
-            )
+        metrics = self._ctx.metrics
+        # The null sink ignores the counts: no summing of buffer sizes for it.
+        if code == ResponseCode.SUCCESS and result.buffers and metrics is not NULL_METRICS:
+            metrics.on_get(h.consumer_group, h.topic, len(result.buffers), result.total_bytes)
         return self._answer(cmd, code, result)
 
     def _check(self, h: PullMessageRequestHeader) -> Set[int] | None:
         ctx = self._ctx
-        if not ctx.config.broker_permission & Perm.READ:
+        if not ctx.config.broker_permission & _READ:
             raise Refused(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{ctx.config.broker_name}] pulling message is forbidden",
@@ -87,7 +97,7 @@ class PullProcessor:
             raise Refused(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
             )
-        if not topic.perm & Perm.READ:
+        if not topic.perm & _READ:
             raise Refused(
                 ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden"
             )
@@ -105,8 +115,8 @@ class PullProcessor:
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                 f"expression type {h.expression_type} is not supported; use TAG",
             )
-        if PullSysFlag(h.sys_flag) & PullSysFlag.SUBSCRIPTION:
-            return tag_codes(parse_tag_expression(h.subscription))
+        if h.sys_flag & _SUBSCRIPTION:
+            return self._codes_of(h.subscription)
         # Java consumers do not send their expression: use the heartbeat's.
         sub = self._ctx.clients.subscription(h.consumer_group, h.topic)
         if sub is None:
@@ -121,6 +131,18 @@ class PullProcessor:
             )
         return frozenset(sub.code_set) if sub.tags_set else None
 
+    def _codes_of(self, subscription: str | None) -> frozenset[int] | None:
+        # Every pull carries its expression; consumers send the same few again and
+        # again, so their tag hashes are remembered (bounded: odd clients vary them).
+        cache = self._codes_cache
+        if subscription in cache:
+            return cache[subscription]
+        codes = tag_codes(parse_tag_expression(subscription))
+        if len(cache) >= _CODES_CACHE_MAX:
+            cache.clear()
+        cache[subscription] = codes
+        return codes
+
     def _read(self, h: PullMessageRequestHeader, codes: Set[int] | None) -> GetResult:
         max_count = max(1, min(h.max_msg_nums, self._max_count))
         return self._ctx.store.get_messages(
@@ -130,12 +152,9 @@ class PullProcessor:
     def _answer(
         self, cmd: RemotingCommand, code: ResponseCode, result: GetResult
     ) -> RemotingCommand | Reply:
-        header = PullMessageResponseHeader(
-            suggest_which_broker_id=0,
-            next_begin_offset=result.next_begin_offset,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-        ).to_ext_fields()
+        header = pull_response_fields(
+            result.next_begin_offset, result.min_offset, result.max_offset
+        )
         if code == ResponseCode.SUCCESS and result.status is GetMessageStatus.FOUND:
             return Reply(cmd.make_response(code, ext_fields=header), result.buffers)
         # The real broker names the store status in the remark (captures/real-broker).
@@ -144,4 +163,5 @@ class PullProcessor:
 
 def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
     """Register PULL_MESSAGE."""
-    registry.register(RequestCode.PULL_MESSAGE, PullProcessor(ctx).process)
+    # Eager: a pull that finds messages answers without a task; a held one suspends.
+    registry.register(RequestCode.PULL_MESSAGE, PullProcessor(ctx).process, eager=True)

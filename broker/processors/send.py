@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Sequence
+from concurrent.futures import Future
 
 import structlog
 
@@ -41,8 +42,8 @@ from protocol.command import RemotingCommand
 from protocol.errors import MessageFormatError
 from protocol.headers.send import (
     SendMessageRequestHeader,
-    SendMessageResponseHeader,
     parse_send_header,
+    send_response_fields,
 )
 from protocol.message import pack_host
 from protocol.message_id import make_offset_msg_id
@@ -54,11 +55,21 @@ __all__ = ["SendProcessor", "peer_host", "register"]
 
 log = structlog.get_logger(__name__)
 
-#: Sends to these are refused (``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``).
-_NOT_ALLOWED_SEND = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
+#: Sends to these are refused (``TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET``, and the
+#: auto-create template).
+_NOT_ALLOWED_SEND = frozenset(
+    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, AUTO_CREATE_TOPIC}
+)
 #: ``MQVersion.V3_4_9``: from this version on the client's maxReconsumeTimes counts.
 _V3_4_9 = 121
 _TRANSACTION_TYPE = 0xC
+# Plain ints: ``int & Perm.WRITE`` would go through IntFlag's Python-level operator.
+_WRITE = int(Perm.WRITE)
+#: Where the packed BORNHOST of a connection's peer is kept (its attributes).
+_BORN_HOST = "rocklet.send.born_host"
+#: Topic names known to pass ``check_topic_name`` (a regular expression per send
+#: otherwise); cleared when it reaches this size, so odd clients cannot grow it.
+_CHECKED_TOPICS_MAX = 4096
 
 
 def peer_host(peer: tuple[str, int]) -> bytes:
@@ -84,20 +95,31 @@ class SendProcessor:
         self._cluster = ctx.config.broker_cluster_name
         self._sync_flush = ctx.config.flush_disk_type == FlushDiskType.SYNC_FLUSH.value
         self._sync_timeout_s = ctx.config.sync_flush_timeout_ms / 1000
+        self._checked_topics: set[str] = set()
+        self._store_host_hex = ctx.store_host.hex().upper()
 
     async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-        """Store the message(s) of a send request and answer where they went."""
+        """Store the message(s) of a send request and answer where they went.
+
+        Under ASYNC_FLUSH nothing here waits, so the remoting server's eager handlers
+        answer the send without a task.
+        """
         header = parse_send_header(cmd)
         try:
             config = self._check(header)
             queue_id = self._queue_id(header, config)
-            msgs = self._messages(header, cmd, queue_id, peer_host(rctx.peer), cmd.version)
+            msgs = self._messages(header, cmd, queue_id, self._born_host(rctx), cmd.version)
         except Refused as refused:
             return refused.answer(cmd)
-        result = self._ctx.store.put_messages(msgs)
-        code, remark = await self._outcome(result)
+        ctx = self._ctx
+        result = ctx.store.put_messages(msgs)
         if result.status is not PutMessageStatus.PUT_OK:
-            return cmd.make_response(code, remark=remark)
+            refused_code, why = self._refusal(result)
+            return cmd.make_response(refused_code, remark=why)
+        code: ResponseCode = ResponseCode.SUCCESS
+        remark: str | None = None
+        if self._sync_flush and result.durable is not None:
+            code, remark = await self._durable(result.durable)
         first = msgs[0]
         # A half message is stored in the half topic's queue 0, but the producer is told
         # the queue it asked for, as RocketMQ answers (it ends the transaction there).
@@ -106,28 +128,42 @@ class SendProcessor:
             if first.topic == TRANS_HALF_TOPIC
             else first.queue_id
         )
-        response = SendMessageResponseHeader(
-            msg_id=",".join(
-                make_offset_msg_id(self._ctx.store_host, o) for o in result.record_offsets
-            ),
-            queue_id=queue_id,
-            queue_offset=result.queue_offset,
-        )
-        return cmd.make_response(code, remark=remark, ext_fields=response.to_ext_fields())
+        offsets = result.record_offsets
+        if len(offsets) == 1:
+            msg_id = make_offset_msg_id(ctx.store_host, offsets[0])
+        else:
+            # make_offset_msg_id's text, with the host's half formatted once per batch
+            # (commitlog offsets are never negative).
+            host = self._store_host_hex
+            msg_id = ",".join([f"{host}{offset:016X}" for offset in offsets])
+        fields = send_response_fields(msg_id, queue_id, result.queue_offset)
+        return cmd.make_response(code, remark=remark, ext_fields=fields)
+
+    def _born_host(self, rctx: RequestContext) -> bytes:
+        # Packed once per connection: the peer does not change.
+        attributes = rctx.connection.attributes
+        host = attributes.get(_BORN_HOST)
+        if not isinstance(host, bytes):
+            host = attributes[_BORN_HOST] = peer_host(rctx.peer)
+        return host
 
     # -- checks ------------------------------------------------------------------------
     def _check(self, header: SendMessageRequestHeader) -> TopicConfig:
         ctx = self._ctx
-        if not ctx.is_master or not ctx.config.broker_permission & Perm.WRITE:
+        if not ctx.is_master or not ctx.config.broker_permission & _WRITE:
             raise Refused(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{ctx.config.broker_name}] sending message is forbidden",
             )
         topic = header.topic
-        problem = check_topic_name(topic)
-        if problem is not None:
-            raise Refused(ResponseCode.SYSTEM_ERROR, problem)
-        if topic in _NOT_ALLOWED_SEND or topic == AUTO_CREATE_TOPIC:
+        if topic not in self._checked_topics:
+            problem = check_topic_name(topic)
+            if problem is not None:
+                raise Refused(ResponseCode.SYSTEM_ERROR, problem)
+            if len(self._checked_topics) >= _CHECKED_TOPICS_MAX:
+                self._checked_topics.clear()
+            self._checked_topics.add(topic)
+        if topic in _NOT_ALLOWED_SEND:
             raise Refused(
                 ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
             )
@@ -143,7 +179,7 @@ class SendProcessor:
             raise Refused(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
             )
-        if not config.perm & Perm.WRITE:
+        if not config.perm & _WRITE:
             raise Refused(
                 ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
             )
@@ -195,16 +231,16 @@ class SendProcessor:
             self._ctx.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
         return [
             MessageToStore(
-                topic=topic,
-                queue_id=queue_id,
-                body=cmd.body,
-                properties=props,
-                flag=header.flag,
-                sys_flag=sys_flag,
-                born_timestamp=header.born_timestamp,
-                born_host=born_host,
-                store_host=self._ctx.store_host,
-                reconsume_times=reconsume,
+                topic,
+                queue_id,
+                cmd.body,
+                props,
+                header.flag,
+                sys_flag,
+                header.born_timestamp,
+                born_host,
+                self._ctx.store_host,
+                reconsume,
             )
         ]
 
@@ -219,23 +255,27 @@ class SendProcessor:
             items = decode_batch(body)
         except MessageFormatError as exc:
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
+        topic, sys_flag = header.topic, header.sys_flag
+        born_timestamp, reconsume = header.born_timestamp, header.reconsume_times
+        store_host = self._ctx.store_host
+        properties = self._properties
         out = []
-        for item in items:
-            props = self._properties(item.properties)
+        for flag, item_body, raw_props in items:
+            props = properties(raw_props)
             if Prop.DELAY in props:
                 raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay")
             out.append(
                 MessageToStore(
-                    topic=header.topic,
-                    queue_id=queue_id,
-                    body=item.body,
-                    properties=props,
-                    flag=item.flag,
-                    sys_flag=header.sys_flag,
-                    born_timestamp=header.born_timestamp,
-                    born_host=born_host,
-                    store_host=self._ctx.store_host,
-                    reconsume_times=header.reconsume_times,
+                    topic,
+                    queue_id,
+                    item_body,
+                    props,
+                    flag,
+                    sys_flag,
+                    born_timestamp,
+                    born_host,
+                    store_host,
+                    reconsume,
                 )
             )
         return out
@@ -270,7 +310,8 @@ class SendProcessor:
         self._ctx.topics.create_system_topic(dlq, 1)
         return dlq, 0
 
-    async def _outcome(self, result: PutResult) -> tuple[ResponseCode, str | None]:
+    def _refusal(self, result: PutResult) -> tuple[ResponseCode, str]:
+        """The answer to a put the store did not accept."""
         code = PUT_STATUS_TO_RESPONSE[result.status]
         if result.status is PutMessageStatus.MESSAGE_ILLEGAL:
             return code, (
@@ -279,18 +320,17 @@ class SendProcessor:
             )
         if result.status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
             return code, "the message properties are longer than 32767 bytes"
-        if result.status is not PutMessageStatus.PUT_OK:
-            return code, f"store refused the message: {result.status.value}"
-        if self._sync_flush and result.durable is not None:
-            try:
-                durable = await asyncio.wait_for(
-                    asyncio.wrap_future(result.durable), self._sync_timeout_s
-                )
-            except TimeoutError:
-                durable = False
-            if not durable:
-                return ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out"
-        return code, None
+        return code, f"store refused the message: {result.status.value}"
+
+    async def _durable(self, durable: Future[bool]) -> tuple[ResponseCode, str | None]:
+        """SYNC_FLUSH: wait for the group commit, within syncFlushTimeout."""
+        try:
+            flushed = await asyncio.wait_for(asyncio.wrap_future(durable), self._sync_timeout_s)
+        except TimeoutError:
+            flushed = False
+        if not flushed:
+            return ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out"
+        return ResponseCode.SUCCESS, None
 
 
 def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
@@ -301,7 +341,7 @@ def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
         RequestCode.SEND_MESSAGE_V2,
         RequestCode.SEND_BATCH_MESSAGE,
     ):
-        registry.register(code, processor.process)
+        registry.register(code, processor.process, eager=True)
 
 
 def queues_of(messages: Sequence[MessageToStore]) -> set[tuple[str, int]]:

@@ -13,6 +13,9 @@ The rules follow Java's ``NettyRemotingAbstract.processRequestCommand``:
   (:meth:`~protocol.command.RemotingCommand.make_response`); the connection never
   answers a request marked oneway.
 
+Processors registered with ``eager=True`` (sends, pulls) are started inline when their
+request is read and get a task only if they suspend (:mod:`client.eager_start`).
+
 A registry may carry an :data:`RequestObserver` (the broker's metrics): it is told
 each request's code, answer code and duration, without this module knowing about
 Prometheus.
@@ -21,7 +24,7 @@ Prometheus.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Set
 
 import structlog
 
@@ -50,14 +53,19 @@ class ProcessorRegistry:
 
     def __init__(self) -> None:
         self._processors: dict[int, Processor] = {}
+        self._eager: set[int] = set()
         self.observer: RequestObserver | None = None
 
-    def register(self, code: int, processor: Processor) -> None:
+    def register(self, code: int, processor: Processor, *, eager: bool = False) -> None:
         """Register the processor of one request code.
 
         Args:
             code: The request code.
             processor: Its processor.
+            eager: Start the processor inline when its request is read, and make a task
+                only if it suspends (hot codes that usually answer without waiting).
+                It must then use neither :func:`asyncio.current_task` nor
+                :func:`asyncio.timeout` before its first real wait. Default: off.
 
         Raises:
             ValueError: The code already has a processor.
@@ -65,6 +73,13 @@ class ProcessorRegistry:
         if code in self._processors:
             raise ValueError(f"request code {code} already has a processor")
         self._processors[code] = processor
+        if eager:
+            self._eager.add(code)
+
+    @property
+    def eager_codes(self) -> Set[int]:
+        """The codes registered with ``eager=True`` (a live view)."""
+        return self._eager
 
     def register_all(self, processors: Mapping[int, Processor]) -> None:
         """Register several processors at once.
@@ -126,36 +141,34 @@ async def dispatch(
     Returns:
         The answer to write, or ``None``.
     """
+    # One coroutine for lookup, call and error mapping: this runs for every request.
     observer = registry.observer
-    if observer is None:
-        return await _dispatch(registry, connection, cmd)
-    started = time.perf_counter()
-    result = await _dispatch(registry, connection, cmd)
-    answer = result.command if isinstance(result, Reply) else result
-    code = None if answer is None or cmd.is_oneway else answer.code  # oneway: nothing sent
-    observer(cmd.code, code, time.perf_counter() - started)
-    return result
-
-
-async def _dispatch(
-    registry: ProcessorRegistry, connection: Connection, cmd: RemotingCommand
-) -> HandlerResult:
+    started = time.perf_counter() if observer is not None else 0.0
     processor = registry.get(cmd.code)
+    result: HandlerResult
     if processor is None:
         _log.debug("request code not supported", code=cmd.code, peer=connection.peer_address)
-        return not_supported(cmd)
-    try:
-        return await processor(RequestContext(connection), cmd)
-    except ProtocolError as exc:
-        code = exc.response_code if exc.response_code is not None else ResponseCode.SYSTEM_ERROR
-        _log.info(
-            "request rejected",
-            code=cmd.code,
-            response_code=int(code),
-            peer=connection.peer_address,
-            error=str(exc),
-        )
-        return cmd.make_response(code, remark=str(exc))
-    except Exception as exc:
-        _log.exception("processor failed", code=cmd.code, peer=connection.peer_address)
-        return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
+        result = not_supported(cmd)
+    else:
+        try:
+            result = await processor(RequestContext(connection), cmd)
+        except ProtocolError as exc:
+            code = exc.response_code if exc.response_code is not None else ResponseCode.SYSTEM_ERROR
+            _log.info(
+                "request rejected",
+                code=cmd.code,
+                response_code=int(code),
+                peer=connection.peer_address,
+                error=str(exc),
+            )
+            result = cmd.make_response(code, remark=str(exc))
+        except Exception as exc:
+            _log.exception("processor failed", code=cmd.code, peer=connection.peer_address)
+            result = cmd.make_response(
+                ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"
+            )
+    if observer is not None:
+        answer = result.command if isinstance(result, Reply) else result
+        code_sent = None if answer is None or cmd.is_oneway else answer.code  # oneway: none
+        observer(cmd.code, code_sent, time.perf_counter() - started)
+    return result

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Final
 
 import structlog
 
 from broker.remoting.dispatch import ProcessorRegistry, dispatch
-from client.connection import Connection, HandlerResult
+from client.connection import Connection
 from protocol.codes import ResponseCode
-from protocol.command import RemotingCommand
 from protocol.frame import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["DEFAULT_GRACE_S", "RemotingServer"]
@@ -27,6 +27,9 @@ class RemotingServer:
 
     Every accepted socket becomes a :class:`~client.connection.Connection`, so the
     server shares the framing, flow control and broker-to-client requests of the SDK.
+    Accepted connections coalesce their writes (all the answers to one read leave in
+    one send) and start the processors registered as eager inline
+    (:meth:`ProcessorRegistry.register`).
 
     Args:
         host: Address to bind (``"0.0.0.0"`` for every interface).
@@ -132,12 +135,16 @@ class RemotingServer:
         await self.stop()
 
     def _new_connection(self) -> Connection:
+        # Coalesced writes: a pipelining client gets all the answers to one read in one
+        # send syscall. Eager codes: a processor registered as eager that answers
+        # without waiting (most sends and pulls) costs no task.
         conn = Connection(
-            handler=self._handle, max_frame_size=self._max_frame_size, high_water=self._high_water
+            handler=partial(dispatch, self._registry),
+            max_frame_size=self._max_frame_size,
+            high_water=self._high_water,
+            coalesce_writes=True,
+            eager_codes=self._registry.eager_codes,
         )
         self._connections.add(conn)
         conn.add_close_callback(self._connections.discard)
         return conn
-
-    async def _handle(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
-        return await dispatch(self._registry, conn, cmd)

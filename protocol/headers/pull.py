@@ -7,7 +7,13 @@ from enum import IntFlag
 
 from protocol.headers.base import Header, wire
 
-__all__ = ["PullMessageRequestHeader", "PullMessageResponseHeader", "PullSysFlag"]
+__all__ = [
+    "PullMessageRequestHeader",
+    "PullMessageResponseHeader",
+    "PullSysFlag",
+    "pull_request_fields",
+    "pull_response_fields",
+]
 
 
 class PullSysFlag(IntFlag):
@@ -56,3 +62,56 @@ class PullMessageResponseHeader(Header):
     next_begin_offset: int = wire("nextBeginOffset")
     min_offset: int = wire("minOffset")
     max_offset: int = wire("maxOffset")
+
+
+# The two headers of every pull, built straight as the dicts their classes render:
+# a consumer sends one request, and the broker one answer, per 32 messages or fewer.
+
+
+def pull_request_fields(
+    consumer_group: str,
+    topic: str,
+    queue_id: int,
+    queue_offset: int,
+    max_msg_nums: int,
+    sys_flag: int,
+    commit_offset: int,
+    suspend_timeout_millis: int,
+    subscription: str,
+    sub_version: int,
+) -> dict[str, str]:
+    """The extFields of :class:`PullMessageRequestHeader` with these values.
+
+    The same dict as the header's ``to_ext_fields()`` (no ``expressionType``).
+
+    Returns:
+        Key to string value.
+    """
+    return {
+        "consumerGroup": consumer_group,
+        "topic": topic,
+        "queueId": str(queue_id),
+        "queueOffset": str(queue_offset),
+        "maxMsgNums": str(max_msg_nums),
+        "sysFlag": str(sys_flag),
+        "commitOffset": str(commit_offset),
+        "suspendTimeoutMillis": str(suspend_timeout_millis),
+        "subscription": subscription,
+        "subVersion": str(sub_version),
+    }
+
+
+def pull_response_fields(
+    next_begin_offset: int, min_offset: int, max_offset: int
+) -> dict[str, str]:
+    """The extFields of a :class:`PullMessageResponseHeader` suggesting the master (0).
+
+    Returns:
+        Key to string value, as the header's ``to_ext_fields()``.
+    """
+    return {
+        "suggestWhichBrokerId": "0",
+        "nextBeginOffset": str(next_begin_offset),
+        "minOffset": str(min_offset),
+        "maxOffset": str(max_offset),
+    }

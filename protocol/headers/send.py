@@ -27,6 +27,7 @@ __all__ = [
     "SendMessageRequestHeaderV2",
     "SendMessageResponseHeader",
     "parse_send_header",
+    "send_response_fields",
 ]
 
 #: Codes whose header is the send header, and whether it is the V2 spelling.
@@ -136,10 +137,10 @@ def parse_send_header(cmd: RemotingCommand) -> SendMessageRequestHeader:
     Raises:
         HeaderError: The code is not a send code, or a field is missing or ill-typed.
     """
-    try:
-        is_v2 = SEND_CODES[RequestCode(cmd.code)]
-    except (ValueError, KeyError):
-        raise HeaderError(f"request code {cmd.code} does not carry a send header") from None
+    # An int finds its IntEnum key (same hash, equal): no RequestCode(...) per request.
+    is_v2 = SEND_CODES.get(cmd.code)  # type: ignore[call-overload]
+    if is_v2 is None:
+        raise HeaderError(f"request code {cmd.code} does not carry a send header")
     if not is_v2:
         return SendMessageRequestHeader.from_ext_fields(cmd.ext_fields)
     header = _parse_v2_as_v1(cmd.ext_fields)
@@ -166,3 +167,27 @@ class SendMessageResponseHeader(Header):
     msg_region: str = wire("MSG_REGION", "DefaultRegion")
     #: ``MessageConst.PROPERTY_TRACE_SWITCH``; the broker's ``traceOn``.
     trace_on: bool = wire("TRACE_ON", True)
+
+
+def send_response_fields(msg_id: str, queue_id: int, queue_offset: int) -> dict[str, str]:
+    """The extFields of a successful send's answer with the default region and trace.
+
+    The same dict as ``SendMessageResponseHeader(msg_id, queue_id,
+    queue_offset).to_ext_fields()``, built directly: the broker answers every send
+    with it.
+
+    Args:
+        msg_id: The offset msgId (comma-joined for a batch).
+        queue_id: The queue the producer is told.
+        queue_offset: The (first) message's queue offset.
+
+    Returns:
+        Key to string value.
+    """
+    return {
+        "msgId": msg_id,
+        "queueId": str(queue_id),
+        "queueOffset": str(queue_offset),
+        "MSG_REGION": "DefaultRegion",
+        "TRACE_ON": "true",
+    }

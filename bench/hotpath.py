@@ -1,0 +1,504 @@
+"""Hot-path benchmark: CPU per message of the broker and the SDK (not a test).
+
+Usage: python bench/hotpath.py [--quick] [--cases raw,single,batch,pull,push]
+                               [--messages N] [--consume N] [--pull-batch N]
+                               [--profile-broker FILE] [--profile-client DIR] [--keep]
+
+Starts ``rocklet standalone`` (uvloop, ASYNC_FLUSH) on a temporary directory in a child
+process, creates two 8-queue topics, and runs with 1 KiB bodies:
+
+raw     pipelined SEND_MESSAGE_V2 frames from a raw connection (no SDK): a window of
+        requests in flight, one more written per answer; what the broker costs;
+single  the SDK ``Producer.send`` with many sends in flight on one connection;
+batch   the SDK ``Producer.send`` with lists of 128 messages (SEND_BATCH_MESSAGE); it
+        also fills the backlog the consumer cases drain;
+pull    the SDK ``PullConsumer``, one task per queue, draining the backlog;
+push    the SDK ``PushConsumer`` (concurrent, async listener) draining it in a new group.
+
+Each row gives msg/s and the CPU microseconds per message of the broker process (user +
+system from ``/proc/<pid>/stat``: every thread) and of this client process
+(``getrusage``), plus how many cores everything else used meanwhile (``/proc/stat``);
+a second table splits the broker's CPU by thread (event loop, flush thread...).
+On a shared machine wall-clock rates follow the neighbours' load; CPU per message is the
+figure to compare between runs.
+
+``--profile-broker FILE`` runs the broker's event-loop thread under cProfile with a
+per-thread CPU clock and writes the stats to FILE when the broker stops;
+``--profile-client DIR`` does the same for each client case (``DIR/<case key>.prof``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import logging
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+import structlog
+import uvloop
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from client.admin import Admin
+from client.consume_result import ConsumeResult
+from client.errors import NoRouteError
+from client.message import Message, MessageExt, UniqKeyGenerator
+from client.producer import Producer
+from client.pull_api import PullStatus
+from client.pull_consumer import PullConsumer
+from client.push_consumer import PushConsumer
+from protocol.bodies.queue import MessageQueue
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.frame import FrameDecoder, encode_command_parts
+
+SEND_TOPIC = "HotpathSend"
+CONSUME_TOPIC = "HotpathConsume"
+QUEUES = 8
+BODY = b"x" * 1024
+_LISTENING = {
+    "namesrv": re.compile(r"namesrv listening.*port=(\d+)"),
+    "broker": re.compile(r"broker listening.*port=(\d+)"),
+}
+# Runs the broker with its loop thread under cProfile (thread CPU clock), stats on exit.
+_PROFILED = """
+import cProfile, sys, time
+from rocklet.cli import main
+out = sys.argv.pop(1)
+prof = cProfile.Profile(time.thread_time)
+prof.enable()
+try:
+    code = main(sys.argv[1:])
+finally:
+    prof.disable()
+    prof.dump_stats(out)
+sys.exit(code)
+"""
+
+
+# --- measuring -------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One measured case."""
+
+    case: str
+    messages: int
+    seconds: float
+    broker_cpu_s: float
+    client_cpu_s: float
+    other_cores: float
+    broker_threads: dict[str, float]
+
+    def format(self) -> str:
+        """One markdown table row."""
+        n = max(1, self.messages)
+        return (
+            f"| {self.case} | {self.messages} | {self.messages / self.seconds:,.0f} | "
+            f"{self.broker_cpu_s / n * 1e6:.1f} | {self.client_cpu_s / n * 1e6:.1f} | "
+            f"{self.other_cores:.2f} |"
+        )
+
+
+HEADER = (
+    "| case | messages | msg/s | broker CPU µs/msg | client CPU µs/msg | other load (cores) |\n"
+    "| --- | ---: | ---: | ---: | ---: | ---: |"
+)
+
+
+@dataclass
+class Standalone:
+    """The ``rocklet standalone`` child and its ports."""
+
+    proc: subprocess.Popen[str]
+    namesrv_port: int
+    broker_port: int
+
+    @property
+    def namesrv(self) -> str:
+        """The name server's address."""
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the broker process (every thread) so far."""
+        return _stat_cpu(Path(f"/proc/{self.proc.pid}/stat"))
+
+    def thread_cpu(self) -> dict[str, float]:
+        """CPU seconds so far of each broker thread, by ``name/tid``."""
+        out = {}
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            try:
+                name = (task / "comm").read_text().strip()
+                if task.name == str(self.proc.pid):
+                    name = "main (event loop)"
+                out[f"{name}/{task.name}"] = _stat_cpu(task / "stat")
+            except OSError:
+                continue  # the thread ended meanwhile
+        return out
+
+
+def _stat_cpu(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _client_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds every process on the machine used so far (``/proc/stat``)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def standalone(root: Path, pull_batch: int, profile: Path | None) -> Iterator[Standalone]:
+    """Run ``rocklet standalone`` on free ports; SIGTERM it afterwards."""
+    conf = root / "broker.conf"
+    conf.write_text(
+        "brokerIP1 = 127.0.0.1\nflushDiskType = ASYNC_FLUSH\n"
+        f"maxTransferCountOnMessageInMemory = {pull_batch}\n"
+        f"maxTransferBytesOnMessageInMemory = {max(256, pull_batch * 2) * 1024}\n",
+        encoding="utf-8",
+    )
+    args = ["standalone", "-c", str(conf), "--data-dir", str(root / "store")]
+    args += ["--namesrv-port", "0", "--listen-port", "0"]
+    if profile is None:
+        cmd = [sys.executable, "-m", "rocklet", *args]
+    else:
+        cmd = [sys.executable, "-c", _PROFILED, str(profile), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ports: dict[str, int] = {}
+    ready = threading.Event()
+
+    def pump() -> None:  # keep reading: a full pipe would block the broker's logging
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            for name, pattern in _LISTENING.items():
+                if match := pattern.search(line):
+                    ports[name] = int(match[1])
+            if len(ports) == len(_LISTENING):
+                ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        if not ready.wait(60) or len(ports) != len(_LISTENING):
+            raise RuntimeError("rocklet standalone did not start")
+        yield Standalone(proc, ports["namesrv"], ports["broker"])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        reader.join(5)
+
+
+async def create_topics(namesrv: str) -> None:
+    """Create both topics and wait until the name server routes them."""
+    async with Admin(namesrv) as admin:
+        for topic in (SEND_TOPIC, CONSUME_TOPIC):
+            await admin.create_topic(topic, queue_nums=QUEUES)
+        deadline = time.monotonic() + 20
+        for topic in (SEND_TOPIC, CONSUME_TOPIC):
+            while True:
+                with contextlib.suppress(NoRouteError):
+                    route = await admin.topic_route(topic)
+                    if sum(q.write_queue_nums for q in route.queue_datas) == QUEUES:
+                        break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the name server never routed {topic}")
+                await asyncio.sleep(0.05)  # the broker re-registers asynchronously
+
+
+def measure(
+    broker: Standalone,
+    case: str,
+    run: Callable[[], Awaitable[tuple[int, float]]],
+    profile: Path | None,
+) -> Row:
+    """Run one case on a fresh uvloop loop and attach the CPU both sides used."""
+    broker_before, client_before = broker.cpu_seconds(), _client_cpu()
+    threads_before = broker.thread_cpu()
+    busy_before, began = _machine_busy_s(), time.monotonic()
+    prof = cProfile.Profile(time.thread_time) if profile is not None else None
+
+    async def profiled() -> tuple[int, float]:
+        if prof is None:
+            return await run()
+        prof.enable()
+        try:
+            return await run()
+        finally:
+            prof.disable()
+
+    count, seconds = uvloop.run(profiled())
+    broker_cpu = broker.cpu_seconds() - broker_before
+    client_cpu = _client_cpu() - client_before
+    others = _machine_busy_s() - busy_before - broker_cpu - client_cpu
+    threads = {
+        name: cpu - threads_before.get(name, 0.0) for name, cpu in broker.thread_cpu().items()
+    }
+    if prof is not None and profile is not None:
+        prof.dump_stats(profile)
+    elapsed = time.monotonic() - began
+    row = Row(case, count, seconds, broker_cpu, client_cpu, max(0.0, others) / elapsed, threads)
+    print(f"  {row.format()}", flush=True)
+    return row
+
+
+# --- the cases -------------------------------------------------------------------------
+
+
+class _RawSender(asyncio.Protocol):
+    """Keeps ``window`` SEND_MESSAGE_V2 requests in flight on one socket."""
+
+    def __init__(self, total: int, window: int, done: asyncio.Future[float]) -> None:
+        self._total, self._window, self._done = total, window, done
+        self._decoder = FrameDecoder()
+        self._ids = UniqKeyGenerator()
+        self._sent = self._answered = 0
+        self._transport: asyncio.Transport | None = None
+        self._began = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+
+    def start(self) -> None:
+        self._began = time.perf_counter()
+        self._send(min(self._window, self._total))
+
+    def _send(self, n: int) -> None:
+        assert self._transport is not None
+        parts: list[bytes | bytearray | memoryview] = []
+        for _ in range(n):
+            self._sent += 1
+            # What the SDK and Java send: V2 one-letter keys, JSON header.
+            fields = {
+                "a": "PG_raw",
+                "b": SEND_TOPIC,
+                "c": "TBW102",
+                "d": "4",
+                "e": str(self._sent % QUEUES),
+                "f": "0",
+                "g": str(int(time.time() * 1000)),
+                "h": "0",
+                "i": f"UNIQ_KEY\x01{self._ids.next()}\x02WAIT\x01true",
+                "j": "0",
+                "k": "false",
+                "m": "false",
+            }
+            cmd = RemotingCommand(
+                RequestCode.SEND_MESSAGE_V2, opaque=self._sent, ext_fields=fields, body=BODY
+            )
+            parts += encode_command_parts(cmd)
+        self._transport.writelines(parts)
+
+    def data_received(self, data: bytes) -> None:
+        self._decoder.feed(data)
+        answered = 0
+        for cmd in self._decoder.commands():
+            if cmd.code != ResponseCode.SUCCESS:
+                self._done.set_exception(RuntimeError(f"send failed: {cmd.code} {cmd.remark}"))
+                return
+            answered += 1
+        self._answered += answered
+        if self._answered >= self._total:
+            if not self._done.done():
+                self._done.set_result(time.perf_counter() - self._began)
+            return
+        self._send(min(answered, self._total - self._sent))
+
+
+async def run_raw(broker: Standalone, total: int, window: int) -> tuple[int, float]:
+    """Raw pipelined SEND_MESSAGE_V2: the broker's cost per single send."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[float] = loop.create_future()
+    transport, sender = await loop.create_connection(
+        lambda: _RawSender(total, window, done), "127.0.0.1", broker.broker_port
+    )
+    try:
+        sender.start()
+        return total, await asyncio.wait_for(done, 600)
+    finally:
+        transport.close()
+
+
+async def run_single(namesrv: str, total: int, inflight: int) -> tuple[int, float]:
+    """SDK single sends, ``inflight`` concurrent tasks on one connection."""
+    async with Producer("PG_hot_single", namesrv) as producer:
+        await producer.send(Message(SEND_TOPIC, BODY))  # route lookup and connect
+        left = total
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                await producer.send(Message(SEND_TOPIC, BODY))
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(inflight)))
+        return total, time.perf_counter() - began
+
+
+async def run_batch(namesrv: str, total: int, batch: int) -> tuple[int, float]:
+    """SDK batches of ``batch``, four in flight; fills the consume topic."""
+    async with Producer("PG_hot_batch", namesrv) as producer:
+        await producer.send(Message(SEND_TOPIC, BODY))  # route lookup and connect
+        left = total
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                n = min(batch, left)
+                left -= n
+                await producer.send([Message(CONSUME_TOPIC, BODY) for _ in range(n)])
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(4)))
+        return total, time.perf_counter() - began
+
+
+async def run_pull(namesrv: str, total: int, batch: int) -> tuple[int, float]:
+    """SDK PullConsumer, one task per queue, until the backlog is read."""
+    async with PullConsumer("CG_hot_pull", namesrv) as consumer:
+        queues = await consumer.fetch_queues(CONSUME_TOPIC)
+
+        async def drain(mq: MessageQueue) -> int:
+            offset = count = 0
+            while True:
+                result = await consumer.pull(mq, offset, batch)
+                if result.status is not PullStatus.FOUND:
+                    return count
+                count += len(result.messages)
+                offset = result.next_begin_offset
+
+        began = time.perf_counter()
+        counts = await asyncio.gather(*(drain(mq) for mq in queues))
+        seconds = time.perf_counter() - began
+    if sum(counts) < total:
+        raise RuntimeError(f"pulled {sum(counts)} of {total}")
+    return sum(counts), seconds
+
+
+async def run_push(namesrv: str, total: int, batch: int) -> tuple[int, float]:
+    """SDK PushConsumer (concurrent, async listener) until ``total`` are consumed."""
+    seen = 0
+    done = asyncio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeResult:
+        nonlocal seen
+        seen += len(msgs)
+        if seen >= total:
+            done.set()
+        return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(
+        "CG_hot_push", namesrv, consume_from="first", consume_batch_size=batch,
+        pull_batch_size=batch,
+    )  # fmt: skip
+    consumer.subscribe(CONSUME_TOPIC, "*", listener)
+    async with consumer:
+        began = time.perf_counter()
+        await consumer.start()
+        await asyncio.wait_for(done.wait(), 600)
+        return seen, time.perf_counter() - began
+
+
+# --- main ------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    """nproc, CPU model and Python version, for the record."""
+    model = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    return f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}"
+
+
+def run_all(args: argparse.Namespace, root: Path) -> list[Row]:
+    """Every selected case against one broker, in order."""
+    cases = set(args.cases.split(","))
+    profile_dir = Path(args.profile_client) if args.profile_client else None
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+    profile_broker = Path(args.profile_broker).resolve() if args.profile_broker else None
+    rows: list[Row] = []
+    with standalone(root, args.pull_batch, profile_broker) as broker:
+        namesrv = broker.namesrv
+        uvloop.run(create_topics(namesrv))
+        n, consume, pb = args.messages, args.consume, args.pull_batch
+        plan: list[tuple[str, str, Callable[[], Awaitable[tuple[int, float]]]]] = [
+            ("raw", "raw SEND_MESSAGE_V2, 256 in flight", lambda: run_raw(broker, n, 256)),
+            ("single", "SDK send, 256 in flight", lambda: run_single(namesrv, n // 2, 256)),
+            ("batch", "SDK batches of 128", lambda: run_batch(namesrv, consume, 128)),
+            ("pull", f"SDK PullConsumer, {pb}/pull", lambda: run_pull(namesrv, consume, pb)),
+            ("push", f"SDK PushConsumer, {pb}/pull", lambda: run_push(namesrv, consume, pb)),
+        ]
+        for key, case, run in plan:
+            if key in cases:
+                profile = None if profile_dir is None else profile_dir / f"{key}.prof"
+                rows.append(measure(broker, case, run, profile))
+    return rows
+
+
+def main() -> None:
+    """Parse the options, run the cases and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000, help="raw sends (SDK: half)")
+    parser.add_argument("--consume", type=int, default=200_000, help="batch sends = backlog")
+    parser.add_argument("--pull-batch", type=int, default=32, help="messages per pull")
+    parser.add_argument("--cases", default="raw,single,batch,pull,push")
+    parser.add_argument("--quick", action="store_true", help="10000 raw, 20000 backlog")
+    parser.add_argument("--profile-broker", metavar="FILE", help="cProfile the broker")
+    parser.add_argument("--profile-client", metavar="DIR", help="cProfile each client case")
+    parser.add_argument("--keep", action="store_true", help="keep the data directory")
+    args = parser.parse_args()
+    if args.quick:
+        args.messages, args.consume = 10_000, 20_000
+    logging.disable(logging.WARNING)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    root = Path(tempfile.mkdtemp(prefix="rocklet-hotpath-"))
+    print(f"machine: {machine()}\ndata: {root}", flush=True)
+    rows = run_all(args, root)
+    print(f"\n{HEADER}")
+    for row in rows:
+        print(row.format())
+    print("\nbroker CPU µs/msg by thread (threads above 1 µs/msg):")
+    for row in rows:
+        per_msg = {
+            name: cpu / max(1, row.messages) * 1e6 for name, cpu in row.broker_threads.items()
+        }
+        busy = sorted((us, name) for name, us in per_msg.items() if us >= 1)
+        print(f"  {row.case}: " + ", ".join(f"{name} {us:.1f}" for us, name in reversed(busy)))
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
