@@ -34,7 +34,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import uvloop
+from broker_process import Standalone, standalone
 
 from client.connection import open_connection
 from protocol.bodies.route import BrokerData, QueueData, TopicRouteData
@@ -54,10 +54,6 @@ from protocol.headers.admin import CreateTopicRequestHeader
 DRIVER = Path(__file__).resolve().parents[1] / "tests" / "compat" / "cpp_driver.py"
 TOPIC = "BenchTopic"
 QUEUES = 8
-_LISTENING = {
-    "namesrv": re.compile(r"namesrv listening.*port=(\d+)"),
-    "broker": re.compile(r"broker listening.*port=(\d+)"),
-}
 
 
 @dataclass
@@ -81,57 +77,6 @@ class Result:
 
 
 # --- the broker ------------------------------------------------------------------------
-
-
-@dataclass
-class Standalone:
-    """The ``rocklet standalone`` process and its ports."""
-
-    proc: subprocess.Popen[str]
-    namesrv_port: int
-    broker_port: int
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU the broker process used so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@contextmanager
-def standalone(root: Path) -> Iterator[Standalone]:
-    """Run ``rocklet standalone`` on free ports; stop it with SIGTERM afterwards."""
-    conf = root / "broker.conf"
-    conf.write_text("brokerIP1 = 127.0.0.1\nflushDiskType = ASYNC_FLUSH\n", encoding="utf-8")
-    cmd = [sys.executable, "-m", "rocklet", "standalone", "-c", str(conf)]
-    cmd += ["--data-dir", str(root / "store"), "--namesrv-port", "0", "--listen-port", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ports: dict[str, int] = {}
-    ready = threading.Event()
-
-    def pump() -> None:  # keep reading: a full pipe would block the broker's logging
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            for name, pattern in _LISTENING.items():
-                if match := pattern.search(line):
-                    ports[name] = int(match[1])
-            if len(ports) == len(_LISTENING):
-                ready.set()
-        ready.set()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        if not ready.wait(30) or len(ports) != len(_LISTENING):
-            raise RuntimeError("rocklet standalone did not start")
-        yield Standalone(proc, ports["namesrv"], ports["broker"])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        reader.join(5)
 
 
 async def create_topic(broker_port: int, namesrv_port: int) -> None:

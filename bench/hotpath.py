@@ -36,16 +36,12 @@ import cProfile
 import logging
 import os
 import platform
-import re
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -54,6 +50,9 @@ import structlog
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from broker_process import Standalone, standalone
+from sdk_consume_bench import pull_cap_conf
 
 from client.admin import Admin
 from client.consume_result import ConsumeResult
@@ -72,10 +71,6 @@ SEND_TOPIC = "HotpathSend"
 CONSUME_TOPIC = "HotpathConsume"
 QUEUES = 8
 BODY = b"x" * 1024
-_LISTENING = {
-    "namesrv": re.compile(r"namesrv listening.*port=(\d+)"),
-    "broker": re.compile(r"broker listening.*port=(\d+)"),
-}
 # Runs the broker with its loop thread under cProfile (thread CPU clock), stats on exit.
 _PROFILED = """
 import cProfile, sys, time
@@ -123,42 +118,6 @@ HEADER = (
 )
 
 
-@dataclass
-class Standalone:
-    """The ``rocklet standalone`` child and its ports."""
-
-    proc: subprocess.Popen[str]
-    namesrv_port: int
-    broker_port: int
-
-    @property
-    def namesrv(self) -> str:
-        """The name server's address."""
-        return f"127.0.0.1:{self.namesrv_port}"
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU of the broker process (every thread) so far."""
-        return _stat_cpu(Path(f"/proc/{self.proc.pid}/stat"))
-
-    def thread_cpu(self) -> dict[str, float]:
-        """CPU seconds so far of each broker thread, by ``name/tid``."""
-        out = {}
-        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
-            try:
-                name = (task / "comm").read_text().strip()
-                if task.name == str(self.proc.pid):
-                    name = "main (event loop)"
-                out[f"{name}/{task.name}"] = _stat_cpu(task / "stat")
-            except OSError:
-                continue  # the thread ended meanwhile
-        return out
-
-
-def _stat_cpu(stat: Path) -> float:
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _client_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -169,52 +128,6 @@ def _machine_busy_s() -> float:
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-@contextmanager
-def standalone(root: Path, pull_batch: int, profile: Path | None) -> Iterator[Standalone]:
-    """Run ``rocklet standalone`` on free ports; SIGTERM it afterwards."""
-    conf = root / "broker.conf"
-    conf.write_text(
-        "brokerIP1 = 127.0.0.1\nflushDiskType = ASYNC_FLUSH\n"
-        f"maxTransferCountOnMessageInMemory = {pull_batch}\n"
-        f"maxTransferBytesOnMessageInMemory = {max(256, pull_batch * 2) * 1024}\n",
-        encoding="utf-8",
-    )
-    args = ["standalone", "-c", str(conf), "--data-dir", str(root / "store")]
-    args += ["--namesrv-port", "0", "--listen-port", "0"]
-    if profile is None:
-        cmd = [sys.executable, "-m", "rocklet", *args]
-    else:
-        cmd = [sys.executable, "-c", _PROFILED, str(profile), *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ports: dict[str, int] = {}
-    ready = threading.Event()
-
-    def pump() -> None:  # keep reading: a full pipe would block the broker's logging
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            for name, pattern in _LISTENING.items():
-                if match := pattern.search(line):
-                    ports[name] = int(match[1])
-            if len(ports) == len(_LISTENING):
-                ready.set()
-        ready.set()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        if not ready.wait(60) or len(ports) != len(_LISTENING):
-            raise RuntimeError("rocklet standalone did not start")
-        yield Standalone(proc, ports["namesrv"], ports["broker"])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        reader.join(5)
 
 
 async def create_topics(namesrv: str) -> None:
@@ -449,7 +362,10 @@ def run_all(args: argparse.Namespace, root: Path) -> list[Row]:
         profile_dir.mkdir(parents=True, exist_ok=True)
     profile_broker = Path(args.profile_broker).resolve() if args.profile_broker else None
     rows: list[Row] = []
-    with standalone(root, args.pull_batch, profile_broker) as broker:
+    launcher = (
+        None if profile_broker is None else [sys.executable, "-c", _PROFILED, str(profile_broker)]
+    )
+    with standalone(root, extra_conf=pull_cap_conf(args.pull_batch), launcher=launcher) as broker:
         namesrv = broker.namesrv
         uvloop.run(create_topics(namesrv))
         n, consume, pb = args.messages, args.consume, args.pull_batch

@@ -28,16 +28,12 @@ import json
 import logging
 import os
 import platform
-import re
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +42,8 @@ import structlog
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from broker_process import Standalone, standalone
 
 from client.admin import Admin
 from client.errors import NoRouteError
@@ -56,10 +54,6 @@ DRIVER = Path(__file__).resolve().parents[1] / "tests" / "compat" / "cpp_driver.
 TOPIC = "SdkBenchTopic"
 QUEUES = 8
 BODY = b"x" * 1024
-_LISTENING = {
-    "namesrv": re.compile(r"namesrv listening.*port=(\d+)"),
-    "broker": re.compile(r"broker listening.*port=(\d+)"),
-}
 
 
 @dataclass(frozen=True)
@@ -103,62 +97,6 @@ HEADER = (
 
 
 # --- the broker ------------------------------------------------------------------------
-
-
-@dataclass
-class Standalone:
-    """The ``rocklet standalone`` process and its ports."""
-
-    proc: subprocess.Popen[str]
-    namesrv_port: int
-    broker_port: int
-
-    @property
-    def namesrv(self) -> str:
-        """The name server's address."""
-        return f"127.0.0.1:{self.namesrv_port}"
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU the broker process used so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@contextmanager
-def standalone(root: Path) -> Iterator[Standalone]:
-    """Run ``rocklet standalone`` (uvloop, ASYNC_FLUSH) on free ports; SIGTERM it after."""
-    conf = root / "broker.conf"
-    conf.write_text("brokerIP1 = 127.0.0.1\nflushDiskType = ASYNC_FLUSH\n", encoding="utf-8")
-    cmd = [sys.executable, "-m", "rocklet", "standalone", "-c", str(conf)]
-    cmd += ["--data-dir", str(root / "store"), "--namesrv-port", "0", "--listen-port", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ports: dict[str, int] = {}
-    ready = threading.Event()
-
-    def pump() -> None:  # keep reading: a full pipe would block the broker's logging
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            for name, pattern in _LISTENING.items():
-                if match := pattern.search(line):
-                    ports[name] = int(match[1])
-            if len(ports) == len(_LISTENING):
-                ready.set()
-        ready.set()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        if not ready.wait(30) or len(ports) != len(_LISTENING):
-            raise RuntimeError("rocklet standalone did not start")
-        yield Standalone(proc, ports["namesrv"], ports["broker"])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        reader.join(5)
 
 
 async def create_topic(namesrv: str) -> None:

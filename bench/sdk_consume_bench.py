@@ -27,16 +27,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import re
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,12 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from broker_bench import (
     QUEUES,
     TOPIC,
-    Standalone,
     create_topic,
     machine,
     machine_busy_seconds,
     measure,
 )
+from broker_process import Standalone, standalone
 
 from client.consume_result import ConsumeResult
 from client.lite_pull_consumer import LitePullConsumer
@@ -107,58 +103,12 @@ class Row:
         )
 
 
-_LISTENING = {
-    "namesrv": re.compile(r"namesrv listening.*port=(\d+)"),
-    "broker": re.compile(r"broker listening.*port=(\d+)"),
-}
-
-
-@contextmanager
-def standalone(root: Path, transfer: int) -> Iterator[Standalone]:
-    """``rocklet standalone`` as ``broker_bench.standalone`` runs it, with a pull cap.
-
-    Args:
-        root: Data directory.
-        transfer: ``maxTransferCountOnMessageInMemory``, the most messages one pull
-            returns (RocketMQ's default is 32).
-    """
-    conf = root / "broker.conf"
-    conf.write_text(
-        "brokerIP1 = 127.0.0.1\nflushDiskType = ASYNC_FLUSH\n"
+def pull_cap_conf(transfer: int) -> str:
+    """broker.conf lines capping one pull at ``transfer`` messages (RocketMQ's default: 32)."""
+    return (
         f"maxTransferCountOnMessageInMemory = {transfer}\n"
-        f"maxTransferBytesOnMessageInMemory = {max(256, transfer * 2) * 1024}\n",
-        encoding="utf-8",
+        f"maxTransferBytesOnMessageInMemory = {max(256, transfer * 2) * 1024}\n"
     )
-    cmd = [sys.executable, "-m", "rocklet", "standalone", "-c", str(conf)]
-    cmd += ["--data-dir", str(root / "store"), "--namesrv-port", "0", "--listen-port", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ports: dict[str, int] = {}
-    ready = threading.Event()
-
-    def pump() -> None:  # keep reading: a full pipe would block the broker's logging
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            for name, pattern in _LISTENING.items():
-                if match := pattern.search(line):
-                    ports[name] = int(match[1])
-            if len(ports) == len(_LISTENING):
-                ready.set()
-        ready.set()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        if not ready.wait(30) or len(ports) != len(_LISTENING):
-            raise RuntimeError("rocklet standalone did not start")
-        yield Standalone(proc, ports["namesrv"], ports["broker"])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        reader.join(5)
 
 
 def _client_cpu() -> float:
@@ -292,7 +242,7 @@ def run_all(args: argparse.Namespace, root: Path) -> list[Row]:
     for batch in (BATCH, args.big_batch):
         phase = root / f"pull{batch}"
         (phase / "home").mkdir(parents=True)
-        with standalone(phase, batch) as broker:
+        with standalone(phase, extra_conf=pull_cap_conf(batch)) as broker:
             namesrv = f"127.0.0.1:{broker.namesrv_port}"
             asyncio.run(create_topic(broker.broker_port, broker.namesrv_port))
             began = time.perf_counter()
