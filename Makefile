@@ -41,10 +41,10 @@ cluster: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	$(BIN)/python tools/typecheck.py
 
 typecheck: install
-	$(BIN)/mypy
+	$(BIN)/python tools/typecheck.py
 
 ## test: lint, type-check, then the whole pytest suite
 test: lint

@@ -1,6 +1,6 @@
 """Micro-benchmark: header codecs (JSON vs msgpack vs ROCKETMQ binary).
 
-Times :func:`protocol.header_codec.encode_header` and ``decode_header`` on the headers
+Times :func:`rocklet.protocol.header_codec.encode_header` and ``decode_header`` on the headers
 of a typical SEND_MESSAGE (as the C++ client fills it) and PULL_MESSAGE request, and
 prints operations per second. The msgpack serialization is a Rocklet extension; it
 stays only if it is clearly cheaper than JSON for the SDK's own traffic.
@@ -16,8 +16,8 @@ import timeit
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from protocol import RemotingCommand, SerializeType
-from protocol.header_codec import decode_header, encode_header
+from rocklet.protocol import RemotingCommand, SerializeType
+from rocklet.protocol.header_codec import decode_header, encode_header
 
 SEND = RemotingCommand(
     code=10,

@@ -54,18 +54,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from broker_process import Standalone, standalone
 from sdk_consume_bench import pull_cap_conf
 
-from client.admin import Admin
-from client.consume_result import ConsumeResult
-from client.errors import NoRouteError
-from client.message import Message, MessageExt, UniqKeyGenerator
-from client.producer import Producer
-from client.pull_api import PullStatus
-from client.pull_consumer import PullConsumer
-from client.push_consumer import PushConsumer
-from protocol.bodies.queue import MessageQueue
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.frame import FrameDecoder, encode_command_parts
+from rocklet.client.admin import Admin
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.errors import NoRouteError
+from rocklet.client.message import Message, MessageExt, UniqKeyGenerator
+from rocklet.client.producer import Producer
+from rocklet.client.pull_api import PullStatus
+from rocklet.client.pull_consumer import PullConsumer
+from rocklet.client.push_consumer import PushConsumer
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.frame import FrameDecoder, encode_command_parts
 
 SEND_TOPIC = "HotpathSend"
 CONSUME_TOPIC = "HotpathConsume"

@@ -45,10 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from broker_process import Standalone, standalone
 
-from client.admin import Admin
-from client.errors import NoRouteError
-from client.message import Message
-from client.producer import Producer
+from rocklet.client.admin import Admin
+from rocklet.client.errors import NoRouteError
+from rocklet.client.message import Message
+from rocklet.client.producer import Producer
 
 DRIVER = Path(__file__).resolve().parents[1] / "tests" / "compat" / "cpp_driver.py"
 TOPIC = "SdkBenchTopic"

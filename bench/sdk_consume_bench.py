@@ -53,14 +53,14 @@ from broker_bench import (
 )
 from broker_process import Standalone, standalone
 
-from client.consume_result import ConsumeResult
-from client.lite_pull_consumer import LitePullConsumer
-from client.message import Message, MessageExt
-from client.producer import Producer
-from client.pull_api import PullStatus
-from client.pull_consumer import PullConsumer
-from client.push_consumer import PushConsumer
-from protocol.bodies.queue import MessageQueue
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.lite_pull_consumer import LitePullConsumer
+from rocklet.client.message import Message, MessageExt
+from rocklet.client.producer import Producer
+from rocklet.client.pull_api import PullStatus
+from rocklet.client.pull_consumer import PullConsumer
+from rocklet.client.push_consumer import PushConsumer
+from rocklet.protocol.bodies.queue import MessageQueue
 
 BODY = b"x" * 1024
 BATCH = 32

@@ -42,11 +42,11 @@ from broker_bench import QUEUES, TOPIC, Standalone, create_topic, machine, stand
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from client.message import Message
-from client.producer import Producer
-from client.pull_api import PullStatus
-from client.pull_consumer import PullConsumer
-from protocol.bodies.queue import MessageQueue
+from rocklet.client.message import Message
+from rocklet.client.producer import Producer
+from rocklet.client.pull_api import PullStatus
+from rocklet.client.pull_consumer import PullConsumer
+from rocklet.protocol.bodies.queue import MessageQueue
 
 ROOT = Path(__file__).resolve().parents[1]
 _BATCH = 256

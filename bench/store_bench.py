@@ -26,9 +26,9 @@ from pathlib import Path
 
 import structlog
 
-from store.config import FlushDiskType, StoreConfig
-from store.message_store import MessageStore
-from store.results import MessageToStore
+from rocklet.store.config import FlushDiskType, StoreConfig
+from rocklet.store.message_store import MessageStore
+from rocklet.store.results import MessageToStore
 
 SEG = 64 * 1024 * 1024
 

@@ -6,7 +6,7 @@ starts the periodic services RocketMQ's ``BrokerController`` runs: config persis
 (5 s), client expiry (10 s), delayed delivery (100 ms), retention (10 s) and
 re-registration (30 s, and at once when the topic table changes). ``stop`` undoes it in
 reverse and leaves a clean store (flushed, checkpointed, no abort marker). With
-``metricsPort`` set, a Prometheus endpoint is served too (:mod:`broker.metrics`).
+``metricsPort`` set, a Prometheus endpoint is served too (:mod:`rocklet.broker.metrics`).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from typing import Any
 
 import structlog
 
-from broker import processors
-from broker.clients import ClientManager
-from broker.config import BrokerConfig
-from broker.context import BrokerContext, TaskSet
-from broker.groups import SubscriptionGroupManager
-from broker.locks import RebalanceLockManager
-from broker.long_polling import PullHoldService
-from broker.metrics import (
+from rocklet.broker import processors
+from rocklet.broker.clients import ClientManager
+from rocklet.broker.config import BrokerConfig
+from rocklet.broker.context import BrokerContext, TaskSet
+from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.locks import RebalanceLockManager
+from rocklet.broker.long_polling import PullHoldService
+from rocklet.broker.metrics import (
     NULL_METRICS,
     BrokerMetrics,
     BrokerStateCollector,
@@ -35,19 +35,19 @@ from broker.metrics import (
     MetricsServer,
     MetricsSink,
 )
-from broker.notify import notify_consumer_ids_changed
-from broker.offsets import ConsumerOffsetManager
-from broker.registration import NamesrvRegistrar, parse_namesrv_addrs
-from broker.remoting import ProcessorRegistry, RemotingServer
-from broker.topics import TopicConfigManager
-from broker.transaction_check import TransactionCheckService
-from protocol.headers.namesrv import RegisterBrokerRequestHeader
-from protocol.message import pack_host
-from store.clock import Clock, SystemClock
-from store.config import FlushDiskType, StoreConfig
-from store.message_store import MessageStore
-from store.retention import RetentionService
-from store.schedule import DelayDeliveryService
+from rocklet.broker.notify import notify_consumer_ids_changed
+from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.broker.registration import NamesrvRegistrar, parse_namesrv_addrs
+from rocklet.broker.remoting import ProcessorRegistry, RemotingServer
+from rocklet.broker.topics import TopicConfigManager
+from rocklet.broker.transaction_check import TransactionCheckService
+from rocklet.protocol.headers.namesrv import RegisterBrokerRequestHeader
+from rocklet.protocol.message import pack_host
+from rocklet.store.clock import Clock, SystemClock
+from rocklet.store.config import FlushDiskType, StoreConfig
+from rocklet.store.message_store import MessageStore
+from rocklet.store.retention import RetentionService
+from rocklet.store.schedule import DelayDeliveryService
 
 __all__ = ["Broker", "store_config_from"]
 

@@ -16,15 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from client.connection import Connection
-from protocol.bodies.heartbeat import (
+from rocklet.client.connection import Connection
+from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
     MessageModel,
     SubscriptionData,
 )
-from protocol.filter import parse_tag_expression, tag_codes
+from rocklet.protocol.filter import parse_tag_expression, tag_codes
 
 __all__ = ["CHANNEL_EXPIRED_MS", "ClientChannel", "ClientManager", "ConsumerGroupInfo"]
 

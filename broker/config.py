@@ -1,4 +1,4 @@
-"""Broker and name server configuration, read from RocketMQ ``broker.conf`` files.
+"""Broker and name server configuration, read from RocketMQ ``rocklet.broker.conf`` files.
 
 Files use Java properties syntax and RocketMQ's property names (``brokerClusterName``,
 ``listenPort``, ``flushDiskType``, ...), so existing files keep working. Each property
@@ -30,7 +30,7 @@ from typing import Any, Final, Self, TypeVar
 
 import structlog
 
-from store.config import DEFAULT_DELAY_LEVELS
+from rocklet.store.config import DEFAULT_DELAY_LEVELS
 
 __all__ = [
     "BrokerConfig",
@@ -400,7 +400,7 @@ def load_broker_config(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
-    """Read a ``broker.conf``, then apply overrides and the ``NAMESRV_ADDR`` fallback.
+    """Read a ``rocklet.broker.conf``, then apply overrides and the ``NAMESRV_ADDR`` fallback.
 
     Args:
         path: The file; ``None`` for RocketMQ's defaults.

@@ -13,17 +13,17 @@ from typing import Any
 
 import structlog
 
-from broker.clients import ClientManager
-from broker.config import BrokerConfig, BrokerRole
-from broker.groups import SubscriptionGroupManager
-from broker.locks import RebalanceLockManager
-from broker.long_polling import PullHoldService
-from broker.metrics import NULL_METRICS, MetricsSink
-from broker.offsets import ConsumerOffsetManager
-from broker.registration import RegistrationTracker
-from broker.topics import TopicConfigManager
-from store.clock import Clock
-from store.message_store import MessageStore
+from rocklet.broker.clients import ClientManager
+from rocklet.broker.config import BrokerConfig, BrokerRole
+from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.locks import RebalanceLockManager
+from rocklet.broker.long_polling import PullHoldService
+from rocklet.broker.metrics import NULL_METRICS, MetricsSink
+from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.broker.registration import RegistrationTracker
+from rocklet.broker.topics import TopicConfigManager
+from rocklet.store.clock import Clock
+from rocklet.store.message_store import MessageStore
 
 __all__ = ["BrokerContext", "TaskSet"]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from broker.json_file import load_json, persist_json
-from protocol.bodies.subscription_group import SubscriptionGroupConfig
-from protocol.bodies.topic import DataVersion
-from protocol.errors import BodyError
-from store.clock import Clock
+from rocklet.broker.json_file import load_json, persist_json
+from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
+from rocklet.protocol.bodies.topic import DataVersion
+from rocklet.protocol.errors import BodyError
+from rocklet.store.clock import Clock
 
 __all__ = ["SubscriptionGroupManager"]
 

@@ -4,7 +4,7 @@ RocketMQ's ``ConfigManager.persist`` writes the new text to a temp file, keeps t
 previous version as ``<name>.bak`` and renames; on load it falls back to the ``.bak``
 when the main file is missing or unreadable. We do the same, adding an fsync of the
 temp file and of the directory so a crash never leaves a half-written config behind.
-Files RocketMQ wrote use fastjson's unquoted integer keys; :mod:`protocol.fastjson`
+Files RocketMQ wrote use fastjson's unquoted integer keys; :mod:`rocklet.protocol.fastjson`
 reads both styles, and we write standard JSON.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from protocol import fastjson
+from rocklet.protocol import fastjson
 
 __all__ = ["load_json", "persist_json"]
 

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from protocol.bodies.queue import MessageQueue
-from store.clock import Clock
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.store.clock import Clock
 
 __all__ = ["LOCK_MAX_LIVE_MS", "RebalanceLockManager"]
 

@@ -8,7 +8,7 @@ scrapes, so an idle broker pays nothing:
   ``StoreStatsService`` (``putMessageTopicTimesTotal`` / ``SizeTotal``);
 - gets: the pull processor reports the messages it answers per group and topic
   (``BrokerStatsManager`` ``GROUP_GET_NUMS`` / ``GROUP_GET_SIZE``);
-- requests: :func:`broker.remoting.dispatch.dispatch` reports each request's code,
+- requests: :func:`rocklet.broker.remoting.dispatch.dispatch` reports each request's code,
   answer code and duration through :attr:`ProcessorRegistry.observer`.
 
 Consumer lag per group and queue, disk use, the commitlog offsets and the parked
@@ -40,11 +40,11 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 
-from broker.long_polling import PullHoldService
-from broker.offsets import ConsumerOffsetManager
-from protocol.codes import RequestCode, ResponseCode
-from store.message_store import MessageStore
-from store.results import MessageToStore, PutResult
+from rocklet.broker.long_polling import PullHoldService
+from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.store.message_store import MessageStore
+from rocklet.store.results import MessageToStore, PutResult
 
 __all__ = [
     "NULL_METRICS",
@@ -111,7 +111,7 @@ class NullMetrics:
         """Drop the report."""
 
 
-#: The shared no-op sink (the default of :attr:`broker.context.BrokerContext.metrics`).
+#: The shared no-op sink (the default of :attr:`rocklet.broker.context.BrokerContext.metrics`).
 NULL_METRICS: Final = NullMetrics()
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import structlog
 
-from broker.context import TaskSet
-from client.connection import Connection
-from client.errors import ClientError
-from protocol.codes import RequestCode
-from protocol.command import RemotingCommand
-from protocol.headers.consumer import NotifyConsumerIdsChangedRequestHeader
+from rocklet.broker.context import TaskSet
+from rocklet.client.connection import Connection
+from rocklet.client.errors import ClientError
+from rocklet.protocol.codes import RequestCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import NotifyConsumerIdsChangedRequestHeader
 
 __all__ = ["notify_consumer_ids_changed"]
 

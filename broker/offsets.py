@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from broker.json_file import load_json, persist_json
+from rocklet.broker.json_file import load_json, persist_json
 
 __all__ = ["ConsumerOffsetManager"]
 

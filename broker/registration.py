@@ -13,14 +13,17 @@ from collections.abc import Callable
 
 import structlog
 
-from client.connection import Connection, open_connection
-from client.errors import ClientError
-from protocol.bodies.register import RegisterBrokerBody
-from protocol.bodies.topic import TopicConfigSerializeWrapper
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.namesrv import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
-from protocol.message import body_crc
+from rocklet.client.connection import Connection, open_connection
+from rocklet.client.errors import ClientError
+from rocklet.protocol.bodies.register import RegisterBrokerBody
+from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.namesrv import (
+    RegisterBrokerRequestHeader,
+    UnregisterBrokerRequestHeader,
+)
+from rocklet.protocol.message import body_crc
 
 __all__ = ["NamesrvRegistrar", "RegistrationTracker", "parse_namesrv_addrs"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from protocol.codes import ResponseCode
-from store.results import GetMessageStatus, PutMessageStatus
+from rocklet.protocol.codes import ResponseCode
+from rocklet.store.results import GetMessageStatus, PutMessageStatus
 
 __all__ = ["PULL_STATUS_TO_RESPONSE", "PUT_STATUS_TO_RESPONSE", "pull_response_code"]
 

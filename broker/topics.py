@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from broker.json_file import load_json, persist_json
-from protocol.bodies.route import Perm
-from protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from protocol.errors import BodyError
-from store.clock import Clock
+from rocklet.broker.json_file import load_json, persist_json
+from rocklet.protocol.bodies.route import Perm
+from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocklet.protocol.errors import BodyError
+from rocklet.store.clock import Clock
 
 __all__ = [
     "AUTO_CREATE_TOPIC",

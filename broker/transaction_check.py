@@ -39,21 +39,21 @@ from typing import Final
 
 import structlog
 
-from broker.clients import ClientManager
-from broker.context import BrokerContext
-from broker.offsets import ConsumerOffsetManager
-from broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TopicConfigManager
-from client.errors import ClientError
-from protocol.codes import RequestCode
-from protocol.command import RemotingCommand
-from protocol.errors import MessageFormatError
-from protocol.headers.transaction import CheckTransactionStateRequestHeader
-from protocol.message import StoredMessage, decode_message, encode_message, pack_host
-from protocol.message_id import make_offset_msg_id
-from protocol.properties import Prop
-from store.clock import Clock
-from store.message_store import MessageStore
-from store.results import ZERO_HOST, MessageToStore, PutResult
+from rocklet.broker.clients import ClientManager
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TopicConfigManager
+from rocklet.client.errors import ClientError
+from rocklet.protocol.codes import RequestCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.headers.transaction import CheckTransactionStateRequestHeader
+from rocklet.protocol.message import StoredMessage, decode_message, encode_message, pack_host
+from rocklet.protocol.message_id import make_offset_msg_id
+from rocklet.protocol.properties import Prop
+from rocklet.store.clock import Clock
+from rocklet.store.message_store import MessageStore
+from rocklet.store.results import ZERO_HOST, MessageToStore, PutResult
 
 __all__ = [
     "CHECK_MAX_TIME_TOPIC",
@@ -82,7 +82,7 @@ def pack_peer_host(host: tuple[str, int]) -> bytes:
     """Pack a decoded record's ``(ip, port)`` host back into its 8-byte field.
 
     Args:
-        host: As :class:`~protocol.message.StoredMessage` gives it.
+        host: As :class:`~rocklet.protocol.message.StoredMessage` gives it.
 
     Returns:
         The field, or zeros when it is not IPv4 (our store never writes IPv6 hosts).

@@ -1,35 +1,35 @@
 """Rocklet's asyncio RocketMQ client SDK: pure Python, no native library.
 
 Producers, consumers and the admin client share one client instance per process
-(connections, routes, heartbeats). Everything is asyncio-native; :mod:`client.sync`
+(connections, routes, heartbeats). Everything is asyncio-native; :mod:`rocklet.client.sync`
 offers the same names as blocking calls.
 
 Example::
 
-    from client import Message, Producer
+    from rocklet.client import Message, Producer
 
     async with Producer("my-group", "127.0.0.1:9876") as producer:
         result = await producer.send(Message("orders", b"hello", tags="TagA"))
 
-Errors are in :mod:`client.errors`: one class per broker response code (with a
+Errors are in :mod:`rocklet.client.errors`: one class per broker response code (with a
 ``retriable`` flag), and connection errors apart.
 """
 
 from __future__ import annotations
 
-from client.admin import Admin
-from client.consume_result import ConsumeResult
-from client.lite_pull_consumer import LitePullConsumer
-from client.message import Message, MessageExt, SendResult, SendStatus
-from client.producer import Producer, hash_selector
-from client.pull_consumer import PullConsumer
-from client.push_consumer import PushConsumer
-from client.transaction import (
+from rocklet.client.admin import Admin
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.lite_pull_consumer import LitePullConsumer
+from rocklet.client.message import Message, MessageExt, SendResult, SendStatus
+from rocklet.client.producer import Producer, hash_selector
+from rocklet.client.pull_consumer import PullConsumer
+from rocklet.client.push_consumer import PushConsumer
+from rocklet.client.transaction import (
     LocalTransactionState,
     TransactionProducer,
     TransactionSendResult,
 )
-from protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.queue import MessageQueue
 
 __all__ = [
     "Admin",

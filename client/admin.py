@@ -22,34 +22,34 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from client.errors import BrokerError, ClientStateError, NoRouteError, error_for_code
-from client.instance import ClientInstance, get_instance
-from client.message import MessageExt
-from protocol.bodies.cluster import ClusterInfo, TopicList
-from protocol.bodies.consumer import ResetOffsetBody
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import Perm, TopicRouteData
-from protocol.bodies.running import ConsumerConnection, ConsumerRunningInfo
-from protocol.bodies.stats import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.admin import (
+from rocklet.client.errors import BrokerError, ClientStateError, NoRouteError, error_for_code
+from rocklet.client.instance import ClientInstance, get_instance
+from rocklet.client.message import MessageExt
+from rocklet.protocol.bodies.cluster import ClusterInfo, TopicList
+from rocklet.protocol.bodies.consumer import ResetOffsetBody
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import Perm, TopicRouteData
+from rocklet.protocol.bodies.running import ConsumerConnection, ConsumerRunningInfo
+from rocklet.protocol.bodies.stats import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.admin import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
-from protocol.headers.base import Header
-from protocol.headers.consumer import (
+from rocklet.protocol.headers.base import Header
+from rocklet.protocol.headers.consumer import (
     GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     ResetOffsetRequestHeader,
 )
-from protocol.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
-from protocol.headers.query import QueryMessageRequestHeader, ViewMessageRequestHeader
-from protocol.message import iter_messages
-from protocol.message_id import parse_offset_msg_id
-from protocol.properties import Prop
+from rocklet.protocol.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
+from rocklet.protocol.headers.query import QueryMessageRequestHeader, ViewMessageRequestHeader
+from rocklet.protocol.message import iter_messages
+from rocklet.protocol.message_id import parse_offset_msg_id
+from rocklet.protocol.properties import Prop
 
 __all__ = ["Admin"]
 

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Final, TypeAlias
 
-from protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.queue import MessageQueue
 
 __all__ = [
     "STRATEGIES",
@@ -156,7 +156,7 @@ def allocate_consistent_hash(
     return out
 
 
-#: Strategies by the name :class:`~client.push_consumer.PushConsumer` accepts.
+#: Strategies by the name :class:`~rocklet.client.push_consumer.PushConsumer` accepts.
 STRATEGIES: Final[dict[str, AllocateStrategy]] = {
     "averagely": allocate_averagely,
     "round_robin": allocate_averagely_by_circle,

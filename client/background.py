@@ -16,8 +16,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from client._log import get_logger
-from client.errors import BrokerError, NoRouteError, TransportError
+from rocklet.client._log import get_logger
+from rocklet.client.errors import BrokerError, NoRouteError, TransportError
 
 __all__ = ["Background", "ErrorCallback"]
 

@@ -1,7 +1,7 @@
 """The one asyncio transport for remoting connections, both outgoing and accepted.
 
 A :class:`Connection` is an :class:`asyncio.Protocol` around the sans-IO
-:class:`~protocol.frame.FrameDecoder`. It is used by the SDK (connections to name
+:class:`~rocklet.protocol.frame.FrameDecoder`. It is used by the SDK (connections to name
 servers and brokers), by the broker for its own outgoing requests (registration with
 name servers, broker-to-client requests such as NOTIFY_CONSUMER_IDS_CHANGED) and by the
 remoting server for every accepted socket.
@@ -16,7 +16,7 @@ What it does, and why:
   held long-poll pull never blocks the next request on the same connection (Java runs
   each request on an executor for the same reason). For the codes in ``eager_codes``
   (the broker's sends and pulls) the handler first runs inline and gets a task only
-  if it suspends (:mod:`client.eager_start`).
+  if it suspends (:mod:`rocklet.client.eager_start`).
 - Writes can be coalesced (``coalesce_writes``): every frame written while one read is
   decoded, or during one event-loop pass, leaves in one ``writelines``. One send
   syscall per answer was the largest single cost of a pipelining broker (it wakes the
@@ -35,13 +35,13 @@ import enum
 from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import Final, NamedTuple, TypeAlias, cast
 
-from client._log import get_logger
-from client.eager_start import start_eagerly
-from client.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
-from protocol.codes import ResponseCode
-from protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
-from protocol.errors import FrameError
-from protocol.frame import (
+from rocklet.client._log import get_logger
+from rocklet.client.eager_start import start_eagerly
+from rocklet.client.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
+from rocklet.protocol.codes import ResponseCode
+from rocklet.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from rocklet.protocol.errors import FrameError
+from rocklet.protocol.frame import (
     DEFAULT_MAX_FRAME_SIZE,
     FrameDecoder,
     encode_command_into,

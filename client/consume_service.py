@@ -18,7 +18,7 @@
   A message that failed ``max_reconsume_times`` times goes to the dead-letter queue
   (send-back with delay level -1) so the queue can move on.
 
-Listeners, and how they are called, live in :mod:`client.listeners`.
+Listeners, and how they are called, live in :mod:`rocklet.client.listeners`.
 """
 
 from __future__ import annotations
@@ -28,17 +28,23 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias
 
-from client._log import get_logger
-from client.consume_result import ConsumeResult
-from client.errors import BrokerError, ClientError, NoRouteError, TransportError, error_for_code
-from client.listeners import ListenerTable, split_batches
-from client.message import MessageExt
-from client.offset_store import OffsetStore
-from client.process_queue import ProcessQueue
-from protocol.bodies.queue import MessageQueue
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
+from rocklet.client._log import get_logger
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.errors import (
+    BrokerError,
+    ClientError,
+    NoRouteError,
+    TransportError,
+    error_for_code,
+)
+from rocklet.client.listeners import ListenerTable, split_batches
+from rocklet.client.message import MessageExt
+from rocklet.client.offset_store import OffsetStore
+from rocklet.client.process_queue import ProcessQueue
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
 
 __all__ = [
     "ConcurrentConsumeService",

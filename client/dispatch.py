@@ -3,7 +3,7 @@
 A broker talks to a client over the connection the client opened (RocketMQ's
 ``ClientRemotingProcessor``). Each request is handled in its own task by the
 connection; this module maps the code to the producer or consumer registered on the
-:class:`~client.instance.ClientInstance`:
+:class:`~rocklet.client.instance.ClientInstance`:
 
 ====  ==============================  =====================================================
 code  request                         handled by
@@ -25,26 +25,26 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from client._log import get_logger
-from client.connection import Connection, HandlerResult
-from client.message import MessageExt
-from protocol.bodies.consumer import ResetOffsetBody
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.consumer import (
+from rocklet.client._log import get_logger
+from rocklet.client.connection import Connection, HandlerResult
+from rocklet.client.message import MessageExt
+from rocklet.protocol.bodies.consumer import ResetOffsetBody
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import (
     GetConsumerRunningInfoRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
 )
-from protocol.headers.transaction import (
+from rocklet.protocol.headers.transaction import (
     CheckTransactionStateRequestHeader,
     ReplyMessageRequestHeader,
 )
-from protocol.message import SysFlag, decode_message
-from protocol.properties import Prop, decode_properties
+from rocklet.protocol.message import SysFlag, decode_message
+from rocklet.protocol.properties import Prop, decode_properties
 
 if TYPE_CHECKING:
-    from client.instance import ClientInstance
+    from rocklet.client.instance import ClientInstance
 
 __all__ = ["ServerRequestDispatcher", "reply_message_from_push"]
 

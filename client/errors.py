@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
-from protocol.codes import ResponseCode
+from rocklet.protocol.codes import ResponseCode
 
 __all__ = [
     "BrokerBusyError",

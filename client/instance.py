@@ -8,11 +8,11 @@ closes it when the last user lets go), or construct one directly and :meth:`clos
 
 What it does:
 
-- **Connections** (:class:`~client.pool.ConnectionPool`): one per address, opened on
+- **Connections** (:class:`~rocklet.client.pool.ConnectionPool`): one per address, opened on
   first use, with reconnect backoff. When a broker connection opens, the heartbeat
   goes first, so the broker knows this client before anything else arrives on that
   connection (needed for request-reply and transaction check-back).
-- **Routes** (:class:`~client.routes.RouteCache`): GET_ROUTEINFO_BY_TOPIC answers,
+- **Routes** (:class:`~rocklet.client.routes.RouteCache`): GET_ROUTEINFO_BY_TOPIC answers,
   cached. Every ``route_refresh_s`` the known topics (and the consumers'
   subscriptions) are refreshed, as Java's ``updateTopicRouteInfoFromNameServer``
   timer does.
@@ -37,23 +37,23 @@ import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-from client._log import get_logger
-from client.backoff import Backoff
-from client.connection import Connection
-from client.dispatch import ServerRequestDispatcher
-from client.errors import ClientStateError, TransportError, error_for_code
-from client.message import MessageExt
-from client.pool import ConnectionPool
-from client.routes import RouteCache
-from protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import BrokerData, TopicRouteData
-from protocol.bodies.running import ConsumerRunningInfo
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.consumer import UnregisterClientRequestHeader
-from protocol.headers.namesrv import GetRouteInfoRequestHeader
-from protocol.headers.transaction import CheckTransactionStateRequestHeader
+from rocklet.client._log import get_logger
+from rocklet.client.backoff import Backoff
+from rocklet.client.connection import Connection
+from rocklet.client.dispatch import ServerRequestDispatcher
+from rocklet.client.errors import ClientStateError, TransportError, error_for_code
+from rocklet.client.message import MessageExt
+from rocklet.client.pool import ConnectionPool
+from rocklet.client.routes import RouteCache
+from rocklet.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import BrokerData, TopicRouteData
+from rocklet.protocol.bodies.running import ConsumerRunningInfo
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import UnregisterClientRequestHeader
+from rocklet.protocol.headers.namesrv import GetRouteInfoRequestHeader
+from rocklet.protocol.headers.transaction import CheckTransactionStateRequestHeader
 
 __all__ = [
     "ClientInstance",

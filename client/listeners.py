@@ -1,8 +1,8 @@
 """Listeners of a push consumer: which one gets a batch, how it is called, what it said.
 
 A listener is ``async def`` (awaited on the event loop) or a plain function (run in
-the consumer's thread pool); it receives a list of :class:`~client.message.MessageExt`
-and returns a :class:`~client.consume_result.ConsumeResult`. Listener exceptions are
+the consumer's thread pool); it receives a list of :class:`~rocklet.client.message.MessageExt`
+and returns a :class:`~rocklet.client.consume_result.ConsumeResult`. Listener exceptions are
 the application's: they are logged and count as a failed batch, as in the Java and
 C++ clients.
 """
@@ -17,9 +17,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeAlias, cast
 
-from client._log import get_logger
-from client.consume_result import ConsumeResult
-from client.message import MessageExt
+from rocklet.client._log import get_logger
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.message import MessageExt
 
 __all__ = ["ConsumeStats", "Listener", "ListenerTable", "split_batches"]
 

@@ -17,27 +17,27 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Final, NamedTuple
 
-from client._log import get_logger
-from client.allocate import STRATEGIES, AllocateStrategy
-from client.background import Background
-from client.errors import BrokerError, ClientStateError, NoRouteError, TransportError
-from client.instance import ClientInstance
-from client.message import MessageExt
-from client.process_queue import ProcessQueue
-from client.pull_api import PullStatus, pull_request, read_pull_response
-from client.pull_base import PullConsumerBase
-from client.push_consumer import ConsumerStatus
-from client.rebalance import ConsumeFrom, Rebalancer, subscription
-from protocol.bodies.heartbeat import (
+from rocklet.client._log import get_logger
+from rocklet.client.allocate import STRATEGIES, AllocateStrategy
+from rocklet.client.background import Background
+from rocklet.client.errors import BrokerError, ClientStateError, NoRouteError, TransportError
+from rocklet.client.instance import ClientInstance
+from rocklet.client.message import MessageExt
+from rocklet.client.process_queue import ProcessQueue
+from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
+from rocklet.client.pull_base import PullConsumerBase
+from rocklet.client.push_consumer import ConsumerStatus
+from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
+from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
     MessageModel,
     SubscriptionData,
 )
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.running import ConsumerRunningInfo
-from protocol.filter import parse_tag_expression
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.running import ConsumerRunningInfo
+from rocklet.protocol.filter import parse_tag_expression
 
 __all__ = ["LitePullConsumer"]
 

@@ -1,9 +1,9 @@
 """Messages as the SDK user sees them: what is sent, what is received, what a send returns.
 
 :class:`Message` is what a producer sends; :class:`MessageExt` is a received or looked-up
-message with every stored field (built from :class:`protocol.message.StoredMessage`);
+message with every stored field (built from :class:`rocklet.protocol.message.StoredMessage`);
 :class:`SendResult` is a send's outcome. Property names follow RocketMQ's
-``MessageConst`` (:class:`protocol.properties.Prop`).
+``MessageConst`` (:class:`rocklet.protocol.properties.Prop`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from client.errors import InvalidMessageError
-from protocol.bodies.queue import MessageQueue
-from protocol.message import StoredMessage, SysFlag, pack_host
-from protocol.message_id import make_offset_msg_id
-from protocol.properties import Prop
+from rocklet.client.errors import InvalidMessageError
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.message import StoredMessage, SysFlag, pack_host
+from rocklet.protocol.message_id import make_offset_msg_id
+from rocklet.protocol.properties import Prop
 
 __all__ = [
     "MAX_MESSAGE_SIZE",
@@ -140,7 +140,7 @@ class MessageExt:
         queue_id: The queue it is stored in.
         queue_offset: Its offset in that queue.
         commit_log_offset: Its offset in the broker's commitlog.
-        sys_flag: Stored ``sysFlag`` bits (:class:`protocol.message.SysFlag`).
+        sys_flag: Stored ``sysFlag`` bits (:class:`rocklet.protocol.message.SysFlag`).
         born_timestamp: When the producer made it, epoch ms.
         born_host: The producer's ``(ip, port)``.
         store_timestamp: When the broker stored it, epoch ms.

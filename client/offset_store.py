@@ -21,14 +21,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, Protocol
 
-from client._log import get_logger
-from client.errors import NoRouteError, error_for_code
-from protocol.bodies.consumer import ResetOffsetBody
-from protocol.bodies.queue import MessageQueue
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import BodyError
-from protocol.headers.consumer import (
+from rocklet.client._log import get_logger
+from rocklet.client.errors import NoRouteError, error_for_code
+from rocklet.protocol.bodies.consumer import ResetOffsetBody
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import BodyError
+from rocklet.protocol.headers.consumer import (
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -49,7 +49,7 @@ DEFAULT_OFFSETS_DIR: Final = Path.home() / ".rocklet" / "offsets"
 
 
 class BrokerInvoker(Protocol):
-    """The slice of :class:`~client.instance.ClientInstance` the remote store uses."""
+    """The slice of :class:`~rocklet.client.instance.ClientInstance` the remote store uses."""
 
     def master_addr(self, broker_name: str) -> str | None:
         """The master's address of ``broker_name`` from cached routes."""

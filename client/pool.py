@@ -1,7 +1,7 @@
 """One connection per address, opened on first use, with reconnect backoff.
 
 Concurrent first uses of an address share one connect. A failed connect puts the
-address in exponential backoff (:mod:`client.backoff`); until it expires, asking for
+address in exponential backoff (:mod:`rocklet.client.backoff`); until it expires, asking for
 that address fails at once with :class:`ConnectError`, so a producer moves on to
 another broker instead of paying a connect timeout on every send (RocketMQ's clients
 retry the connect on each call, which is what makes a dead broker so costly there).
@@ -15,9 +15,9 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from client.backoff import Backoff, BackoffState
-from client.connection import Connection, RequestHandler, open_connection
-from client.errors import ClientStateError, ConnectError
+from rocklet.client.backoff import Backoff, BackoffState
+from rocklet.client.connection import Connection, RequestHandler, open_connection
+from rocklet.client.errors import ClientStateError, ConnectError
 
 __all__ = ["ConnectionPool"]
 

@@ -39,7 +39,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar
 
 from sortedcontainers import SortedDict  # type: ignore[import-untyped]
 
-from protocol.bodies.running import ProcessQueueInfo
+from rocklet.protocol.bodies.running import ProcessQueueInfo
 
 __all__ = [
     "LOCK_MAX_LIVE_MS",

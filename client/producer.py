@@ -1,14 +1,14 @@
 """The producer: send, batch, oneway, orderly, request-reply.
 
 A :class:`Producer` belongs to a producer group and shares a
-:class:`~client.instance.ClientInstance` (connections, routes, heartbeat) with the other
+:class:`~rocklet.client.instance.ClientInstance` (connections, routes, heartbeat) with the other
 producers and consumers of the process. What a send does, following RocketMQ 4.9's
 ``DefaultMQProducerImpl.sendDefaultImpl``:
 
-1. Validate the message and stamp a UNIQ_KEY (:class:`~client.message.UniqKeyGenerator`).
+1. Validate the message and stamp a UNIQ_KEY (:class:`~rocklet.client.message.UniqKeyGenerator`).
 2. Compress a body over ``compress_over`` bytes with zlib and set sysFlag bit 0.
 3. Pick a queue: round-robin over the topic's writable queues, skipping brokers the
-   :class:`~client.routes.LatencyFaultTolerance` says were slow or failing lately.
+   :class:`~rocklet.client.routes.LatencyFaultTolerance` says were slow or failing lately.
 4. Send SEND_MESSAGE_V2 (310; SEND_BATCH_MESSAGE 320 for a batch) to that broker's
    master. Many concurrent sends share the one connection (pipelining): each is one
    request with its own opaque, so throughput is bound by CPU, not round trips.
@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Self
 
-from client import request_reply
-from client._log import get_logger
-from client.errors import (
+from rocklet.client import request_reply
+from rocklet.client._log import get_logger
+from rocklet.client.errors import (
     BrokerError,
     ClientStateError,
     InvalidMessageError,
@@ -41,8 +41,8 @@ from client.errors import (
     TransportError,
     error_for_code,
 )
-from client.instance import ClientInstance, get_instance
-from client.message import (
+from rocklet.client.instance import ClientInstance, get_instance
+from rocklet.client.message import (
     MAX_MESSAGE_SIZE,
     Message,
     MessageExt,
@@ -52,15 +52,15 @@ from client.message import (
     send_properties,
     validate_message,
 )
-from client.request_reply import REPLY_MESSAGE_FLAG
-from client.routes import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, LatencyFaultTolerance
-from protocol.bodies.queue import MessageQueue
-from protocol.codes import RequestCode, ResponseCode, SerializeType
-from protocol.command import RemotingCommand
-from protocol.errors import MessageFormatError
-from protocol.headers.send import SendMessageResponseHeader
-from protocol.message import SysFlag, java_string_hash
-from protocol.properties import MAX_PROPERTIES_SIZE, Prop
+from rocklet.client.request_reply import REPLY_MESSAGE_FLAG
+from rocklet.client.routes import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, LatencyFaultTolerance
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.codes import RequestCode, ResponseCode, SerializeType
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.headers.send import SendMessageResponseHeader
+from rocklet.protocol.message import SysFlag, java_string_hash
+from rocklet.protocol.properties import MAX_PROPERTIES_SIZE, Prop
 
 __all__ = ["MessageQueueSelector", "Producer", "ProducerConfig", "ProducerStatus", "hash_selector"]
 

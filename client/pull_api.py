@@ -3,7 +3,7 @@
 Shared by the push consumer's pull loops and the pull / lite-pull consumers
 (RocketMQ's ``PullAPIWrapper``). The body of a found pull is back-to-back stored
 records (remoting-protocol.md §3.4, §4.1); :func:`decode_messages` turns them into
-:class:`~client.message.MessageExt` in one pass, unpacking each record's fixed part
+:class:`~rocklet.client.message.MessageExt` in one pass, unpacking each record's fixed part
 with one ``struct`` call, dropping records whose tag the subscription does not want
 *before* building them (the broker filters by tag hash, which collides, so clients
 re-check the string, as Java and C++ do), and restoring the original topic of retried
@@ -19,22 +19,26 @@ from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, replace
 from typing import Final, Protocol
 
-from client.errors import error_for_code
-from client.message import MessageExt
-from protocol.bodies.queue import MessageQueue
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import MessageFormatError
-from protocol.headers.base import Header
-from protocol.headers.consumer import (
+from rocklet.client.errors import error_for_code
+from rocklet.client.message import MessageExt
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.headers.base import Header
+from rocklet.protocol.headers.consumer import (
     GetMaxOffsetRequestHeader,
     GetMaxOffsetResponseHeader,
     GetMinOffsetRequestHeader,
     SearchOffsetRequestHeader,
 )
-from protocol.headers.pull import PullMessageResponseHeader, PullSysFlag, pull_request_fields
-from protocol.message import MESSAGE_MAGIC, SysFlag, decode_message
-from protocol.properties import Prop, decode_properties
+from rocklet.protocol.headers.pull import (
+    PullMessageResponseHeader,
+    PullSysFlag,
+    pull_request_fields,
+)
+from rocklet.protocol.message import MESSAGE_MAGIC, SysFlag, decode_message
+from rocklet.protocol.properties import Prop, decode_properties
 
 __all__ = [
     "LazyProperties",

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from client.errors import ClientStateError, NoRouteError
-from client.instance import ClientInstance, ConsumerHandle, get_instance
-from client.offset_store import RemoteOffsetStore
-from client.pull_api import max_offset, min_offset, search_offset
-from client.push_consumer import ConsumerStatus
-from client.rebalance import ConsumeFrom
-from protocol.bodies.queue import MessageQueue
+from rocklet.client.errors import ClientStateError, NoRouteError
+from rocklet.client.instance import ClientInstance, ConsumerHandle, get_instance
+from rocklet.client.offset_store import RemoteOffsetStore
+from rocklet.client.pull_api import max_offset, min_offset, search_offset
+from rocklet.client.push_consumer import ConsumerStatus
+from rocklet.client.rebalance import ConsumeFrom
+from rocklet.protocol.bodies.queue import MessageQueue
 
 __all__ = ["PullConsumerBase"]
 

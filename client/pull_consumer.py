@@ -12,21 +12,26 @@
   the last polled message of each queue (sync); with ``auto_commit`` that happens every
   ``auto_commit_interval_s`` during ``poll`` and at shutdown.
 
-Both talk to brokers through the shared :class:`~client.instance.ClientInstance`.
+Both talk to brokers through the shared :class:`~rocklet.client.instance.ClientInstance`.
 """
 
 from __future__ import annotations
 
-from client.instance import ClientInstance
-from client.lite_pull_consumer import LitePullConsumer
-from client.pull_api import PullResult, PullStatus, pull_request, read_pull_response
-from client.pull_base import PullConsumerBase
-from client.push_consumer import ConsumerStatus
-from client.rebalance import subscription
-from protocol.bodies.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.running import ConsumerRunningInfo
-from protocol.filter import parse_tag_expression
+from rocklet.client.instance import ClientInstance
+from rocklet.client.lite_pull_consumer import LitePullConsumer
+from rocklet.client.pull_api import PullResult, PullStatus, pull_request, read_pull_response
+from rocklet.client.pull_base import PullConsumerBase
+from rocklet.client.push_consumer import ConsumerStatus
+from rocklet.client.rebalance import subscription
+from rocklet.protocol.bodies.heartbeat import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+)
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.running import ConsumerRunningInfo
+from rocklet.protocol.filter import parse_tag_expression
 
 __all__ = ["LitePullConsumer", "PullConsumer", "PullResult", "PullStatus"]
 

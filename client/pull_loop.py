@@ -30,15 +30,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from client._log import get_logger
-from client.errors import BrokerError, NoRouteError, TransportError
-from client.message import MessageExt
-from client.offset_store import OffsetStore
-from client.process_queue import ProcessQueue
-from client.pull_api import PullInvoker, PullStatus, pull_request, read_pull_response
-from protocol.bodies.heartbeat import SubscriptionData
-from protocol.bodies.queue import MessageQueue
-from protocol.filter import parse_tag_expression
+from rocklet.client._log import get_logger
+from rocklet.client.errors import BrokerError, NoRouteError, TransportError
+from rocklet.client.message import MessageExt
+from rocklet.client.offset_store import OffsetStore
+from rocklet.client.process_queue import ProcessQueue
+from rocklet.client.pull_api import PullInvoker, PullStatus, pull_request, read_pull_response
+from rocklet.protocol.bodies.heartbeat import SubscriptionData
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.filter import parse_tag_expression
 
 __all__ = ["FlowLimits", "PullLoop", "PullLoopDeps"]
 

@@ -1,11 +1,11 @@
 """PushConsumer: subscribe a listener, and Rocklet delivers the messages.
 
 Under the name is a pull consumer that pulls for you (RocketMQ's
-``DefaultMQPushConsumer``): a :class:`~client.rebalance.Rebalancer` decides which
-queues this member of the group owns, one :class:`~client.pull_loop.PullLoop` per
+``DefaultMQPushConsumer``): a :class:`~rocklet.client.rebalance.Rebalancer` decides which
+queues this member of the group owns, one :class:`~rocklet.client.pull_loop.PullLoop` per
 owned queue long-polls the broker into the queue's
-:class:`~client.process_queue.ProcessQueue`, and a consume service
-(:mod:`client.consume_service`) calls your listener, concurrently or in per-queue
+:class:`~rocklet.client.process_queue.ProcessQueue`, and a consume service
+(:mod:`rocklet.client.consume_service`) calls your listener, concurrently or in per-queue
 order. Offsets are committed every 5 s, when a queue moves to another member, and at
 shutdown (clustering: on the broker; broadcasting: in a local file).
 
@@ -37,37 +37,37 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
-from client._log import get_logger
-from client.allocate import STRATEGIES, AllocateStrategy
-from client.background import Background
-from client.consume_result import ConsumeResult
-from client.consume_service import (
+from rocklet.client._log import get_logger
+from rocklet.client.allocate import STRATEGIES, AllocateStrategy
+from rocklet.client.background import Background
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.consume_service import (
     ConcurrentConsumeService,
     OrderlyConsumeService,
     make_send_back,
 )
-from client.errors import BrokerError, ClientStateError, TransportError
-from client.instance import ClientInstance, get_instance
-from client.listeners import Listener, ListenerTable
-from client.message import MessageExt
-from client.offset_store import (
+from rocklet.client.errors import BrokerError, ClientStateError, TransportError
+from rocklet.client.instance import ClientInstance, get_instance
+from rocklet.client.listeners import Listener, ListenerTable
+from rocklet.client.message import MessageExt
+from rocklet.client.offset_store import (
     DEFAULT_OFFSETS_DIR,
     LocalFileOffsetStore,
     OffsetStore,
     RemoteOffsetStore,
 )
-from client.process_queue import ProcessQueue
-from client.pull_loop import FlowLimits, PullLoop, PullLoopDeps
-from client.rebalance import ConsumeFrom, Rebalancer, retry_topic, subscription
-from protocol.bodies.heartbeat import (
+from rocklet.client.process_queue import ProcessQueue
+from rocklet.client.pull_loop import FlowLimits, PullLoop, PullLoopDeps
+from rocklet.client.rebalance import ConsumeFrom, Rebalancer, retry_topic, subscription
+from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
     MessageModel,
     SubscriptionData,
 )
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.running import ConsumerRunningInfo, ConsumeStatus
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.running import ConsumerRunningInfo, ConsumeStatus
 
 __all__ = ["ConsumerStatus", "PushConsumer"]
 

@@ -33,26 +33,26 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Literal, Protocol, TypeAlias
 
-from client._log import get_logger
-from client.allocate import AllocateStrategy
-from client.errors import BrokerError, NoRouteError, TransportError, error_for_code
-from client.message import MessageExt
-from client.offset_store import OffsetStore
-from client.process_queue import ProcessQueue
-from client.pull_api import max_offset, search_offset
-from protocol.bodies.consumer import (
+from rocklet.client._log import get_logger
+from rocklet.client.allocate import AllocateStrategy
+from rocklet.client.errors import BrokerError, NoRouteError, TransportError, error_for_code
+from rocklet.client.message import MessageExt
+from rocklet.client.offset_store import OffsetStore
+from rocklet.client.process_queue import ProcessQueue
+from rocklet.client.pull_api import max_offset, search_offset
+from rocklet.protocol.bodies.consumer import (
     ConsumerListBody,
     LockBatchRequestBody,
     LockBatchResponseBody,
     UnlockBatchRequestBody,
 )
-from protocol.bodies.heartbeat import SubscriptionData
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import TopicRouteData
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.filter import parse_tag_expression, tag_codes
-from protocol.headers.consumer import GetConsumerListByGroupRequestHeader
+from rocklet.protocol.bodies.heartbeat import SubscriptionData
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import TopicRouteData
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.filter import parse_tag_expression, tag_codes
+from rocklet.protocol.headers.consumer import GetConsumerListByGroupRequestHeader
 
 __all__ = [
     "RETRY_PREFIX",
@@ -100,7 +100,7 @@ def retry_topic(group: str) -> str:
 
 
 class RebalanceInstance(Protocol):
-    """The slice of :class:`~client.instance.ClientInstance` a rebalance uses."""
+    """The slice of :class:`~rocklet.client.instance.ClientInstance` a rebalance uses."""
 
     client_id: str
 

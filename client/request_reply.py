@@ -16,12 +16,12 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING, Final
 
-from client.errors import InvalidMessageError, RequestReplyTimeoutError
-from client.message import Message, MessageExt
-from protocol.properties import Prop
+from rocklet.client.errors import InvalidMessageError, RequestReplyTimeoutError
+from rocklet.client.message import Message, MessageExt
+from rocklet.protocol.properties import Prop
 
 if TYPE_CHECKING:
-    from client.producer import Producer
+    from rocklet.client.producer import Producer
 
 __all__ = ["REPLY_MESSAGE_FLAG", "REPLY_TOPIC_SUFFIX", "make_reply", "request"]
 

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import BrokerData, Perm, TopicRouteData
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import BrokerData, Perm, TopicRouteData
 
 __all__ = [
     "AUTO_CREATE_TOPIC",

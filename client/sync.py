@@ -13,7 +13,7 @@ methods from the loop thread itself (that would deadlock; it raises RuntimeError
 
 Example::
 
-    from client.sync import Producer, Message
+    from rocklet.client.sync import Producer, Message
 
     with Producer("my-group", "127.0.0.1:9876") as producer:
         result = producer.send(Message("orders", b"hello"))
@@ -26,26 +26,26 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
-from client import admin as _admin
-from client import lite_pull_consumer as _lite
-from client import producer as _producer
-from client import pull_consumer as _pull
-from client import transaction as _transaction
-from client.consume_result import ConsumeResult
-from client.message import Message, MessageExt, SendResult
-from client.producer import MessageQueueSelector
-from client.push_consumer import PushConsumer as _AsyncPushConsumer
-from client.transaction import (
+from rocklet.client import admin as _admin
+from rocklet.client import lite_pull_consumer as _lite
+from rocklet.client import producer as _producer
+from rocklet.client import pull_consumer as _pull
+from rocklet.client import transaction as _transaction
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.message import Message, MessageExt, SendResult
+from rocklet.client.producer import MessageQueueSelector
+from rocklet.client.push_consumer import PushConsumer as _AsyncPushConsumer
+from rocklet.client.transaction import (
     CheckListener,
     LocalTransaction,
     LocalTransactionState,
     TransactionSendResult,
 )
-from protocol.bodies.cluster import ClusterInfo
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import Perm, TopicRouteData
-from protocol.bodies.running import ConsumerConnection, ConsumerRunningInfo
-from protocol.bodies.stats import ConsumeStats, TopicOffset
+from rocklet.protocol.bodies.cluster import ClusterInfo
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import Perm, TopicRouteData
+from rocklet.protocol.bodies.running import ConsumerConnection, ConsumerRunningInfo
+from rocklet.protocol.bodies.stats import ConsumeStats, TopicOffset
 
 __all__ = [
     "Admin",
@@ -137,7 +137,7 @@ class _Facade:
 
 
 class Producer(_Facade):
-    """Blocking :class:`client.producer.Producer` (same arguments)."""
+    """Blocking :class:`rocklet.client.producer.Producer` (same arguments)."""
 
     def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", **options: Any) -> None:
         super().__init__()
@@ -193,7 +193,7 @@ class Producer(_Facade):
 
 
 class TransactionProducer(Producer):
-    """Blocking :class:`client.transaction.TransactionProducer`."""
+    """Blocking :class:`rocklet.client.transaction.TransactionProducer`."""
 
     def __init__(
         self,
@@ -217,7 +217,7 @@ class TransactionProducer(Producer):
 
 
 class PushConsumer(_Facade):
-    """Blocking :class:`client.push_consumer.PushConsumer`; listeners are plain functions."""
+    """Blocking :class:`~rocklet.client.push_consumer.PushConsumer`; plain-function listeners."""
 
     def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", **options: Any) -> None:
         super().__init__()
@@ -314,7 +314,7 @@ class _Proxy(_Facade):
 
 
 class PullConsumer(_Proxy):
-    """Blocking :class:`client.pull_consumer.PullConsumer`: same methods, blocking.
+    """Blocking :class:`rocklet.client.pull_consumer.PullConsumer`: same methods, blocking.
 
     ``with PullConsumer(...) as c`` starts it, as ``async with`` does.
     """
@@ -324,7 +324,7 @@ class PullConsumer(_Proxy):
 
 
 class LitePullConsumer(_Proxy):
-    """Blocking :class:`client.lite_pull_consumer.LitePullConsumer`: same methods, blocking.
+    """Blocking :class:`rocklet.client.lite_pull_consumer.LitePullConsumer`: same methods, blocking.
 
     As with the async class, call ``subscribe`` or ``assign``, then ``start``.
     """
@@ -334,7 +334,7 @@ class LitePullConsumer(_Proxy):
 
 
 class Admin(_Facade):
-    """Blocking :class:`client.admin.Admin` (same arguments and methods)."""
+    """Blocking :class:`rocklet.client.admin.Admin` (same arguments and methods)."""
 
     def __init__(self, namesrv: str = "127.0.0.1:9876", **options: Any) -> None:
         super().__init__()
@@ -360,7 +360,7 @@ class Admin(_Facade):
         self.close()
 
     def cluster_info(self) -> ClusterInfo:
-        """See :meth:`client.admin.Admin.cluster_info`."""
+        """See :meth:`rocklet.client.admin.Admin.cluster_info`."""
         return self._rt.run(self._a.cluster_info())
 
     def create_topic(
@@ -372,7 +372,7 @@ class Admin(_Facade):
         perm: int = Perm.READ | Perm.WRITE,
         order: bool = False,
     ) -> list[str]:
-        """See :meth:`client.admin.Admin.create_topic`."""
+        """See :meth:`rocklet.client.admin.Admin.create_topic`."""
         return self._rt.run(
             self._a.create_topic(
                 topic, cluster=cluster, queue_nums=queue_nums, perm=perm, order=order
@@ -380,45 +380,45 @@ class Admin(_Facade):
         )
 
     def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
-        """See :meth:`client.admin.Admin.delete_topic`."""
+        """See :meth:`rocklet.client.admin.Admin.delete_topic`."""
         self._rt.run(self._a.delete_topic(topic, cluster=cluster))
 
     def list_topics(self) -> list[str]:
-        """See :meth:`client.admin.Admin.list_topics`."""
+        """See :meth:`rocklet.client.admin.Admin.list_topics`."""
         return self._rt.run(self._a.list_topics())
 
     def topic_route(self, topic: str) -> TopicRouteData:
-        """See :meth:`client.admin.Admin.topic_route`."""
+        """See :meth:`rocklet.client.admin.Admin.topic_route`."""
         return self._rt.run(self._a.topic_route(topic))
 
     def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
-        """See :meth:`client.admin.Admin.topic_stats`."""
+        """See :meth:`rocklet.client.admin.Admin.topic_stats`."""
         return self._rt.run(self._a.topic_stats(topic))
 
     def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
-        """See :meth:`client.admin.Admin.consume_stats`."""
+        """See :meth:`rocklet.client.admin.Admin.consume_stats`."""
         return self._rt.run(self._a.consume_stats(group, topic))
 
     def consumer_lag(self, group: str, topic: str | None = None) -> int:
-        """See :meth:`client.admin.Admin.consumer_lag`."""
+        """See :meth:`rocklet.client.admin.Admin.consumer_lag`."""
         return self._rt.run(self._a.consumer_lag(group, topic))
 
     def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
     ) -> dict[MessageQueue, int]:
-        """See :meth:`client.admin.Admin.reset_offset_by_time`."""
+        """See :meth:`rocklet.client.admin.Admin.reset_offset_by_time`."""
         return self._rt.run(self._a.reset_offset_by_time(group, topic, timestamp_ms, force=force))
 
     def consumer_connections(self, group: str) -> ConsumerConnection:
-        """See :meth:`client.admin.Admin.consumer_connections`."""
+        """See :meth:`rocklet.client.admin.Admin.consumer_connections`."""
         return self._rt.run(self._a.consumer_connections(group))
 
     def consumer_running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
-        """See :meth:`client.admin.Admin.consumer_running_info`."""
+        """See :meth:`rocklet.client.admin.Admin.consumer_running_info`."""
         return self._rt.run(self._a.consumer_running_info(group, client_id))
 
     def view_message(self, offset_msg_id: str) -> MessageExt:
-        """See :meth:`client.admin.Admin.view_message`."""
+        """See :meth:`rocklet.client.admin.Admin.view_message`."""
         return self._rt.run(self._a.view_message(offset_msg_id))
 
     def query_by_key(
@@ -430,11 +430,11 @@ class Admin(_Facade):
         begin_ms: int = 0,
         end_ms: int | None = None,
     ) -> list[MessageExt]:
-        """See :meth:`client.admin.Admin.query_by_key`."""
+        """See :meth:`rocklet.client.admin.Admin.query_by_key`."""
         return self._rt.run(
             self._a.query_by_key(topic, key, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms)
         )
 
     def query_by_unique_key(self, topic: str, uniq_key: str) -> MessageExt | None:
-        """See :meth:`client.admin.Admin.query_by_unique_key`."""
+        """See :meth:`rocklet.client.admin.Admin.query_by_unique_key`."""
         return self._rt.run(self._a.query_by_unique_key(topic, uniq_key))

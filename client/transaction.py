@@ -29,20 +29,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from client._log import get_logger
-from client.errors import InvalidMessageError, TransportError
-from client.message import Message, MessageExt, SendResult, SendStatus
-from client.producer import Producer
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.transaction import (
+from rocklet.client._log import get_logger
+from rocklet.client.errors import InvalidMessageError, TransportError
+from rocklet.client.message import Message, MessageExt, SendResult, SendStatus
+from rocklet.client.producer import Producer
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.transaction import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     TransactionType,
 )
-from protocol.message import SysFlag
-from protocol.message_id import parse_offset_msg_id
-from protocol.properties import Prop
+from rocklet.protocol.message import SysFlag
+from rocklet.protocol.message_id import parse_offset_msg_id
+from rocklet.protocol.properties import Prop
 
 __all__ = [
     "CheckListener",
@@ -102,7 +102,7 @@ class TransactionProducer(Producer):
         namesrv: Name server address(es).
         check_listener: Answers check-backs about undecided half messages; an
             ``async def`` or a plain function (run in a worker thread).
-        **options: Further :class:`~client.producer.ProducerConfig` fields.
+        **options: Further :class:`~rocklet.client.producer.ProducerConfig` fields.
     """
 
     def __init__(

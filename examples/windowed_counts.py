@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from pyspark_rocklet import RockletDataSource
+from rocklet.spark import RockletDataSource
 
 FORMAT = "rocklet"
 

@@ -4,16 +4,16 @@ No networking, threads or files: bytes in, typed values out, and back. The broke
 name server and SDK drive it over asyncio; the store uses its stored-message codec.
 """
 
-from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
-from protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
-from protocol.errors import (
+from rocklet.protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
+from rocklet.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from rocklet.protocol.errors import (
     BodyError,
     FrameError,
     HeaderError,
     MessageFormatError,
     ProtocolError,
 )
-from protocol.frame import FrameDecoder, encode_command, encode_command_parts
+from rocklet.protocol.frame import FrameDecoder, encode_command, encode_command_parts
 
 __all__ = [
     "FLAG_ONEWAY",

@@ -20,8 +20,8 @@ import struct
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
-from protocol.errors import MessageFormatError
-from protocol.properties import MAX_PROPERTIES_SIZE
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.properties import MAX_PROPERTIES_SIZE
 
 __all__ = ["BatchItem", "decode_batch", "encode_batch"]
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from protocol.codes import SerializeType
+from rocklet.protocol.codes import SerializeType
 
 __all__ = [
     "FLAG_ONEWAY",
@@ -38,7 +38,7 @@ class RemotingCommand:
     ``ext_fields`` always holds strings: decoders normalise the JSON numbers and
     booleans that some clients send (remoting-protocol.md §1.6), and encoders emit
     strings because the C++ client reads nothing else. Typed views of the fields are
-    the header classes in :mod:`protocol.headers`.
+    the header classes in :mod:`rocklet.protocol.headers`.
 
     Attributes:
         code: Request code, or response code when ``flag`` has :data:`FLAG_RESPONSE`.

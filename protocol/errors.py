@@ -9,7 +9,7 @@ no trustworthy boundary to resume from).
 
 from __future__ import annotations
 
-from protocol.codes import ResponseCode
+from rocklet.protocol.codes import ResponseCode
 
 __all__ = ["BodyError", "FrameError", "HeaderError", "MessageFormatError", "ProtocolError"]
 

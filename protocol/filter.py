@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from protocol.message import java_string_hash
+from rocklet.protocol.message import java_string_hash
 
 __all__ = ["SUB_ALL", "parse_tag_expression", "tag_codes", "tags_match"]
 

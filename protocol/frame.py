@@ -7,7 +7,7 @@ Layout of one frame (both directions, big-endian):
     ======  ====  ==============================================================
     0       4     total length T = 4 + header length + body length (not itself)
     4       4     serialize type << 24 | header length H
-    8       H     header (see :mod:`protocol.header_codec`)
+    8       H     header (see :mod:`rocklet.protocol.header_codec`)
     8+H     T-4-H body
     ======  ====  ==============================================================
 
@@ -24,10 +24,10 @@ import struct
 from collections.abc import Iterator, Sequence
 from typing import Final, TypeAlias
 
-from protocol.codes import SerializeType
-from protocol.command import RemotingCommand
-from protocol.errors import FrameError
-from protocol.header_codec import decode_header, encode_header
+from rocklet.protocol.codes import SerializeType
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import FrameError
+from rocklet.protocol.header_codec import decode_header, encode_header
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -181,7 +181,7 @@ def encode_command_parts(cmd: RemotingCommand, extra_body: Sequence[Buffer] = ()
 
     Raises:
         ValueError: A header field does not fit its wire type
-            (:func:`protocol.header_codec.encode_header`).
+            (:func:`rocklet.protocol.header_codec.encode_header`).
     """
     parts: list[Buffer] = []
     encode_command_into(parts, cmd, extra_body)
@@ -235,7 +235,7 @@ def encode_command(cmd: RemotingCommand) -> bytes:
 
     Raises:
         ValueError: A header field does not fit its wire type
-            (:func:`protocol.header_codec.encode_header`).
+            (:func:`rocklet.protocol.header_codec.encode_header`).
     """
     header = encode_header(cmd)
     return _prefix(cmd, header, len(cmd.body)) + header + cmd.body

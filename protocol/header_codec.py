@@ -38,9 +38,9 @@ from typing import Any, Final
 
 import msgpack
 
-from protocol.codes import LanguageCode, SerializeType
-from protocol.command import RemotingCommand
-from protocol.errors import FrameError
+from rocklet.protocol.codes import LanguageCode, SerializeType
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import FrameError
 
 __all__ = ["decode_header", "encode_header", "normalize_ext_value"]
 

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from enum import IntFlag
 from typing import Final
 
-from protocol.errors import MessageFormatError
-from protocol.properties import MAX_PROPERTIES_SIZE, decode_properties, encode_properties
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.properties import MAX_PROPERTIES_SIZE, decode_properties, encode_properties
 
 __all__ = [
     "BLANK_MAGIC",

@@ -15,7 +15,7 @@ import string
 import struct
 from typing import Final, NamedTuple
 
-from protocol.errors import MessageFormatError
+from rocklet.protocol.errors import MessageFormatError
 
 __all__ = ["OffsetMessageId", "make_offset_msg_id", "parse_offset_msg_id"]
 

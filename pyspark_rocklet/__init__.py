@@ -1,25 +1,10 @@
-r"""PySpark connector for Rocklet and RocketMQ 4.x: format ``rocklet``.
+"""Spark's discovery hook for the ``rocklet`` data source, and nothing else.
 
-Spark 4's Python Data Source API (pyspark >= 4.2). Installing this package is enough:
-Spark registers every top-level ``pyspark_*`` module's ``DefaultSource`` by itself.
-Otherwise, register it per session::
-
-    from pyspark_rocklet import RockletDataSource
-    spark.dataSource.register(RockletDataSource)
-
-Read a topic (batch or stream), write to one, or read a store directory offline::
-
-    spark.read.format("rocklet").option("nameServer", "127.0.0.1:9876") \\
-        .option("subscribe", "orders").load()
-    df.write.format("rocklet").option("nameServer", "127.0.0.1:9876") \\
-        .option("topic", "out").mode("append").save()
-    spark.read.format("rocklet").load("/var/lib/rocketmq/store")
+Spark registers the ``DefaultSource`` of every top-level ``pyspark_*`` package it finds
+at session start, so this thin package is what makes ``format("rocklet")`` work without
+a ``spark.dataSource.register`` call. The connector itself is :mod:`rocklet.spark`.
 """
 
-from pyspark_rocklet.datasource import FORMAT, RockletDataSource
-from pyspark_rocklet.options import RockletOptionError
+from rocklet.spark import DefaultSource
 
-#: What Spark's automatic registration looks for in a ``pyspark_*`` module.
-DefaultSource = RockletDataSource
-
-__all__ = ["FORMAT", "DefaultSource", "RockletDataSource", "RockletOptionError"]
+__all__ = ["DefaultSource"]

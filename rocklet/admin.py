@@ -22,12 +22,12 @@ from typing import Final, TextIO
 
 import uvloop
 
-from client.errors import BrokerError, ClientError, ConnectError, NoRouteError
-from protocol.codes import ResponseCode
-from protocol.errors import ProtocolError
 from rocklet.admin_client import AdminTool
 from rocklet.admin_format import print_output
 from rocklet.admin_verbs import VERBS
+from rocklet.client.errors import BrokerError, ClientError, ConnectError, NoRouteError
+from rocklet.protocol.codes import ResponseCode
+from rocklet.protocol.errors import ProtocolError
 
 __all__ = ["add_admin_parser", "run_admin", "run_admin_async"]
 

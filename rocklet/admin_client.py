@@ -1,6 +1,6 @@
-"""The calls ``rocklet admin`` makes: the SDK's :class:`~client.admin.Admin` plus a few more.
+"""The calls ``rocklet admin`` makes: the SDK's admin client plus a few more.
 
-:class:`~client.admin.Admin` covers topics, consumer progress, running info and
+:class:`~rocklet.client.admin.Admin` covers topics, consumer progress, running info and
 message lookups. mqadmin also targets single brokers (``-b``), manages subscription
 groups, reads broker runtime info and pulls a message by queue offset; those requests
 are sent here through the same shared client instance (``get_instance`` with the
@@ -12,19 +12,22 @@ from __future__ import annotations
 
 from typing import Final
 
-from client.admin import Admin
-from client.errors import ClientError, NoRouteError, error_for_code
-from client.instance import ClientInstance, get_instance
-from client.message import MessageExt
-from client.pull_api import PullStatus, pull_request, read_pull_response
-from protocol.bodies.cluster import ClusterInfo, KVTable, TopicList
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.subscription_group import SubscriptionGroupConfig
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.admin import CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader
-from protocol.headers.base import Header
-from protocol.headers.namesrv import GetTopicsByClusterRequestHeader
+from rocklet.client.admin import Admin
+from rocklet.client.errors import ClientError, NoRouteError, error_for_code
+from rocklet.client.instance import ClientInstance, get_instance
+from rocklet.client.message import MessageExt
+from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
+from rocklet.protocol.bodies.cluster import ClusterInfo, KVTable, TopicList
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.admin import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+)
+from rocklet.protocol.headers.base import Header
+from rocklet.protocol.headers.namesrv import GetTopicsByClusterRequestHeader
 
 __all__ = ["INSTANCE_NAME", "TOOLS_CONSUMER_GROUP", "AdminTool", "TargetError"]
 

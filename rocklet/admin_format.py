@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from client.message import MessageExt
+from rocklet.client.message import MessageExt
 
 __all__ = ["Output", "Table", "fmt_ms", "message_data", "message_table", "print_output"]
 

@@ -11,11 +11,11 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from client.errors import ClientError
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.running import ConsumerRunningInfo, ProcessQueueInfo
 from rocklet.admin_client import AdminTool
 from rocklet.admin_format import Output, Table, fmt_ms
+from rocklet.client.errors import ClientError
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.running import ConsumerRunningInfo, ProcessQueueInfo
 
 __all__ = ["consumer_progress", "consumer_status"]
 

@@ -1,7 +1,7 @@
 """What each ``rocklet admin`` verb does: mqadmin's commands over :class:`AdminTool`.
 
 Every verb takes the parsed arguments and returns an :class:`~rocklet.admin_format.Output`
-(JSON-ready data plus tables); failures are raised as :class:`~client.errors.ClientError`
+(JSON-ready data plus tables); failures are raised as :class:`~rocklet.client.errors.ClientError`
 and turned into one line on standard error by :mod:`rocklet.admin`.
 """
 
@@ -11,15 +11,15 @@ import argparse
 import json
 from collections.abc import Awaitable, Callable, Sequence
 
-from client.errors import ClientError, NoRouteError
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import Perm
-from protocol.bodies.subscription_group import SubscriptionGroupConfig
-from protocol.headers.admin import CreateTopicRequestHeader
-from protocol.message_id import parse_offset_msg_id
 from rocklet.admin_client import AdminTool, TargetError
 from rocklet.admin_format import Output, Table, fmt_ms, message_data, message_table
 from rocklet.admin_groups import consumer_progress, consumer_status
+from rocklet.client.errors import ClientError, NoRouteError
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import Perm
+from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
+from rocklet.protocol.headers.admin import CreateTopicRequestHeader
+from rocklet.protocol.message_id import parse_offset_msg_id
 
 __all__ = ["VERBS", "Verb"]
 

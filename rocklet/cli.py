@@ -10,7 +10,9 @@ from pathlib import Path
 import structlog
 import uvloop
 
-from broker.config import (
+from rocklet.admin import add_admin_parser, run_admin
+from rocklet.benchsuite.cli import add_bench_parser, run_bench
+from rocklet.broker.config import (
     BrokerConfig,
     ConfigError,
     NamesrvConfig,
@@ -18,8 +20,6 @@ from broker.config import (
     parse_properties,
     with_overrides,
 )
-from rocklet.admin import add_admin_parser, run_admin
-from rocklet.benchsuite.cli import add_bench_parser, run_bench
 from rocklet.cluster import add_cluster_parser, run_cluster
 from rocklet.logging import configure_logging
 from rocklet.serve import serve_broker, serve_namesrv, serve_standalone

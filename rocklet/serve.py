@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 
 import structlog
 
-from broker.app import Broker
-from broker.config import BrokerConfig, NamesrvConfig
-from broker.namesrv import NamesrvServer
+from rocklet.broker.app import Broker
+from rocklet.broker.config import BrokerConfig, NamesrvConfig
+from rocklet.broker.namesrv import NamesrvServer
 
 __all__ = ["serve_broker", "serve_namesrv", "serve_standalone"]
 

@@ -1,7 +1,7 @@
 """The commitlog: every record of every topic, appended to fixed-size segments.
 
 Layout: segments ``commitlog/<20-digit start offset>``, each ``commitlog_file_size_bytes``
-long, holding records back to back (``protocol.message`` has the record table). The
+long, holding records back to back (``rocklet.protocol.message`` has the record table). The
 end of a segment is marked by a blank filler:
 
     ======  ====  ===========================================================
@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from protocol.message import (
+from rocklet.protocol.message import (
     BLANK_MAGIC,
     PHYSICAL_OFFSET_POS,
     QUEUE_OFFSET_POS,
     STORE_TIMESTAMP_POS,
 )
-from store.mapped_file import MappedFile, MappedFileQueue
+from rocklet.store.mapped_file import MappedFile, MappedFileQueue
 
 __all__ = ["END_FILE_MIN_BLANK", "AppendResult", "AppendStatus", "CommitLog"]
 

@@ -10,9 +10,9 @@ import struct
 import zlib
 from typing import Final, NamedTuple
 
-from protocol.message import BLANK_MAGIC, MESSAGE_MAGIC, RECORD_OVERHEAD, SysFlag
-from protocol.properties import Prop, decode_properties
-from store.hashing import tags_hash
+from rocklet.protocol.message import BLANK_MAGIC, MESSAGE_MAGIC, RECORD_OVERHEAD, SysFlag
+from rocklet.protocol.properties import Prop, decode_properties
+from rocklet.store.hashing import tags_hash
 
 __all__ = [
     "BLANK",

@@ -18,10 +18,10 @@ from concurrent.futures import Future
 
 import structlog
 
-from store.checkpoint import Checkpoint
-from store.clock import Clock
-from store.commitlog import CommitLog
-from store.config import FlushDiskType, StoreConfig
+from rocklet.store.checkpoint import Checkpoint
+from rocklet.store.clock import Clock
+from rocklet.store.commitlog import CommitLog
+from rocklet.store.config import FlushDiskType, StoreConfig
 
 __all__ = ["FlushService"]
 

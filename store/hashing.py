@@ -10,7 +10,7 @@ ASCII character as ``c = 31*hi + lo`` (``hi`` <= 4, ``lo`` <= 30) gives
 
 where both digit strings come from one ``bytes.translate`` each. That is ~0.5 µs for
 any key length a broker sees, against ~2-5 µs for the loop. Non-ASCII text takes the
-reference implementation (:func:`protocol.message.java_string_hash`).
+reference implementation (:func:`rocklet.protocol.message.java_string_hash`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from typing import Final
 
-from protocol.message import java_string_hash
+from rocklet.protocol.message import java_string_hash
 
 __all__ = ["index_key_hash", "index_key_hashes", "java_hash", "tags_hash"]
 
@@ -46,7 +46,7 @@ def java_hash(text: str) -> int:
         text: Any string.
 
     Returns:
-        The hash, equal to :func:`protocol.message.java_string_hash`.
+        The hash, equal to :func:`rocklet.protocol.message.java_string_hash`.
     """
     h = _unsigned(text)
     return h - 0x100000000 if h & _SIGN else h

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import structlog
 
-from protocol.message import TRANSACTION_MASK, SysFlag
-from store.clock import Clock, file_time_name
-from store.dispatch_request import DispatchRequest
-from store.hashing import index_key_hash, index_key_hashes, java_hash
-from store.index_file import IndexFile
+from rocklet.protocol.message import TRANSACTION_MASK, SysFlag
+from rocklet.store.clock import Clock, file_time_name
+from rocklet.store.dispatch_request import DispatchRequest
+from rocklet.store.hashing import index_key_hash, index_key_hashes, java_hash
+from rocklet.store.index_file import IndexFile
 
 __all__ = ["IndexService"]
 
@@ -26,13 +26,13 @@ _ROLLBACK = int(SysFlag.TRANSACTION_ROLLBACK)
 
 
 def fast_java_hash(text: str) -> int:
-    """Java ``String.hashCode()`` (kept for callers; see :mod:`store.hashing`).
+    """Java ``String.hashCode()`` (kept for callers; see :mod:`rocklet.store.hashing`).
 
     Args:
         text: The key.
 
     Returns:
-        The signed 32-bit hash, equal to ``protocol.message.java_string_hash``.
+        The signed 32-bit hash, equal to ``rocklet.protocol.message.java_string_hash``.
     """
     return java_hash(text)
 
@@ -95,7 +95,7 @@ class IndexService:
     def build_keys(self, hashes: Sequence[int], offsets: Sequence[int], store_ts: int) -> int:
         """Index the keys of freshly appended records (the put path's ``buildIndex``).
 
-        The caller hashed the keys (:func:`store.hashing.index_key_hashes`) in
+        The caller hashed the keys (:func:`rocklet.store.hashing.index_key_hashes`) in
         ``buildIndex`` order (UNIQ_KEY, then KEYS) and skipped rolled-back records and
         replays (:meth:`build` checks both; fresh puts are neither).
 

@@ -4,10 +4,10 @@ Threads: puts and reads may come from any thread; they serialise on one store lo
 (the broker calls from its event loop, the delay scheduler from its timer). The
 flush thread syncs files without that lock.
 
-A put encodes its records together with their dispatch data (:mod:`store.encoder`),
+A put encodes its records together with their dispatch data (:mod:`rocklet.store.encoder`),
 writes them with one copy, then writes the consume-queue entries and index keys from
 that data, so a record is readable by queue when the put returns. Recovery dispatches
-by parsing records instead (:mod:`store.reput`); both build identical files.
+by parsing records instead (:mod:`rocklet.store.reput`); both build identical files.
 """
 
 from __future__ import annotations
@@ -19,26 +19,26 @@ from typing import Final, cast
 
 import structlog
 
-from protocol.message import TRANSACTION_MASK, decode_message
-from protocol.properties import Prop
-from store.checkpoint import Checkpoint
-from store.clock import Clock, SystemClock
-from store.commitlog import CommitLog
-from store.config import FlushDiskType, StoreConfig
-from store.consume_queue import ENTRY, ConsumeQueue
-from store.dispatch_request import DispatchRequest
-from store.encoder import NOT_IN_QUEUE, EncodedBatch, encode_batch, rewrite_delay
-from store.flush import FlushService
-from store.index_service import IndexService
-from store.reader import earliest_store_time, get_messages, offset_for_time
-from store.recovery import (
+from rocklet.protocol.message import TRANSACTION_MASK, decode_message
+from rocklet.protocol.properties import Prop
+from rocklet.store.checkpoint import Checkpoint
+from rocklet.store.clock import Clock, SystemClock
+from rocklet.store.commitlog import CommitLog
+from rocklet.store.config import FlushDiskType, StoreConfig
+from rocklet.store.consume_queue import ENTRY, ConsumeQueue
+from rocklet.store.dispatch_request import DispatchRequest
+from rocklet.store.encoder import NOT_IN_QUEUE, EncodedBatch, encode_batch, rewrite_delay
+from rocklet.store.flush import FlushService
+from rocklet.store.index_service import IndexService
+from rocklet.store.reader import earliest_store_time, get_messages, offset_for_time
+from rocklet.store.recovery import (
     RecoveryReport,
     recover_commitlog,
     recover_consume_queues,
     recover_index,
 )
-from store.reput import ReputService
-from store.results import (
+from rocklet.store.reput import ReputService
+from rocklet.store.results import (
     GetResult,
     MessageArrivingListener,
     MessageToStore,
@@ -100,7 +100,7 @@ class MessageStore:
         Args:
             config: Store settings.
             listener: Told about each message dispatched after recovery.
-            clock: Time source (default :class:`~store.clock.SystemClock`).
+            clock: Time source (default :class:`~rocklet.store.clock.SystemClock`).
 
         Returns:
             The open store; :attr:`recovery_report` says what recovery did.

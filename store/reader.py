@@ -5,9 +5,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Set
 
-from store.commitlog import CommitLog
-from store.consume_queue import BLANK_ENTRY_SIZE, ENTRY, ENTRY_SIZE, ConsumeQueue
-from store.results import GetMessageStatus, GetResult
+from rocklet.store.commitlog import CommitLog
+from rocklet.store.consume_queue import BLANK_ENTRY_SIZE, ENTRY, ENTRY_SIZE, ConsumeQueue
+from rocklet.store.results import GetMessageStatus, GetResult
 
 __all__ = ["earliest_store_time", "get_messages", "offset_for_time"]
 

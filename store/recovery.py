@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import structlog
 
-from protocol.message import MESSAGE_MAGIC
-from store.checkpoint import Checkpoint
-from store.commitlog import CommitLog
-from store.consume_queue import ConsumeQueue, EntryValidator
-from store.dispatch_request import DispatchRequest, check_record
-from store.index_file import IndexFile
-from store.index_service import IndexService
+from rocklet.protocol.message import MESSAGE_MAGIC
+from rocklet.store.checkpoint import Checkpoint
+from rocklet.store.commitlog import CommitLog
+from rocklet.store.consume_queue import ConsumeQueue, EntryValidator
+from rocklet.store.dispatch_request import DispatchRequest, check_record
+from rocklet.store.index_file import IndexFile
+from rocklet.store.index_service import IndexService
 
 __all__ = [
     "CommitLogRecovery",

@@ -59,7 +59,7 @@ class MessageToStore:
         flag: User flag.
         sys_flag: ``SysFlag`` bits.
         born_timestamp: Producer time, ms.
-        born_host: 8-byte IPv4 host field (``protocol.message.pack_host``).
+        born_host: 8-byte IPv4 host field (``rocklet.protocol.message.pack_host``).
         store_host: 8-byte host field of the broker's reachable address.
         reconsume_times: Delivery attempts so far.
         prepared_transaction_offset: Commitlog offset of the half message, if any.

@@ -19,9 +19,9 @@ from typing import NamedTuple
 
 import structlog
 
-from store.clock import local_hour
-from store.dispatch_request import DispatchRequest, check_record
-from store.message_store import MessageStore
+from rocklet.store.clock import local_hour
+from rocklet.store.dispatch_request import DispatchRequest, check_record
+from rocklet.store.message_store import MessageStore
 
 __all__ = ["DiskUsage", "RetentionService"]
 

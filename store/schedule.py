@@ -16,12 +16,12 @@ from pathlib import Path
 
 import structlog
 
-from protocol.message import decode_message
-from protocol.properties import Prop
-from store.consume_queue import BLANK_ENTRY_SIZE
-from store.dispatch_request import SCHEDULE_TOPIC
-from store.message_store import MessageStore
-from store.results import MessageToStore
+from rocklet.protocol.message import decode_message
+from rocklet.protocol.properties import Prop
+from rocklet.store.consume_queue import BLANK_ENTRY_SIZE
+from rocklet.store.dispatch_request import SCHEDULE_TOPIC
+from rocklet.store.message_store import MessageStore
+from rocklet.store.results import MessageToStore
 
 __all__ = ["DelayDeliveryService", "read_delay_offsets"]
 

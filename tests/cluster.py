@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.app import Broker
-from broker.config import BrokerConfig
-from broker.namesrv import NamesrvServer
+from rocklet.broker.app import Broker
+from rocklet.broker.config import BrokerConfig
+from rocklet.broker.namesrv import NamesrvServer
 
 __all__ = ["Cluster", "running_cluster", "small_broker_config"]
 

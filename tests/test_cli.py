@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from client.connection import open_connection
-from protocol import RemotingCommand, RequestCode, ResponseCode
+from rocklet.client.connection import open_connection
+from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
 
 TIMEOUT = 15.0
 LISTENING = re.compile(r"namesrv listening.*host=(\S+).*port=(\d+)")

@@ -11,17 +11,17 @@ import dataclasses
 import zlib
 from typing import Final
 
-from broker.config import NamesrvConfig
-from broker.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
-from broker.namesrv.route_info import RouteInfoManager
-from broker.remoting import ProcessorRegistry, RequestContext
-from client.connection import Connection
-from protocol.bodies.cluster import KVTable, TopicList
-from protocol.bodies.register import RegisterBrokerBody
-from protocol.bodies.topic import DataVersion, TopicConfigSerializeWrapper
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.namesrv import (
+from rocklet.broker.config import NamesrvConfig
+from rocklet.broker.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
+from rocklet.broker.namesrv.route_info import RouteInfoManager
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.client.connection import Connection
+from rocklet.protocol.bodies.cluster import KVTable, TopicList
+from rocklet.protocol.bodies.register import RegisterBrokerBody
+from rocklet.protocol.bodies.topic import DataVersion, TopicConfigSerializeWrapper
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.namesrv import (
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
@@ -36,7 +36,7 @@ from protocol.headers.namesrv import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
-from store.clock import Clock
+from rocklet.store.clock import Clock
 
 __all__ = ["NamesrvProcessors"]
 

@@ -2,7 +2,7 @@
 
 Four tables, kept consistent by the methods below:
 
-- topic -> broker name -> :class:`~protocol.bodies.route.QueueData`;
+- topic -> broker name -> :class:`~rocklet.protocol.bodies.route.QueueData`;
 - broker name -> cluster and broker id -> address (a ``BrokerData``);
 - cluster -> broker names;
 - live brokers: address -> last registration time, topic-table version, HA address
@@ -23,9 +23,9 @@ from typing import Final, NamedTuple
 
 import structlog
 
-from protocol.bodies.cluster import ClusterInfo
-from protocol.bodies.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
-from protocol.bodies.topic import DataVersion, TopicConfigSerializeWrapper
+from rocklet.protocol.bodies.cluster import ClusterInfo
+from rocklet.protocol.bodies.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
+from rocklet.protocol.bodies.topic import DataVersion, TopicConfigSerializeWrapper
 
 __all__ = ["BROKER_EXPIRED_MS", "BrokerLiveInfo", "RegisterResult", "RouteInfoManager"]
 

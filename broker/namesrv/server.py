@@ -7,13 +7,13 @@ from typing import Self
 
 import structlog
 
-from broker.config import NamesrvConfig
-from broker.namesrv.kv_config import KVConfigManager
-from broker.namesrv.processors import NamesrvProcessors
-from broker.namesrv.route_info import RouteInfoManager
-from broker.remoting import RemotingServer
-from client.connection import Connection
-from store.clock import Clock, SystemClock
+from rocklet.broker.config import NamesrvConfig
+from rocklet.broker.namesrv.kv_config import KVConfigManager
+from rocklet.broker.namesrv.processors import NamesrvProcessors
+from rocklet.broker.namesrv.route_info import RouteInfoManager
+from rocklet.broker.remoting import RemotingServer
+from rocklet.client.connection import Connection
+from rocklet.store.clock import Clock, SystemClock
 
 __all__ = ["NamesrvServer"]
 

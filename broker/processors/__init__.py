@@ -6,8 +6,8 @@ from the narrow collaborators it needs and registers them by request code.
 
 from __future__ import annotations
 
-from broker.context import BrokerContext
-from broker.processors import (
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.processors import (
     admin,
     client_manage,
     consumer_manage,
@@ -18,7 +18,7 @@ from broker.processors import (
     sendback,
     transaction,
 )
-from broker.remoting import ProcessorRegistry
+from rocklet.broker.remoting import ProcessorRegistry
 
 __all__ = ["register_all"]
 

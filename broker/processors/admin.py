@@ -3,22 +3,22 @@
 RocketMQ serves all of these from one ``AdminBrokerProcessor`` (3,400 lines in 4.9);
 here they are split by subject, each module registering its own codes:
 
-- :mod:`broker.processors.admin_topics`: create / delete topics, topic configs and
+- :mod:`rocklet.broker.processors.admin_topics`: create / delete topics, topic configs and
   stats, who consumes a topic (17, 215, 21, 202, 300);
-- :mod:`broker.processors.admin_groups`: subscription groups, consume stats, offsets
+- :mod:`rocklet.broker.processors.admin_groups`: subscription groups, consume stats, offsets
   and offset reset (200, 201, 207, 208, 43, 222);
-- :mod:`broker.processors.admin_runtime`: runtime info, broker config, delay offsets,
+- :mod:`rocklet.broker.processors.admin_runtime`: runtime info, broker config, delay offsets,
   client connections and relayed running info (28, 26, 25, 45, 203, 204, 307).
 
 The queue-offset queries RocketMQ also routes through its admin processor (29-32) and
-the queue locks (41, 42) are served by :mod:`broker.processors.consumer_manage`.
+the queue locks (41, 42) are served by :mod:`rocklet.broker.processors.consumer_manage`.
 """
 
 from __future__ import annotations
 
-from broker.context import BrokerContext
-from broker.processors import admin_groups, admin_runtime, admin_topics
-from broker.remoting import ProcessorRegistry
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.processors import admin_groups, admin_runtime, admin_topics
+from rocklet.broker.remoting import ProcessorRegistry
 
 __all__ = ["register"]
 

@@ -25,20 +25,23 @@ from typing import Final
 
 import structlog
 
-from broker.clients import ClientChannel
-from broker.context import BrokerContext
-from broker.processors.admin_topics import SLAVE_REFUSAL, store_time_at
-from broker.remoting import ProcessorRegistry, RequestContext
-from client.errors import ClientError
-from protocol import fastjson
-from protocol.bodies.consumer import ResetOffsetBody
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.stats import ConsumeStats, OffsetWrapper
-from protocol.bodies.subscription_group import SubscriptionGroupConfig, SubscriptionGroupWrapper
-from protocol.codes import LanguageCode, RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.admin import DeleteSubscriptionGroupRequestHeader
-from protocol.headers.consumer import GetConsumeStatsRequestHeader, ResetOffsetRequestHeader
+from rocklet.broker.clients import ClientChannel
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.processors.admin_topics import SLAVE_REFUSAL, store_time_at
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.client.errors import ClientError
+from rocklet.protocol import fastjson
+from rocklet.protocol.bodies.consumer import ResetOffsetBody
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.stats import ConsumeStats, OffsetWrapper
+from rocklet.protocol.bodies.subscription_group import (
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+)
+from rocklet.protocol.codes import LanguageCode, RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.admin import DeleteSubscriptionGroupRequestHeader
+from rocklet.protocol.headers.consumer import GetConsumeStatsRequestHeader, ResetOffsetRequestHeader
 
 __all__ = ["GroupAdmin", "register"]
 

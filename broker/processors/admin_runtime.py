@@ -28,32 +28,32 @@ import struct
 from pathlib import Path
 from typing import Final
 
-from broker.clients import ClientChannel
-from broker.config import BrokerConfig, parse_properties, property_name
-from broker.context import BrokerContext
-from broker.remoting import ProcessorRegistry, RequestContext
-from broker.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from broker.transaction_check import CHECK_MAX_TIME_TOPIC
-from client.errors import ClientError, RequestTimeoutError
-from protocol import fastjson
-from protocol.bodies.cluster import KVTable
-from protocol.bodies.running import ConsumerConnection, ProducerConnection, RemoteConnection
-from protocol.bodies.topic import DataVersion
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import OUR_VERSION, RemotingCommand
-from protocol.headers.admin import (
+from rocklet.broker.clients import ClientChannel
+from rocklet.broker.config import BrokerConfig, parse_properties, property_name
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.broker.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
+from rocklet.client.errors import ClientError, RequestTimeoutError
+from rocklet.protocol import fastjson
+from rocklet.protocol.bodies.cluster import KVTable
+from rocklet.protocol.bodies.running import ConsumerConnection, ProducerConnection, RemoteConnection
+from rocklet.protocol.bodies.topic import DataVersion
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import OUR_VERSION, RemotingCommand
+from rocklet.protocol.headers.admin import (
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
     GetProducerConnectionListRequestHeader,
 )
-from protocol.headers.consumer import GetConsumerRunningInfoRequestHeader
-from protocol.message import STORE_TIMESTAMP_POS
-from store.message_store import MessageStore
-from store.schedule import read_delay_offsets
+from rocklet.protocol.headers.consumer import GetConsumerRunningInfoRequestHeader
+from rocklet.protocol.message import STORE_TIMESTAMP_POS
+from rocklet.store.message_store import MessageStore
+from rocklet.store.schedule import read_delay_offsets
 
 __all__ = ["RuntimeAdmin", "config_properties", "human_bytes", "register"]
 
-#: ``MQVersion.getVersionDesc`` of :data:`~protocol.command.OUR_VERSION` (401).
+#: ``MQVersion.getVersionDesc`` of :data:`~rocklet.protocol.command.OUR_VERSION` (401).
 _VERSION_DESC: Final = "V4_9_4"
 #: ``MQVersion.Version.V3_1_8_SNAPSHOT``: older consumers cannot report running info.
 _MIN_RUNNING_INFO_VERSION: Final = 62

@@ -22,11 +22,11 @@ from typing import Final
 
 import structlog
 
-from broker.clients import ClientManager
-from broker.context import BrokerContext
-from broker.processors.refusal import Refused
-from broker.remoting import ProcessorRegistry, RequestContext
-from broker.topics import (
+from rocklet.broker.clients import ClientManager
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.processors.refusal import Refused
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.broker.topics import (
     AUTO_CREATE_TOPIC,
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
@@ -35,21 +35,21 @@ from broker.topics import (
     TRANS_OP_HALF_TOPIC,
     check_topic_name,
 )
-from broker.transaction_check import CHECK_MAX_TIME_TOPIC
-from protocol.bodies.cluster import GroupList
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.stats import TopicOffset, TopicStatsTable
-from protocol.bodies.topic import TOPIC_FILTER_TYPES, TopicConfig
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.admin import (
+from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
+from rocklet.protocol.bodies.cluster import GroupList
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.stats import TopicOffset, TopicStatsTable
+from rocklet.protocol.bodies.topic import TOPIC_FILTER_TYPES, TopicConfig
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.admin import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
 )
-from protocol.message import STORE_TIMESTAMP_POS
-from store.message_store import MessageStore
+from rocklet.protocol.message import STORE_TIMESTAMP_POS
+from rocklet.store.message_store import MessageStore
 
 __all__ = ["SLAVE_REFUSAL", "TopicAdmin", "register", "store_time_at", "subscribed_groups"]
 

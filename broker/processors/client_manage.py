@@ -12,7 +12,7 @@ CHECK_CLIENT_CONFIG (46). Follows RocketMQ 4.9's ``ClientManageProcessor`` and
 - the first registration of a connection watches it close, so a client that vanishes
   leaves its groups at once (RocketMQ's ``ClientHousekeepingService``) and the remaining
   members are told to rebalance;
-- NOTIFY_CONSUMER_IDS_CHANGED goes out from :class:`~broker.clients.ClientManager`'s
+- NOTIFY_CONSUMER_IDS_CHANGED goes out from :class:`~rocklet.broker.clients.ClientManager`'s
   callback whenever a group's membership changes, not from here.
 """
 
@@ -22,23 +22,23 @@ from typing import Final
 
 import structlog
 
-from broker.clients import ClientChannel, ClientManager
-from broker.context import BrokerContext
-from broker.groups import SubscriptionGroupManager
-from broker.remoting import ProcessorRegistry, RequestContext
-from broker.topics import RETRY_PREFIX, TopicConfigManager, check_topic_name
-from client.connection import Connection
-from protocol import fastjson
-from protocol.bodies.consumer import ConsumerListBody
-from protocol.bodies.heartbeat import HeartbeatData, SubscriptionData
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import BodyError
-from protocol.headers.consumer import (
+from rocklet.broker.clients import ClientChannel, ClientManager
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.broker.topics import RETRY_PREFIX, TopicConfigManager, check_topic_name
+from rocklet.client.connection import Connection
+from rocklet.protocol import fastjson
+from rocklet.protocol.bodies.consumer import ConsumerListBody
+from rocklet.protocol.bodies.heartbeat import HeartbeatData, SubscriptionData
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import BodyError
+from rocklet.protocol.headers.consumer import (
     GetConsumerListByGroupRequestHeader,
     UnregisterClientRequestHeader,
 )
-from store.clock import Clock
+from rocklet.store.clock import Clock
 
 __all__ = ["CLIENT_ID_ATTRIBUTE", "ClientManageProcessor", "register"]
 

@@ -13,18 +13,18 @@ numbers as 0 (§1.6).
 
 from __future__ import annotations
 
-from broker.context import BrokerContext
-from broker.locks import RebalanceLockManager
-from broker.offsets import ConsumerOffsetManager
-from broker.remoting import ProcessorRegistry, RequestContext
-from protocol.bodies.consumer import (
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.locks import RebalanceLockManager
+from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.protocol.bodies.consumer import (
     LockBatchRequestBody,
     LockBatchResponseBody,
     UnlockBatchRequestBody,
 )
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.consumer import (
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import (
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,
@@ -37,7 +37,7 @@ from protocol.headers.consumer import (
     SearchOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from store.message_store import MessageStore
+from rocklet.store.message_store import MessageStore
 
 __all__ = ["ConsumerManageProcessor", "register"]
 

@@ -2,28 +2,33 @@
 
 Follows RocketMQ 4.9's ``PullMessageProcessor``: check the group, topic, queue and
 subscription; read from the store filtering by tag hash; and when the consumer is
-caught up and allowed to suspend, park the pull in :class:`~broker.long_polling.PullHoldService`
-until a matching message arrives or ``suspendTimeoutMillis`` passes, then read again
-and answer. The response body is the stored records themselves, written from the mapped
-commitlog without decoding (remoting-protocol.md §3.4).
+caught up and allowed to suspend, park the pull in
+:class:`~rocklet.broker.long_polling.PullHoldService` until a matching message arrives
+or ``suspendTimeoutMillis`` passes, then read again and answer. The response body is
+the stored records themselves, written from the mapped commitlog without decoding
+(remoting-protocol.md §3.4).
 """
 
 from __future__ import annotations
 
 from collections.abc import Set
 
-from broker.context import BrokerContext
-from broker.metrics import NULL_METRICS
-from broker.processors.refusal import Refused
-from broker.remoting import ProcessorRegistry, RequestContext
-from broker.status_codes import pull_response_code
-from client.connection import Reply
-from protocol.bodies.route import Perm
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.filter import parse_tag_expression, tag_codes
-from protocol.headers.pull import PullMessageRequestHeader, PullSysFlag, pull_response_fields
-from store.results import GetMessageStatus, GetResult
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.metrics import NULL_METRICS
+from rocklet.broker.processors.refusal import Refused
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.broker.status_codes import pull_response_code
+from rocklet.client.connection import Reply
+from rocklet.protocol.bodies.route import Perm
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.filter import parse_tag_expression, tag_codes
+from rocklet.protocol.headers.pull import (
+    PullMessageRequestHeader,
+    PullSysFlag,
+    pull_response_fields,
+)
+from rocklet.store.results import GetMessageStatus, GetResult
 
 __all__ = ["PullProcessor", "register"]
 

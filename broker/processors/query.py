@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from typing import Final
 
-from broker.context import BrokerContext
-from broker.remoting import ProcessorRegistry, RequestContext
-from client.connection import Reply
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import MessageFormatError
-from protocol.headers.query import (
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.client.connection import Reply
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.headers.query import (
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
-from protocol.message import decode_message
-from store.message_store import MessageStore
+from rocklet.protocol.message import decode_message
+from rocklet.store.message_store import MessageStore
 
 __all__ = ["MAX_MSGS_NUM_BATCH", "QueryProcessor", "register"]
 

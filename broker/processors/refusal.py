@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from protocol.codes import ResponseCode
-from protocol.command import RemotingCommand
+from rocklet.protocol.codes import ResponseCode
+from rocklet.protocol.command import RemotingCommand
 
 __all__ = ["Refused"]
 

@@ -21,24 +21,24 @@ from typing import Final
 
 import structlog
 
-from broker.context import BrokerContext
-from broker.processors.refusal import Refused
-from broker.processors.send import peer_host
-from broker.remoting import ProcessorRegistry, RequestContext
-from broker.topics import check_topic_name
-from client.errors import ClientError
-from protocol.bodies.route import Perm
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.send import (
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.processors.refusal import Refused
+from rocklet.broker.processors.send import peer_host
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.broker.topics import check_topic_name
+from rocklet.client.errors import ClientError
+from rocklet.protocol.bodies.route import Perm
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.send import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     parse_send_header,
 )
-from protocol.headers.transaction import ReplyMessageRequestHeader
-from protocol.message_id import make_offset_msg_id
-from protocol.properties import Prop, decode_properties, encode_properties
-from store.results import MessageToStore
+from rocklet.protocol.headers.transaction import ReplyMessageRequestHeader
+from rocklet.protocol.message_id import make_offset_msg_id
+from rocklet.protocol.properties import Prop, decode_properties, encode_properties
+from rocklet.store.results import MessageToStore
 
 __all__ = ["PUSH_TIMEOUT_S", "ReplyProcessor", "register"]
 

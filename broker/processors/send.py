@@ -21,11 +21,11 @@ from concurrent.futures import Future
 
 import structlog
 
-from broker.context import BrokerContext
-from broker.processors.refusal import Refused
-from broker.remoting import ProcessorRegistry, RequestContext
-from broker.status_codes import PUT_STATUS_TO_RESPONSE
-from broker.topics import (
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.processors.refusal import Refused
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
+from rocklet.broker.topics import (
     AUTO_CREATE_TOPIC,
     DLQ_PREFIX,
     RETRY_PREFIX,
@@ -34,22 +34,22 @@ from broker.topics import (
     TRANS_OP_HALF_TOPIC,
     check_topic_name,
 )
-from protocol.batch import decode_batch
-from protocol.bodies.route import Perm
-from protocol.bodies.topic import TopicConfig
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import MessageFormatError
-from protocol.headers.send import (
+from rocklet.protocol.batch import decode_batch
+from rocklet.protocol.bodies.route import Perm
+from rocklet.protocol.bodies.topic import TopicConfig
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.headers.send import (
     SendMessageRequestHeader,
     parse_send_header,
     send_response_fields,
 )
-from protocol.message import pack_host
-from protocol.message_id import make_offset_msg_id
-from protocol.properties import Prop, decode_properties
-from store.config import FlushDiskType
-from store.results import ZERO_HOST, MessageToStore, PutMessageStatus, PutResult
+from rocklet.protocol.message import pack_host
+from rocklet.protocol.message_id import make_offset_msg_id
+from rocklet.protocol.properties import Prop, decode_properties
+from rocklet.store.config import FlushDiskType
+from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus, PutResult
 
 __all__ = ["SendProcessor", "peer_host", "register"]
 

@@ -25,20 +25,20 @@ from __future__ import annotations
 import random
 from typing import Final
 
-from broker.context import BrokerContext
-from broker.remoting import ProcessorRegistry, RequestContext
-from broker.topics import DLQ_PREFIX, RETRY_PREFIX, check_topic_name
-from protocol.bodies.route import Perm
-from protocol.bodies.subscription_group import SubscriptionGroupConfig
-from protocol.bodies.topic import TopicConfig
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import MessageFormatError
-from protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
-from protocol.message import StoredMessage, decode_message, pack_host
-from protocol.message_id import make_offset_msg_id
-from protocol.properties import Prop
-from store.results import ZERO_HOST, MessageToStore, PutMessageStatus
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.broker.topics import DLQ_PREFIX, RETRY_PREFIX, check_topic_name
+from rocklet.protocol.bodies.route import Perm
+from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
+from rocklet.protocol.bodies.topic import TopicConfig
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
+from rocklet.protocol.message import StoredMessage, decode_message, pack_host
+from rocklet.protocol.message_id import make_offset_msg_id
+from rocklet.protocol.properties import Prop
+from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus
 
 __all__ = ["SendBackProcessor", "register"]
 

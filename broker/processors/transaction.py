@@ -10,7 +10,7 @@ half message is looked up by ``commitLogOffset`` and checked against the request
   ``preparedTransactionOffset`` to its commit-log offset; body, flag, hosts, born time
   and the other properties are kept. Then an op record marks the half as resolved.
 - ROLLBACK (12): only the op record.
-- UNKNOWN (0): nothing; a later check-back asks again (:mod:`broker.transaction_check`).
+- UNKNOWN (0): nothing; a later check-back asks again (:mod:`rocklet.broker.transaction_check`).
 
 Every request is answered SUCCESS unless it failed. The C++ client sends
 END_TRANSACTION without the oneway bit (§1.4) and drops the answer; Java marks it
@@ -23,19 +23,19 @@ from typing import Final
 
 import structlog
 
-from broker.context import BrokerContext
-from broker.processors.refusal import Refused
-from broker.remoting import ProcessorRegistry, RequestContext
-from broker.status_codes import PUT_STATUS_TO_RESPONSE
-from broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from broker.transaction_check import make_op_message, pack_peer_host
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import MessageFormatError
-from protocol.headers.transaction import EndTransactionRequestHeader, TransactionType
-from protocol.message import TRANSACTION_MASK, StoredMessage, SysFlag, decode_message
-from protocol.properties import Prop
-from store.results import MessageToStore
+from rocklet.broker.context import BrokerContext
+from rocklet.broker.processors.refusal import Refused
+from rocklet.broker.remoting import ProcessorRegistry, RequestContext
+from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
+from rocklet.broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocklet.broker.transaction_check import make_op_message, pack_peer_host
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.headers.transaction import EndTransactionRequestHeader, TransactionType
+from rocklet.protocol.message import TRANSACTION_MASK, StoredMessage, SysFlag, decode_message
+from rocklet.protocol.properties import Prop
+from rocklet.store.results import MessageToStore
 
 __all__ = ["EndTransactionProcessor", "register"]
 

@@ -10,11 +10,11 @@ The rules follow Java's ``NettyRemotingAbstract.processRequestCommand``:
 - any other exception is logged with its traceback and answered with SYSTEM_ERROR; the
   connection stays open;
 - answers use the request's serialization and echo its opaque
-  (:meth:`~protocol.command.RemotingCommand.make_response`); the connection never
+  (:meth:`~rocklet.protocol.command.RemotingCommand.make_response`); the connection never
   answers a request marked oneway.
 
 Processors registered with ``eager=True`` (sends, pulls) are started inline when their
-request is read and get a task only if they suspend (:mod:`client.eager_start`).
+request is read and get a task only if they suspend (:mod:`rocklet.client.eager_start`).
 
 A registry may carry an :data:`RequestObserver` (the broker's metrics): it is told
 each request's code, answer code and duration, without this module knowing about
@@ -28,11 +28,11 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Set
 
 import structlog
 
-from broker.remoting.context import RequestContext
-from client.connection import Connection, HandlerResult, Reply
-from protocol.codes import ResponseCode
-from protocol.command import RemotingCommand
-from protocol.errors import ProtocolError
+from rocklet.broker.remoting.context import RequestContext
+from rocklet.client.connection import Connection, HandlerResult, Reply
+from rocklet.protocol.codes import ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import ProtocolError
 
 __all__ = ["Processor", "ProcessorRegistry", "RequestObserver", "dispatch"]
 

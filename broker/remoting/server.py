@@ -8,10 +8,10 @@ from typing import Final
 
 import structlog
 
-from broker.remoting.dispatch import ProcessorRegistry, dispatch
-from client.connection import Connection
-from protocol.codes import ResponseCode
-from protocol.frame import DEFAULT_MAX_FRAME_SIZE
+from rocklet.broker.remoting.dispatch import ProcessorRegistry, dispatch
+from rocklet.client.connection import Connection
+from rocklet.protocol.codes import ResponseCode
+from rocklet.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = ["DEFAULT_GRACE_S", "RemotingServer"]
 
@@ -25,7 +25,7 @@ _SHUTTING_DOWN: Final = "server is shutting down"
 class RemotingServer:
     """Accepts connections and hands each request to the registry's processor.
 
-    Every accepted socket becomes a :class:`~client.connection.Connection`, so the
+    Every accepted socket becomes a :class:`~rocklet.client.connection.Connection`, so the
     server shares the framing, flow control and broker-to-client requests of the SDK.
     Accepted connections coalesce their writes (all the answers to one read leave in
     one send) and start the processors registered as eager inline

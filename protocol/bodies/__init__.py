@@ -1,20 +1,20 @@
 """JSON bodies as typed, frozen dataclasses.
 
 Every body class has ``to_json() -> bytes`` and ``from_json(data) -> Self``; parsing
-raises :class:`~protocol.errors.BodyError` on bad input and nothing else. Output
+raises :class:`~rocklet.protocol.errors.BodyError` on bad input and nothing else. Output
 follows what Java's fastjson writes (members in alphabetical order, compact), and
 parsing also accepts the C++ client's and ali-ons' dialects.
 """
 
-from protocol.bodies.cluster import ClusterInfo, GroupList, KVTable, TopicList
-from protocol.bodies.consumer import (
+from rocklet.protocol.bodies.cluster import ClusterInfo, GroupList, KVTable, TopicList
+from rocklet.protocol.bodies.consumer import (
     ConsumerListBody,
     LockBatchRequestBody,
     LockBatchResponseBody,
     ResetOffsetBody,
     UnlockBatchRequestBody,
 )
-from protocol.bodies.heartbeat import (
+from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
@@ -23,10 +23,10 @@ from protocol.bodies.heartbeat import (
     ProducerData,
     SubscriptionData,
 )
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.register import RegisterBrokerBody
-from protocol.bodies.route import BrokerData, Perm, QueueData, TopicRouteData
-from protocol.bodies.running import (
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.register import RegisterBrokerBody
+from rocklet.protocol.bodies.route import BrokerData, Perm, QueueData, TopicRouteData
+from rocklet.protocol.bodies.running import (
     ConsumerConnection,
     ConsumerRunningInfo,
     ConsumeStatus,
@@ -34,9 +34,12 @@ from protocol.bodies.running import (
     ProducerConnection,
     RemoteConnection,
 )
-from protocol.bodies.stats import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
-from protocol.bodies.subscription_group import SubscriptionGroupConfig, SubscriptionGroupWrapper
-from protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocklet.protocol.bodies.stats import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
+from rocklet.protocol.bodies.subscription_group import (
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+)
+from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 __all__ = [
     "BrokerData",

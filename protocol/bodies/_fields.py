@@ -1,6 +1,6 @@
 """Checked readers for JSON body members, shared by the body classes.
 
-Every reader raises :class:`~protocol.errors.BodyError` naming the member and the body
+Every reader raises :class:`~rocklet.protocol.errors.BodyError` naming the member and the body
 instead of letting a ``KeyError`` or ``TypeError`` escape. Numbers are read leniently
 the way fastjson reads them into Java fields: a JSON number or a decimal string (the
 C++ client writes ``subVersion`` and ``ProcessQueueInfo`` offsets as strings).
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any, Final, TypeVar
 
-from protocol import fastjson
-from protocol.errors import BodyError
+from rocklet.protocol import fastjson
+from rocklet.protocol.errors import BodyError
 
 __all__ = [
     "REQUIRED",
@@ -54,7 +54,8 @@ def parse_object(data: bytes | str, what: str, *, object_keys: bool = False) -> 
     Args:
         data: The body.
         what: The body's name, for error messages.
-        object_keys: Accept fastjson's object-valued map keys (see :mod:`protocol.fastjson`).
+        object_keys: Accept fastjson's object-valued map keys
+            (see :mod:`rocklet.protocol.fastjson`).
 
     Returns:
         The object.

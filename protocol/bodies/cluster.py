@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from protocol.bodies._fields import (
+from rocklet.protocol.bodies._fields import (
     encode,
     get_map,
     get_opt_str,
@@ -28,7 +28,7 @@ from protocol.bodies._fields import (
     get_str_list,
     parse_object,
 )
-from protocol.bodies.route import BrokerData
+from rocklet.protocol.bodies.route import BrokerData
 
 __all__ = ["ClusterInfo", "GroupList", "KVTable", "TopicList"]
 

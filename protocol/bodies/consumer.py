@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from protocol.bodies._fields import (
+from rocklet.protocol.bodies._fields import (
     as_object,
     encode,
     get_int,
@@ -25,7 +25,7 @@ from protocol.bodies._fields import (
     parse_object,
     to_int,
 )
-from protocol.bodies.queue import MessageQueue, decode_mq_map, encode_mq_map
+from rocklet.protocol.bodies.queue import MessageQueue, decode_mq_map, encode_mq_map
 
 __all__ = [
     "ConsumerListBody",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Self
 
-from protocol.bodies._fields import (
+from rocklet.protocol.bodies._fields import (
     as_object,
     encode,
     get_bool,

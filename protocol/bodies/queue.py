@@ -14,9 +14,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Self, TypeVar
 
-from protocol.bodies._fields import as_object, get_int, get_str
-from protocol.errors import BodyError
-from protocol.fastjson import RawJson
+from rocklet.protocol.bodies._fields import as_object, get_int, get_str
+from rocklet.protocol.errors import BodyError
+from rocklet.protocol.fastjson import RawJson
 
 __all__ = ["MessageQueue", "decode_mq_map", "encode_mq_map"]
 
@@ -88,7 +88,7 @@ def encode_mq_map(
         value: Turns a value into its JSON-ready form.
 
     Returns:
-        A dict whose keys :func:`protocol.fastjson.dumps` writes as unquoted objects.
+        A dict whose keys :func:`rocklet.protocol.fastjson.dumps` writes as unquoted objects.
     """
     return {mq.key_json(): value(table[mq]) for mq in sorted(table)}
 

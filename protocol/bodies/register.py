@@ -27,10 +27,10 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Final, Self
 
-from protocol import fastjson
-from protocol.bodies._fields import encode, get_map, get_str_list, parse_object
-from protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from protocol.errors import BodyError
+from rocklet.protocol import fastjson
+from rocklet.protocol.bodies._fields import encode, get_map, get_str_list, parse_object
+from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocklet.protocol.errors import BodyError
 
 __all__ = ["RegisterBrokerBody"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Any, Final, Self
 
-from protocol.bodies._fields import (
+from rocklet.protocol.bodies._fields import (
     as_object,
     encode,
     get_int,

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
 
-from protocol.bodies._fields import (
+from rocklet.protocol.bodies._fields import (
     ScalarSpec,
     as_object,
     encode,
@@ -32,15 +32,15 @@ from protocol.bodies._fields import (
     read_scalars,
     write_scalars,
 )
-from protocol.bodies.heartbeat import (
+from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
     SubscriptionData,
 )
-from protocol.bodies.queue import MessageQueue, decode_mq_map, encode_mq_map
-from protocol.codes import LanguageCode
-from protocol.errors import BodyError
+from rocklet.protocol.bodies.queue import MessageQueue, decode_mq_map, encode_mq_map
+from rocklet.protocol.codes import LanguageCode
+from rocklet.protocol.errors import BodyError
 
 __all__ = [
     "ConsumeStatus",

@@ -11,7 +11,7 @@
           {"lastUpdateTimestamp":1700000000000,"maxOffset":10,"minOffset":0}}}
 
 The map keys are written as fastjson does by default: the MessageQueue's JSON object,
-unquoted (see :mod:`protocol.bodies.queue`).
+unquoted (see :mod:`rocklet.protocol.bodies.queue`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
 
-from protocol.bodies._fields import (
+from rocklet.protocol.bodies._fields import (
     ScalarSpec,
     encode,
     get_float,
@@ -28,7 +28,7 @@ from protocol.bodies._fields import (
     read_scalars,
     write_scalars,
 )
-from protocol.bodies.queue import MessageQueue, decode_mq_map, encode_mq_map
+from rocklet.protocol.bodies.queue import MessageQueue, decode_mq_map, encode_mq_map
 
 __all__ = ["ConsumeStats", "OffsetWrapper", "TopicOffset", "TopicStatsTable"]
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from protocol.bodies._fields import (
+from rocklet.protocol.bodies._fields import (
     as_object,
     encode,
     get_bool,
@@ -22,7 +22,7 @@ from protocol.bodies._fields import (
     get_str,
     parse_object,
 )
-from protocol.bodies.topic import DataVersion
+from rocklet.protocol.bodies.topic import DataVersion
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupWrapper"]
 

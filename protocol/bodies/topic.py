@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Self
 
-from protocol.bodies._fields import (
+from rocklet.protocol.bodies._fields import (
     as_object,
     encode,
     get_bool,
@@ -25,8 +25,8 @@ from protocol.bodies._fields import (
     get_str,
     parse_object,
 )
-from protocol.bodies.route import Perm
-from protocol.errors import BodyError
+from rocklet.protocol.bodies.route import Perm
+from rocklet.protocol.errors import BodyError
 
 __all__ = ["DataVersion", "TopicConfig", "TopicConfigSerializeWrapper"]
 

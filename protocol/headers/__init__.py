@@ -5,7 +5,7 @@ Each class is a frozen, slotted dataclass built with :func:`wire`; read one with
 Send requests come in two spellings; use :func:`parse_send_header` for those.
 """
 
-from protocol.headers.admin import (
+from rocklet.protocol.headers.admin import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
@@ -15,8 +15,8 @@ from protocol.headers.admin import (
     GetTopicStatsInfoRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
 )
-from protocol.headers.base import Header, wire
-from protocol.headers.consumer import (
+from rocklet.protocol.headers.base import Header, wire
+from rocklet.protocol.headers.consumer import (
     ConsumeMessageDirectlyResultRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -38,7 +38,7 @@ from protocol.headers.consumer import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from protocol.headers.namesrv import (
+from rocklet.protocol.headers.namesrv import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
     DeleteKVConfigRequestHeader,
@@ -57,25 +57,25 @@ from protocol.headers.namesrv import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
-from protocol.headers.pull import (
+from rocklet.protocol.headers.pull import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullSysFlag,
 )
-from protocol.headers.query import (
+from rocklet.protocol.headers.query import (
     UNIQUE_KEY_QUERY,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
-from protocol.headers.send import (
+from rocklet.protocol.headers.send import (
     SEND_CODES,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
     parse_send_header,
 )
-from protocol.headers.transaction import (
+from rocklet.protocol.headers.transaction import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     ReplyMessageRequestHeader,

@@ -2,14 +2,14 @@
 
 Admin requests without custom fields (GET_ALL_TOPIC_CONFIG, GET_BROKER_RUNTIME_INFO,
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_BROKER_CLUSTER_INFO...) have no header class;
-their answers are bodies (:mod:`protocol.bodies`).
+their answers are bodies (:mod:`rocklet.protocol.bodies`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import Header, wire
 
 __all__ = [
     "CreateTopicRequestHeader",
@@ -35,7 +35,7 @@ class CreateTopicRequestHeader(Header):
     default_topic: str = wire("defaultTopic")
     read_queue_nums: int = wire("readQueueNums")
     write_queue_nums: int = wire("writeQueueNums")
-    perm: int = wire("perm")  #: :class:`protocol.bodies.Perm` bits
+    perm: int = wire("perm")  #: :class:`rocklet.protocol.bodies.Perm` bits
     topic_filter_type: str = wire("topicFilterType", "SINGLE_TAG")
     topic_sys_flag: int = wire("topicSysFlag", 0)
     order: bool = wire("order", False)

@@ -17,7 +17,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
-from protocol.errors import HeaderError
+from rocklet.protocol.errors import HeaderError
 
 __all__ = ["Header", "wire"]
 

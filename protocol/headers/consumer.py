@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import Header, wire
 
 __all__ = [
     "ConsumeMessageDirectlyResultRequestHeader",

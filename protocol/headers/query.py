@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import Header, wire
 
 __all__ = [
     "UNIQUE_KEY_QUERY",

@@ -16,10 +16,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Final, Self
 
-from protocol.codes import RequestCode
-from protocol.command import RemotingCommand
-from protocol.errors import HeaderError
-from protocol.headers.base import Header, wire
+from rocklet.protocol.codes import RequestCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import HeaderError
+from rocklet.protocol.headers.base import Header, wire
 
 __all__ = [
     "SEND_CODES",

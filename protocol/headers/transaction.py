@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import Header, wire
 
 __all__ = [
     "CheckTransactionStateRequestHeader",

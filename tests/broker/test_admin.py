@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from client.connection import Connection, HandlerResult, open_connection
-from protocol import fastjson
-from protocol.bodies.cluster import GroupList, KVTable
-from protocol.bodies.consumer import ResetOffsetBody
-from protocol.bodies.heartbeat import (
+from rocklet.client.connection import Connection, HandlerResult, open_connection
+from rocklet.protocol import fastjson
+from rocklet.protocol.bodies.cluster import GroupList, KVTable
+from rocklet.protocol.bodies.consumer import ResetOffsetBody
+from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
@@ -26,15 +26,22 @@ from protocol.bodies.heartbeat import (
     MessageModel,
     SubscriptionData,
 )
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import TopicRouteData
-from protocol.bodies.running import ConsumerConnection, ConsumerRunningInfo, ProcessQueueInfo
-from protocol.bodies.stats import ConsumeStats, TopicStatsTable
-from protocol.bodies.subscription_group import SubscriptionGroupConfig, SubscriptionGroupWrapper
-from protocol.bodies.topic import TopicConfigSerializeWrapper
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.properties import encode_properties
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import TopicRouteData
+from rocklet.protocol.bodies.running import (
+    ConsumerConnection,
+    ConsumerRunningInfo,
+    ProcessQueueInfo,
+)
+from rocklet.protocol.bodies.stats import ConsumeStats, TopicStatsTable
+from rocklet.protocol.bodies.subscription_group import (
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+)
+from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.properties import encode_properties
 from tests.cluster import Cluster, running_cluster
 
 BROKER = "broker-a"

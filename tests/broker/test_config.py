@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.config import (
+from rocklet.broker.config import (
     BrokerConfig,
     BrokerRole,
     ConfigError,

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from broker.groups import SubscriptionGroupManager
-from broker.locks import RebalanceLockManager
-from broker.long_polling import PullHoldService
-from broker.offsets import ConsumerOffsetManager
-from broker.topics import AUTO_CREATE_TOPIC, TopicConfigManager, check_topic_name
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import Perm
-from protocol.bodies.subscription_group import SubscriptionGroupConfig
-from protocol.bodies.topic import TopicConfig
-from store.clock import ManualClock
+from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.locks import RebalanceLockManager
+from rocklet.broker.long_polling import PullHoldService
+from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.broker.topics import AUTO_CREATE_TOPIC, TopicConfigManager, check_topic_name
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import Perm
+from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
+from rocklet.protocol.bodies.topic import TopicConfig
+from rocklet.store.clock import ManualClock
 from tests.conftest import GOLDEN_STORE
 
 

@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.config import NamesrvConfig
-from broker.namesrv import NamesrvServer
-from client.connection import Connection, open_connection
-from protocol import RemotingCommand, RequestCode, ResponseCode
-from protocol.bodies.register import RegisterBrokerBody
-from protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from store.clock import ManualClock
+from rocklet.broker.config import NamesrvConfig
+from rocklet.broker.namesrv import NamesrvServer
+from rocklet.client.connection import Connection, open_connection
+from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
+from rocklet.protocol.bodies.register import RegisterBrokerBody
+from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocklet.store.clock import ManualClock
 
 TIMEOUT = 5.0
 MASTER = "10.0.0.5:10911"

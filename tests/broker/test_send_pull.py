@@ -6,14 +6,14 @@ import asyncio
 import json
 from pathlib import Path
 
-from client.connection import Connection, open_connection
-from protocol.batch import BatchItem, encode_batch
-from protocol.bodies.route import TopicRouteData
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.message import iter_messages
-from protocol.message_id import parse_offset_msg_id
-from protocol.properties import encode_properties
+from rocklet.client.connection import Connection, open_connection
+from rocklet.protocol.batch import BatchItem, encode_batch
+from rocklet.protocol.bodies.route import TopicRouteData
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.message import iter_messages
+from rocklet.protocol.message_id import parse_offset_msg_id
+from rocklet.protocol.properties import encode_properties
 from tests.cluster import Cluster, running_cluster
 
 

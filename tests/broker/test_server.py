@@ -10,11 +10,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from broker.remoting import ProcessorRegistry, RemotingServer, RequestContext
-from client.connection import HandlerResult
-from protocol import FLAG_ONEWAY, FrameDecoder, MessageFormatError, RemotingCommand, SerializeType
-from protocol.frame import encode_command
-from protocol.headers import Header, wire
+from rocklet.broker.remoting import ProcessorRegistry, RemotingServer, RequestContext
+from rocklet.client.connection import HandlerResult
+from rocklet.protocol import (
+    FLAG_ONEWAY,
+    FrameDecoder,
+    MessageFormatError,
+    RemotingCommand,
+    SerializeType,
+)
+from rocklet.protocol.frame import encode_command
+from rocklet.protocol.headers import Header, wire
 
 ECHO = 1000
 PARKED = 1001

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from client.consume_result import ConsumeResult
-from client.message import Message, MessageExt
-from client.producer import Producer
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.message import Message, MessageExt
+from rocklet.client.producer import Producer
 
 __all__ = ["Collector", "produce", "wait_until"]
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin
-from client.errors import NoRouteError
-from client.instance import ClientInstance
-from client.message import Message
-from client.producer import Producer
-from protocol.bodies.queue import MessageQueue
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.consumer import UpdateConsumerOffsetRequestHeader
+from rocklet.client.admin import Admin
+from rocklet.client.errors import NoRouteError
+from rocklet.client.instance import ClientInstance
+from rocklet.client.message import Message
+from rocklet.client.producer import Producer
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import UpdateConsumerOffsetRequestHeader
 from tests.client.producer_support import WAIT_S
 from tests.client.test_instance import FakeConsumer
 from tests.cluster import running_cluster

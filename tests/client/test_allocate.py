@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.allocate import (
+from rocklet.client.allocate import (
     STRATEGIES,
     AllocateStrategy,
     allocate_averagely,
     allocate_averagely_by_circle,
     allocate_consistent_hash,
 )
-from protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.queue import MessageQueue
 
 queues_st = st.lists(
     st.builds(

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from broker.remoting import ProcessorRegistry, RemotingServer, RequestContext
-from client.connection import Connection, ConnectionStatus, HandlerResult, open_connection
-from client.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
-from protocol import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, FrameError, RemotingCommand
-from protocol.frame import encode_command
+from rocklet.broker.remoting import ProcessorRegistry, RemotingServer, RequestContext
+from rocklet.client.connection import Connection, ConnectionStatus, HandlerResult, open_connection
+from rocklet.client.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
+from rocklet.protocol import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, FrameError, RemotingCommand
+from rocklet.protocol.frame import encode_command
 from tests.logcapture import capture_sdk_logs
 
 ECHO = 1000

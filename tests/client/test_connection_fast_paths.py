@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from broker.remoting import ProcessorRegistry, RemotingServer, RequestContext
-from client.connection import Connection, HandlerResult, open_connection
-from client.errors import ConnectionClosedError, RequestTimeoutError
-from protocol import FrameDecoder, RemotingCommand
-from protocol.codes import ResponseCode
-from protocol.frame import encode_command
+from rocklet.broker.remoting import ProcessorRegistry, RemotingServer, RequestContext
+from rocklet.client.connection import Connection, HandlerResult, open_connection
+from rocklet.client.errors import ConnectionClosedError, RequestTimeoutError
+from rocklet.protocol import FrameDecoder, RemotingCommand
+from rocklet.protocol.codes import ResponseCode
+from rocklet.protocol.frame import encode_command
 
 TIMEOUT = 5.0
 AT_ONCE = 2000

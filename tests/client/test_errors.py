@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from client import errors
-from client.errors import (
+from rocklet.client import errors
+from rocklet.client.errors import (
     BrokerError,
     ClientError,
     ConnectionClosedError,
@@ -15,7 +15,7 @@ from client.errors import (
     error_class_for_code,
     error_for_code,
 )
-from protocol.codes import ResponseCode
+from rocklet.protocol.codes import ResponseCode
 
 
 def test_every_non_success_code_maps_to_exactly_one_class() -> None:

@@ -8,22 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin
-from client.backoff import Backoff
-from client.errors import BrokerError, ClientStateError, ConnectError
-from client.instance import ClientInstance, get_instance
-from protocol.bodies.heartbeat import (
+from rocklet.client.admin import Admin
+from rocklet.client.backoff import Backoff
+from rocklet.client.errors import BrokerError, ClientStateError, ConnectError
+from rocklet.client.instance import ClientInstance, get_instance
+from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
     MessageModel,
     SubscriptionData,
 )
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.running import ConsumerRunningInfo
-from protocol.codes import RequestCode
-from protocol.command import RemotingCommand
-from protocol.headers.consumer import GetConsumerListByGroupRequestHeader
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.running import ConsumerRunningInfo
+from rocklet.protocol.codes import RequestCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import GetConsumerListByGroupRequestHeader
 from tests.cluster import running_cluster
 
 WAIT_S = 10.0

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from client.instance import ClientInstance
-from client.offset_store import LocalFileOffsetStore, RemoteOffsetStore
-from protocol.bodies.queue import MessageQueue
-from protocol.errors import BodyError
+from rocklet.client.instance import ClientInstance
+from rocklet.client.offset_store import LocalFileOffsetStore, RemoteOffsetStore
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.errors import BodyError
 from tests.client.consumers import produce
 from tests.cluster import running_cluster
 

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.message import MessageExt
-from client.process_queue import ProcessQueue
+from rocklet.client.message import MessageExt
+from rocklet.client.process_queue import ProcessQueue
 
 
 class FakeClock:

@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from client.message import MessageExt
-from client.process_queue import ProcessQueue
+from rocklet.client.message import MessageExt
+from rocklet.client.process_queue import ProcessQueue
 
 
 class Model:

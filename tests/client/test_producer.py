@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from broker.topics import SCHEDULE_TOPIC
-from client.admin import Admin
-from client.errors import ClientStateError, MessageIllegalError, NoRouteError
-from client.message import Message, SendStatus
-from client.producer import Producer, hash_selector
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import Perm
-from protocol.message import SysFlag
-from protocol.message_id import parse_offset_msg_id
+from rocklet.broker.topics import SCHEDULE_TOPIC
+from rocklet.client.admin import Admin
+from rocklet.client.errors import ClientStateError, MessageIllegalError, NoRouteError
+from rocklet.client.message import Message, SendStatus
+from rocklet.client.producer import Producer, hash_selector
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import Perm
+from rocklet.protocol.message import SysFlag
+from rocklet.protocol.message_id import parse_offset_msg_id
 from tests.client.producer_support import WAIT_S, long_poll, second_broker, stored, stored_all
 from tests.cluster import running_cluster
 

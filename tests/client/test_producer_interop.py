@@ -10,9 +10,9 @@ import hashlib
 from collections import Counter
 from pathlib import Path
 
-from client.admin import Admin
-from client.message import Message
-from client.producer import Producer
+from rocklet.client.admin import Admin
+from rocklet.client.message import Message
+from rocklet.client.producer import Producer
 from tests.cluster import running_cluster
 from tests.compat.harness import driver_pool
 

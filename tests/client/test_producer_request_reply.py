@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin
-from client.errors import InvalidMessageError, RequestReplyTimeoutError
-from client.message import Message, MessageExt
-from client.producer import Producer
-from protocol.properties import Prop
+from rocklet.client.admin import Admin
+from rocklet.client.errors import InvalidMessageError, RequestReplyTimeoutError
+from rocklet.client.message import Message, MessageExt
+from rocklet.client.producer import Producer
+from rocklet.protocol.properties import Prop
 from tests.client.producer_support import WAIT_S, long_poll, stored_all
 from tests.cluster import running_cluster
 

@@ -8,15 +8,15 @@ import re
 
 import pytest
 
-from client.backoff import Backoff, BackoffState
-from client.errors import InvalidMessageError
-from client.message import Message, UniqKeyGenerator, send_properties, validate_message
-from client.producer import hash_selector
-from client.routes import LatencyFaultTolerance, publish_queues, subscribe_queues
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import BrokerData, Perm, QueueData, TopicRouteData
-from protocol.message import java_string_hash
-from protocol.properties import decode_properties
+from rocklet.client.backoff import Backoff, BackoffState
+from rocklet.client.errors import InvalidMessageError
+from rocklet.client.message import Message, UniqKeyGenerator, send_properties, validate_message
+from rocklet.client.producer import hash_selector
+from rocklet.client.routes import LatencyFaultTolerance, publish_queues, subscribe_queues
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import BrokerData, Perm, QueueData, TopicRouteData
+from rocklet.protocol.message import java_string_hash
+from rocklet.protocol.properties import decode_properties
 
 
 def route(*queues: QueueData, masters: tuple[str, ...] = ("a", "b")) -> TopicRouteData:

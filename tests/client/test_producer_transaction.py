@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker.topics import TRANS_OP_HALF_TOPIC
-from client.message import Message, MessageExt
-from client.transaction import LocalTransactionState, TransactionProducer
-from protocol.message import SysFlag
-from protocol.properties import Prop
+from rocklet.broker.topics import TRANS_OP_HALF_TOPIC
+from rocklet.client.message import Message, MessageExt
+from rocklet.client.transaction import LocalTransactionState, TransactionProducer
+from rocklet.protocol.message import SysFlag
+from rocklet.protocol.properties import Prop
 from tests.client.producer_support import WAIT_S, long_poll, stored
 from tests.cluster import Cluster, running_cluster
 

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.errors import ClientStateError
-from client.message import MessageExt
-from client.pull_api import decode_messages
-from client.pull_consumer import LitePullConsumer, PullConsumer, PullStatus
-from protocol.bodies.queue import MessageQueue
-from protocol.errors import MessageFormatError
-from protocol.message import SysFlag, encode_message, iter_messages, pack_host
+from rocklet.client.errors import ClientStateError
+from rocklet.client.message import MessageExt
+from rocklet.client.pull_api import decode_messages
+from rocklet.client.pull_consumer import LitePullConsumer, PullConsumer, PullStatus
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.message import SysFlag, encode_message, iter_messages, pack_host
 from tests.client.consumers import WAIT_S, produce
 from tests.cluster import running_cluster
 

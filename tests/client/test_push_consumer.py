@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin
-from client.consume_result import ConsumeResult
-from client.errors import ClientStateError
-from client.message import MessageExt
-from client.push_consumer import ConsumerStatus, PushConsumer
-from protocol.bodies.queue import MessageQueue
+from rocklet.client.admin import Admin
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.errors import ClientStateError
+from rocklet.client.message import MessageExt
+from rocklet.client.push_consumer import ConsumerStatus, PushConsumer
+from rocklet.protocol.bodies.queue import MessageQueue
 from tests.client.consumers import Collector, produce
 from tests.cluster import running_cluster
 

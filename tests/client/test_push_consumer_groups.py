@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from client.consume_result import ConsumeResult
-from client.message import Message, MessageExt
-from client.producer import Producer
-from client.push_consumer import PushConsumer
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.message import Message, MessageExt
+from rocklet.client.producer import Producer
+from rocklet.client.push_consumer import PushConsumer
 from tests.client.consumers import WAIT_S, Collector, wait_until
 from tests.cluster import running_cluster
 

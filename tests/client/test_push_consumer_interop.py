@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from client.pull_consumer import PullConsumer, PullStatus
-from client.push_consumer import PushConsumer
+from rocklet.client.pull_consumer import PullConsumer, PullStatus
+from rocklet.client.push_consumer import PushConsumer
 from tests.client.consumers import Collector
 from tests.cluster import running_cluster
 from tests.compat.harness import driver_pool

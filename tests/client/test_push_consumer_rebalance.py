@@ -12,22 +12,22 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from client.allocate import allocate_averagely
-from client.message import MessageExt
-from client.offset_store import RemoteOffsetStore
-from client.process_queue import ProcessQueue
-from client.rebalance import ConsumeFrom, Rebalancer, subscription
-from protocol.bodies.consumer import (
+from rocklet.client.allocate import allocate_averagely
+from rocklet.client.message import MessageExt
+from rocklet.client.offset_store import RemoteOffsetStore
+from rocklet.client.process_queue import ProcessQueue
+from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
+from rocklet.protocol.bodies.consumer import (
     ConsumerListBody,
     LockBatchRequestBody,
     LockBatchResponseBody,
     UnlockBatchRequestBody,
 )
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.route import BrokerData, QueueData, TopicRouteData
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.consumer import (
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import BrokerData, QueueData, TopicRouteData
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import (
     QueryConsumerOffsetRequestHeader,
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from client.consume_result import ConsumeResult
-from client.message import MessageExt
-from client.pull_loop import FlowLimits
-from client.push_consumer import PushConsumer
-from protocol.bodies.consumer import ResetOffsetBody
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.message import MessageExt
+from rocklet.client.pull_loop import FlowLimits
+from rocklet.client.push_consumer import PushConsumer
+from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from tests.client.consumers import WAIT_S, Collector, produce
 from tests.cluster import running_cluster
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from client import sync
-from client.consume_result import ConsumeResult
-from client.errors import InvalidMessageError
-from client.message import Message, MessageExt, SendStatus
-from protocol.bodies.queue import MessageQueue
+from rocklet.client import sync
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.errors import InvalidMessageError
+from rocklet.client.message import Message, MessageExt, SendStatus
+from rocklet.protocol.bodies.queue import MessageQueue
 from tests.client.producer_support import WAIT_S, long_poll, stored_all
 from tests.cluster import running_cluster
 

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from client.connection import open_connection
-from protocol.bodies.route import TopicRouteData
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.admin import CreateTopicRequestHeader
-from protocol.headers.pull import PullMessageRequestHeader, PullSysFlag
-from protocol.message import StoredMessage, iter_messages
+from rocklet.client.connection import open_connection
+from rocklet.protocol.bodies.route import TopicRouteData
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.admin import CreateTopicRequestHeader
+from rocklet.protocol.headers.pull import PullMessageRequestHeader, PullSysFlag
+from rocklet.protocol.message import StoredMessage, iter_messages
 
 __all__ = [
     "DRIVER",

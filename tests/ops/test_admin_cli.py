@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from client.consume_result import ConsumeResult
-from client.message import Message, MessageExt
-from client.producer import Producer
-from client.push_consumer import PushConsumer
 from rocklet.admin import run_admin_async
 from rocklet.cli import build_parser
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.message import Message, MessageExt
+from rocklet.client.producer import Producer
+from rocklet.client.push_consumer import PushConsumer
 from tests.cluster import Cluster, running_cluster
 
 TIMEOUT = 15.0

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin
-from client.backoff import Backoff
-from client.consume_result import ConsumeResult
-from client.instance import ClientInstance, get_instance
-from client.message import Message, MessageExt, SendResult
-from client.producer import Producer
-from client.push_consumer import PushConsumer
+from rocklet.client.admin import Admin
+from rocklet.client.backoff import Backoff
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.instance import ClientInstance, get_instance
+from rocklet.client.message import Message, MessageExt, SendResult
+from rocklet.client.producer import Producer
+from rocklet.client.push_consumer import PushConsumer
 from rocklet.cluster import LocalCluster
 from tests.ops.test_metrics import scrape, value
 

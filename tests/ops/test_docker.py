@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from broker.config import BrokerConfig, NamesrvConfig, load_broker_config, parse_properties
+from rocklet.broker.config import BrokerConfig, NamesrvConfig, load_broker_config, parse_properties
 from rocklet.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 import pytest
 
-from protocol import FrameDecoder, FrameError, RemotingCommand, encode_command
+from rocklet.protocol import FrameDecoder, FrameError, RemotingCommand, encode_command
 
 #: A valid frame used as "the start of the next frame" after the bytes under test.
 _NEXT_FRAME: Final = encode_command(

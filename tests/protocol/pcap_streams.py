@@ -1,6 +1,6 @@
 """A small pcap/pcapng reader that rebuilds each TCP connection's byte streams.
 
-Golden-data tests feed the real broker captures to :class:`protocol.FrameDecoder`, which
+Golden-data tests feed the real broker captures to :class:`rocklet.protocol.FrameDecoder`, which
 needs each direction of each connection as one contiguous byte string. Segments are
 placed by sequence number, so retransmitted, overlapping and out-of-order segments
 are handled the way a receiving TCP stack would handle them.

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import MessageFormatError
-from protocol.batch import BatchItem, decode_batch, encode_batch
-from protocol.properties import decode_properties
+from rocklet.protocol import MessageFormatError
+from rocklet.protocol.batch import BatchItem, decode_batch, encode_batch
+from rocklet.protocol.properties import decode_properties
 from tests.conftest import CAPTURES
 
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import RemotingCommand, RequestCode, ResponseCode, fastjson
-from protocol.bodies import (
+from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode, fastjson
+from rocklet.protocol.bodies import (
     BrokerData,
     ClusterInfo,
     ConsumeFromWhere,
@@ -54,9 +54,9 @@ from protocol.bodies import (
     TopicStatsTable,
     UnlockBatchRequestBody,
 )
-from protocol.codes import LanguageCode
-from protocol.errors import BodyError, ProtocolError
-from protocol.headers import RegisterBrokerRequestHeader
+from rocklet.protocol.codes import LanguageCode
+from rocklet.protocol.errors import BodyError, ProtocolError
+from rocklet.protocol.headers import RegisterBrokerRequestHeader
 from tests.conftest import CAPTURES
 from tests.protocol.helpers import decode_all
 from tests.protocol.listing import parse_listing

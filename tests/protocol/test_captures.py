@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode, SerializeType
-from protocol.message import StoredMessage, iter_messages, pack_host
-from protocol.message_id import make_offset_msg_id
+from rocklet.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode, SerializeType
+from rocklet.protocol.message import StoredMessage, iter_messages, pack_host
+from rocklet.protocol.message_id import make_offset_msg_id
 from tests.conftest import CAPTURES
 from tests.protocol.helpers import assert_decodes, decode_all, raw_frame
 from tests.protocol.listing import ListedFrame, Listing, parse_listing

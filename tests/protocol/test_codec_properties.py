@@ -1,6 +1,6 @@
 """Property tests of the frame codec: round trips, fuzz invariant, arbitrary chunking.
 
-Value ranges follow the wire types (documented in :mod:`protocol.header_codec`): JSON
+Value ranges follow the wire types (documented in :mod:`rocklet.protocol.header_codec`): JSON
 and msgpack carry code, opaque, flag and version as int32; the ROCKETMQ binary header
 narrows code and version to int16, knows languages only by number, and cannot tell an
 empty remark from a missing one. Out-of-range values are refused on encode
@@ -16,7 +16,7 @@ import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import (
+from rocklet.protocol import (
     FrameDecoder,
     LanguageCode,
     ProtocolError,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol import fastjson
-from protocol.bodies import MessageQueue
+from rocklet.protocol import fastjson
+from rocklet.protocol.bodies import MessageQueue
 
 longs = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 doubles = st.floats(allow_nan=False, allow_infinity=False)

@@ -10,14 +10,14 @@ from typing import Any
 import msgpack
 import pytest
 
-from protocol import (
+from rocklet.protocol import (
     FrameDecoder,
     RemotingCommand,
     SerializeType,
     encode_command,
     encode_command_parts,
 )
-from protocol.frame import Buffer
+from rocklet.protocol.frame import Buffer
 from tests.protocol.helpers import assert_decodes, assert_refuses, raw_frame
 
 SAMPLE = RemotingCommand(

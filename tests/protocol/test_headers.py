@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import protocol.headers as headers_pkg
-from protocol import HeaderError, RemotingCommand, RequestCode, ResponseCode, SerializeType
-from protocol.header_codec import decode_header
-from protocol.headers import (
+import rocklet.protocol.headers as headers_pkg
+from rocklet.protocol import HeaderError, RemotingCommand, RequestCode, ResponseCode, SerializeType
+from rocklet.protocol.header_codec import decode_header
+from rocklet.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     GetConsumerListByGroupRequestHeader,

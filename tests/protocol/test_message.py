@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import MessageFormatError
-from protocol.message import (
+from rocklet.protocol import MessageFormatError
+from rocklet.protocol.message import (
     BLANK_MAGIC,
     MESSAGE_MAGIC,
     PHYSICAL_OFFSET_POS,

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import MessageFormatError
-from protocol.message import pack_host
-from protocol.message_id import OffsetMessageId, make_offset_msg_id, parse_offset_msg_id
+from rocklet.protocol import MessageFormatError
+from rocklet.protocol.message import pack_host
+from rocklet.protocol.message_id import OffsetMessageId, make_offset_msg_id, parse_offset_msg_id
 
 DOC_EXAMPLE = "7F00000100002A9F0000000000000C8A"  # remoting-protocol.md §4.5
 

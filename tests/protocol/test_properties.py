@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.message import java_string_hash
-from protocol.properties import decode_properties, encode_properties
+from rocklet.protocol.message import java_string_hash
+from rocklet.protocol.properties import decode_properties, encode_properties
 
 # --- properties ----------------------------------------------------------------------------
 

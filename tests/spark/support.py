@@ -10,13 +10,13 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from broker.app import Broker
-from client.message import Message, MessageExt
-from client.producer import Producer
-from client.pull_api import PullStatus
-from client.pull_consumer import PullConsumer
-from protocol.bodies.queue import MessageQueue
-from protocol.bodies.topic import TopicConfig
+from rocklet.broker.app import Broker
+from rocklet.client.message import Message, MessageExt
+from rocklet.client.producer import Producer
+from rocklet.client.pull_api import PullStatus
+from rocklet.client.pull_consumer import PullConsumer
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.topic import TopicConfig
 from tests.cluster import Cluster, running_cluster
 
 T = TypeVar("T")

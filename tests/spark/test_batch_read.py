@@ -8,8 +8,8 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from pyspark_rocklet import RockletDataSource
-from pyspark_rocklet.schema import SOURCE_SCHEMA
+from rocklet.spark import RockletDataSource
+from rocklet.spark.schema import SOURCE_SCHEMA
 from tests.spark.support import BrokerThread, produce, pull_all
 
 pytestmark = pytest.mark.spark

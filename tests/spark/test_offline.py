@@ -10,7 +10,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from protocol.message import MESSAGE_MAGIC
+from rocklet.protocol.message import MESSAGE_MAGIC
 from tests.conftest import GOLDEN_STORE
 from tests.spark.support import BrokerThread, produce, pull_all
 

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from protocol.bodies.queue import MessageQueue
-from pyspark_rocklet.offsets import QueueBounds, from_json, limit_offsets, to_json
-from pyspark_rocklet.options import (
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.spark.offsets import QueueBounds, from_json, limit_offsets, to_json
+from rocklet.spark.options import (
     OffsetKind,
     RockletOptionError,
     SourceOptions,
@@ -17,9 +17,9 @@ from pyspark_rocklet.options import (
     parse_sink_options,
     parse_source_options,
 )
-from pyspark_rocklet.planning import Snapshot, resolve_offsets
-from pyspark_rocklet.ranges import DataLossError, plan_ranges
-from pyspark_rocklet.stream_source import next_end
+from rocklet.spark.planning import Snapshot, resolve_offsets
+from rocklet.spark.ranges import DataLossError, plan_ranges
+from rocklet.spark.stream_source import next_end
 from tests.conftest import GOLDEN_STORE
 
 pytestmark = pytest.mark.spark

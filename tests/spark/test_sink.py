@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pyspark_rocklet.sink import WRITE_ID_PROPERTY
+from rocklet.spark.sink import WRITE_ID_PROPERTY
 from tests.spark.support import QUERY_TIMEOUT, BrokerThread, drop_last_commit, produce, pull_all
 
 pytestmark = pytest.mark.spark

@@ -7,7 +7,7 @@ import itertools
 import pyarrow as pa
 import pytest
 
-from pyspark_rocklet.sink import WRITE_ID_PROPERTY, RowError, batches_by_topic, rows_to_messages
+from rocklet.spark.sink import WRITE_ID_PROPERTY, RowError, batches_by_topic, rows_to_messages
 
 pytestmark = pytest.mark.spark
 

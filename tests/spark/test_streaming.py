@@ -11,7 +11,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from store.retention import DiskUsage, RetentionService
+from rocklet.store.retention import DiskUsage, RetentionService
 from tests.spark.support import QUERY_TIMEOUT, BrokerThread, drop_last_commit, produce
 
 pytestmark = pytest.mark.spark

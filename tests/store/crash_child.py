@@ -11,8 +11,8 @@ from pathlib import Path
 
 import structlog
 
-from store.config import FlushDiskType
-from store.message_store import MessageStore
+from rocklet.store.config import FlushDiskType
+from rocklet.store.message_store import MessageStore
 from tests.store.helpers import message, small_config
 
 

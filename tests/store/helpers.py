@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from protocol.message import StoredMessage, decode_message, pack_host
-from store.config import FlushDiskType, StoreConfig
-from store.message_store import MessageStore
-from store.results import GetMessageStatus, MessageToStore
+from rocklet.protocol.message import StoredMessage, decode_message, pack_host
+from rocklet.store.config import FlushDiskType, StoreConfig
+from rocklet.store.message_store import MessageStore
+from rocklet.store.results import GetMessageStatus, MessageToStore
 
 BORN = pack_host("127.0.0.1", 5555)
 STORE_HOST = pack_host("127.0.0.1", 10911)

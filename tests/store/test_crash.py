@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from store.message_store import MessageStore
+from rocklet.store.message_store import MessageStore
 from tests.store.helpers import read_all, small_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,12 +9,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from protocol.message import SysFlag, decode_message, java_string_hash
-from store.clock import ManualClock
-from store.dispatch_request import SCHEDULE_TOPIC
-from store.hashing import index_key_hash
-from store.message_store import MessageStore
-from store.results import MessageToStore
+from rocklet.protocol.message import SysFlag, decode_message, java_string_hash
+from rocklet.store.clock import ManualClock
+from rocklet.store.dispatch_request import SCHEDULE_TOPIC
+from rocklet.store.hashing import index_key_hash
+from rocklet.store.message_store import MessageStore
+from rocklet.store.results import MessageToStore
 from tests.store.helpers import BORN, STORE_HOST, message, small_config
 from tests.store.layout_checker import check_store
 

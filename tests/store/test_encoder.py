@@ -9,10 +9,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.message import decode_message
-from store.dispatch_request import SCHEDULE_TOPIC
-from store.encoder import EncodedBatch, encode_batch
-from store.results import MessageToStore, PutMessageStatus
+from rocklet.protocol.message import decode_message
+from rocklet.store.dispatch_request import SCHEDULE_TOPIC
+from rocklet.store.encoder import EncodedBatch, encode_batch
+from rocklet.store.results import MessageToStore, PutMessageStatus
 from tests.store.helpers import BORN, STORE_HOST
 
 LEVELS = (1000, 5000, 10000)

@@ -7,8 +7,8 @@ import threading
 from concurrent.futures import Future, wait
 from pathlib import Path
 
-from store.config import FlushDiskType
-from store.message_store import MessageStore
+from rocklet.store.config import FlushDiskType
+from rocklet.store.message_store import MessageStore
 from tests.store.helpers import message, small_config
 
 

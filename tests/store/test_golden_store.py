@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol.message import decode_message
-from store.config import StoreConfig
-from store.message_store import MessageStore
+from rocklet.protocol.message import decode_message
+from rocklet.store.config import StoreConfig
+from rocklet.store.message_store import MessageStore
 from tests.conftest import GOLDEN_STORE
 from tests.store.helpers import GOLDEN_SIZES, copy_golden, decoded, message
 from tests.store.layout_checker import check_store

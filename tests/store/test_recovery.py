@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.message_store import MessageStore
-from store.results import PutResult
+from rocklet.store.message_store import MessageStore
+from rocklet.store.results import PutResult
 from tests.store.helpers import message, read_all, small_config
 from tests.store.layout_checker import check_store
 

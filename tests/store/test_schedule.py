@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from protocol.message import decode_message
-from store.clock import ManualClock
-from store.dispatch_request import SCHEDULE_TOPIC
-from store.message_store import MessageStore
-from store.schedule import DelayDeliveryService, read_delay_offsets
+from rocklet.protocol.message import decode_message
+from rocklet.store.clock import ManualClock
+from rocklet.store.dispatch_request import SCHEDULE_TOPIC
+from rocklet.store.message_store import MessageStore
+from rocklet.store.schedule import DelayDeliveryService, read_delay_offsets
 from tests.store.helpers import message, read_all, small_config
 from tests.store.layout_checker import check_store
 

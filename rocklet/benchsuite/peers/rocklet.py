@@ -8,8 +8,8 @@ settings a deployment raises the same way).
 
 The SDK client sends one message per request (``Producer.send(Message)``) or a batch
 (``Producer.send([...])``, SEND_BATCH_MESSAGE); it consumes with a
-:class:`~client.push_consumer.PushConsumer` (the usual API) or, for the
-N-consumers case, a :class:`~client.pull_consumer.PullConsumer` reading a fixed set of
+:class:`~rocklet.client.push_consumer.PushConsumer` (the usual API) or, for the
+N-consumers case, a :class:`~rocklet.client.pull_consumer.PullConsumer` reading a fixed set of
 queues to their end. Bodies are never compressed (the peers do not compress either).
 """
 
@@ -99,7 +99,7 @@ class SdkClient:
 
     async def open(self, channel: str, *, create: bool) -> None:
         """Start a producer; with ``create``, create the 8-queue topic and await its route."""
-        from client.producer import Producer
+        from rocklet.client.producer import Producer
 
         self._topic = channel
         if create:
@@ -114,7 +114,7 @@ class SdkClient:
 
     async def send(self, bodies: Sequence[bytes], tag: str | None = None) -> None:
         """One SEND_MESSAGE_V2 for one body, else one SEND_BATCH_MESSAGE."""
-        from client.message import Message
+        from rocklet.client.message import Message
 
         if len(bodies) == 1:
             await self._producer.send(Message(self._topic, bodies[0], tags=tag))
@@ -136,9 +136,9 @@ class SdkClient:
         if consumer == "pull":
             await self._start_pull(sink, queues or range(QUEUES), batch, tag)
             return
-        from client.consume_result import ConsumeResult
-        from client.message import MessageExt
-        from client.push_consumer import PushConsumer
+        from rocklet.client.consume_result import ConsumeResult
+        from rocklet.client.message import MessageExt
+        from rocklet.client.push_consumer import PushConsumer
 
         async def listener(msgs: list[MessageExt]) -> ConsumeResult:
             sink([m.body for m in msgs])
@@ -157,8 +157,8 @@ class SdkClient:
     async def _start_pull(
         self, sink: Sink, queues: Sequence[int], batch: int, tag: str | None
     ) -> None:
-        from client.pull_consumer import PullConsumer
-        from protocol.bodies.queue import MessageQueue
+        from rocklet.client.pull_consumer import PullConsumer
+        from rocklet.protocol.bodies.queue import MessageQueue
 
         self._consumer = PullConsumer(f"CG_{self._topic}_{time.monotonic_ns()}", self._namesrv)
         await self._consumer.start()
@@ -176,7 +176,7 @@ class SdkClient:
         self._tasks.append(asyncio.create_task(all_queues(), name="pull-queues"))
 
     async def _pull_queue(self, mq: Any, end: int, batch: int, tag: str | None, sink: Sink) -> None:
-        from client.pull_api import PullStatus
+        from rocklet.client.pull_api import PullStatus
 
         offset = 0
         while offset < end:
@@ -202,8 +202,8 @@ class SdkClient:
 
 async def _create_topic(namesrv: str, topic: str) -> None:
     """Create ``topic`` with :data:`QUEUES` queues and wait until the name server routes it."""
-    from client.admin import Admin
-    from client.errors import NoRouteError
+    from rocklet.client.admin import Admin
+    from rocklet.client.errors import NoRouteError
 
     async with Admin(namesrv) as admin:
         await admin.create_topic(topic, queue_nums=QUEUES)

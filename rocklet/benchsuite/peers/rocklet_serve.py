@@ -19,9 +19,9 @@ from pathlib import Path
 import structlog
 import uvloop
 
-from broker.app import Broker
-from broker.config import load_broker_config
-from broker.namesrv import NamesrvServer
+from rocklet.broker.app import Broker
+from rocklet.broker.config import load_broker_config
+from rocklet.broker.namesrv import NamesrvServer
 from rocklet.logging import configure_logging
 
 __all__ = ["main", "serve"]

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from protocol.bodies.queue import MessageQueue
-from pyspark_rocklet.broker import Cluster
-from pyspark_rocklet.offsets import EARLIEST, LATEST, Offsets, QueueBounds, QueueRef
-from pyspark_rocklet.options import (
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.spark.broker import Cluster
+from rocklet.spark.offsets import EARLIEST, LATEST, Offsets, QueueBounds, QueueRef
+from rocklet.spark.options import (
     OffsetKind,
     OffsetSpec,
     RockletOptionError,

@@ -3,7 +3,7 @@
 ``partitions()`` runs once on the driver while Spark plans the query: it discovers the
 subscribed queues, resolves ``startingOffsets`` (default earliest) and
 ``endingOffsets`` (default latest) against their stored ranges, and returns one
-:class:`~pyspark_rocklet.ranges.QueueRange` per queue with data. ``read()`` runs on the
+:class:`~rocklet.spark.ranges.QueueRange` per queue with data. ``read()`` runs on the
 executors.
 """
 
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from client._log import get_logger
-from pyspark_rocklet.broker import Cluster, run_with_cluster
-from pyspark_rocklet.offsets import to_json
-from pyspark_rocklet.options import RockletOptionError, SourceOptions
-from pyspark_rocklet.planning import Snapshot, resolve_offsets, take_snapshot
-from pyspark_rocklet.ranges import QueueRange, plan_ranges, read_range
+from rocklet.client._log import get_logger
+from rocklet.spark.broker import Cluster, run_with_cluster
+from rocklet.spark.offsets import to_json
+from rocklet.spark.options import RockletOptionError, SourceOptions
+from rocklet.spark.planning import Snapshot, resolve_offsets, take_snapshot
+from rocklet.spark.ranges import QueueRange, plan_ranges, read_range
 
 if TYPE_CHECKING:
     import pyarrow as pa

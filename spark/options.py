@@ -19,8 +19,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Final
 
-from pyspark_rocklet.offsets import EARLIEST, LATEST, QueueRef
-from pyspark_rocklet.option_values import OptionMap, RockletOptionError, check_topic, queue_ref
+from rocklet.spark.offsets import EARLIEST, LATEST, QueueRef
+from rocklet.spark.option_values import OptionMap, RockletOptionError, check_topic, queue_ref
 
 __all__ = [
     "OfflineOptions",

@@ -10,7 +10,7 @@ list for patterns), each queue's stored range (GET_MIN_OFFSET / GET_MAX_OFFSET, 
 Java's ``MQAdminImpl.minOffset``/``maxOffset``), the offset for a store time
 (SEARCH_OFFSET_BY_TIMESTAMP) and one pull of a queue (PULL_MESSAGE without long
 polling: the source only asks for ranges it knows are stored), through the SDK's
-:class:`~client.pull_consumer.PullConsumer`.
+:class:`~rocklet.client.pull_consumer.PullConsumer`.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Final, TypeVar
 
-from client.admin import Admin
-from client.instance import ClientInstance, get_instance
-from client.pull_api import PullResult
-from client.pull_consumer import PullConsumer
-from client.routes import subscribe_queues
-from protocol.bodies.queue import MessageQueue
-from pyspark_rocklet.offsets import QueueBounds
-from pyspark_rocklet.options import Subscription
+from rocklet.client.admin import Admin
+from rocklet.client.instance import ClientInstance, get_instance
+from rocklet.client.pull_api import PullResult
+from rocklet.client.pull_consumer import PullConsumer
+from rocklet.client.routes import subscribe_queues
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.spark.offsets import QueueBounds
+from rocklet.spark.options import Subscription
 
 __all__ = ["SOURCE_GROUP", "Cluster", "is_system_topic", "run_with_cluster"]
 
@@ -175,7 +175,7 @@ class Cluster:
         """Every queue the subscription covers now, sorted.
 
         For ``assign`` only the named queues that exist are returned; the caller
-        checks for missing ones (see :func:`pyspark_rocklet.planning.resolve_assign`).
+        checks for missing ones (see :func:`rocklet.spark.planning.resolve_assign`).
         """
         topics = await self.topics(subscription)
         found = await asyncio.gather(*(self.queues(t) for t in topics))

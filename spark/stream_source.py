@@ -6,7 +6,7 @@ last latest offsets) lives for one run only; anything a restart needs is in the
 checkpointed offsets.
 
 Offsets: ``{"<topic>": {"<broker>:<queueId>": next}}`` in canonical order
-(:mod:`pyspark_rocklet.offsets`). Queue discovery happens at every ``latestOffset``:
+(:mod:`rocklet.spark.offsets`). Queue discovery happens at every ``latestOffset``:
 a queue or topic that appears is first *registered* at its earliest offset (its end
 entry equals its start, no rows), and read from there by the next micro-batch. So
 ``partitions(start, end)`` needs no lookup at all: a replayed batch after a restart
@@ -26,12 +26,12 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from client._log import get_logger
-from pyspark_rocklet.broker import Cluster, run_with_cluster
-from pyspark_rocklet.offsets import Offsets, from_json, limit_offsets, to_json
-from pyspark_rocklet.options import SourceOptions
-from pyspark_rocklet.planning import Snapshot, resolve_offsets, take_snapshot
-from pyspark_rocklet.ranges import DataLossError, QueueRange, plan_ranges, read_range
+from rocklet.client._log import get_logger
+from rocklet.spark.broker import Cluster, run_with_cluster
+from rocklet.spark.offsets import Offsets, from_json, limit_offsets, to_json
+from rocklet.spark.options import SourceOptions
+from rocklet.spark.planning import Snapshot, resolve_offsets, take_snapshot
+from rocklet.spark.ranges import DataLossError, QueueRange, plan_ranges, read_range
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -47,12 +47,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from protocol.properties import Prop
+from rocklet.protocol.properties import Prop
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from client.message import MessageExt
+    from rocklet.client.message import MessageExt
 
 __all__ = [
     "SINK_COLUMNS",

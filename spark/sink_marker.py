@@ -26,16 +26,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Self
 
-from client.admin import Admin
-from client.errors import error_for_code
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.headers.consumer import (
+from rocklet.client.admin import Admin
+from rocklet.client.errors import error_for_code
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import (
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from pyspark_rocklet.broker import Cluster
+from rocklet.spark.broker import Cluster
 
 __all__ = ["MARKER_TOPIC", "WriteIdent", "mark_done", "marker_done"]
 

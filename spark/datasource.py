@@ -3,15 +3,15 @@
 Spark builds a :class:`RockletDataSource` with the user's options in several processes
 (planner, streaming runner, executors, the sink's commit runner), so construction only
 keeps the options; each method parses and checks what it needs and raises
-:class:`~pyspark_rocklet.options.RockletOptionError` with a message naming the option.
+:class:`~rocklet.spark.options.RockletOptionError` with a message naming the option.
 The readers and writers (and with them the SDK) are imported only by the method that
 builds one: every Spark Python worker that merely looks the format up stays quick.
 
 Which part answers:
 
-- ``spark.read`` with ``nameServer``: :class:`~pyspark_rocklet.batch_source.RockletBatchReader`;
+- ``spark.read`` with ``nameServer``: :class:`~rocklet.spark.batch_source.RockletBatchReader`;
 - ``spark.read`` with ``load(path)`` (or ``storePath``): the offline store reader;
-- ``spark.readStream``: :class:`~pyspark_rocklet.stream_source.RockletStreamReader`;
+- ``spark.readStream``: :class:`~rocklet.spark.stream_source.RockletStreamReader`;
 - ``df.write`` / ``df.writeStream``: the sink (append only).
 """
 
@@ -28,7 +28,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pyspark_rocklet.options import (
+from rocklet.spark.options import (
     RockletOptionError,
     SinkOptions,
     is_offline,
@@ -36,7 +36,7 @@ from pyspark_rocklet.options import (
     parse_sink_options,
     parse_source_options,
 )
-from pyspark_rocklet.schema import SOURCE_SCHEMA, check_sink_schema, check_source_schema
+from rocklet.spark.schema import SOURCE_SCHEMA, check_sink_schema, check_source_schema
 
 __all__ = ["FORMAT", "RockletDataSource"]
 
@@ -53,7 +53,7 @@ class RockletDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        """The fixed source schema (see :mod:`pyspark_rocklet.schema`).
+        """The fixed source schema (see :mod:`rocklet.spark.schema`).
 
         ``load()`` asks for it before anything runs, so the options are checked here
         too: a mistake fails at ``load()`` rather than at the first action.
@@ -68,10 +68,10 @@ class RockletDataSource(DataSource):
         """A batch reader: the broker source, or the offline reader for a store path."""
         check_source_schema(schema)
         if is_offline(self.options):
-            from pyspark_rocklet.offline import OfflineStoreReader
+            from rocklet.spark.offline import OfflineStoreReader
 
             return OfflineStoreReader(parse_offline_options(self.options))
-        from pyspark_rocklet.batch_source import RockletBatchReader
+        from rocklet.spark.batch_source import RockletBatchReader
 
         return RockletBatchReader(parse_source_options(self.options, streaming=False))
 
@@ -82,21 +82,21 @@ class RockletDataSource(DataSource):
             raise RockletOptionError(
                 "the offline store reader (load(path)) is batch only: use spark.read"
             )
-        from pyspark_rocklet.stream_source import RockletStreamReader
+        from rocklet.spark.stream_source import RockletStreamReader
 
         return RockletStreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """The batch sink (``mode("append")``)."""
         opts = _sink_options(self.options, schema, overwrite)
-        from pyspark_rocklet.sink import RockletWriter
+        from rocklet.spark.sink import RockletWriter
 
         return RockletWriter(opts)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """The streaming sink (output mode append or update)."""
         opts = _sink_options(self.options, schema, overwrite)
-        from pyspark_rocklet.sink import RockletStreamWriter
+        from rocklet.spark.sink import RockletStreamWriter
 
         return RockletStreamWriter(opts)
 

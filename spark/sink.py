@@ -1,6 +1,6 @@
 """The sink: ``df.write`` / ``df.writeStream`` ``.format("rocklet")``.
 
-Each Spark task sends its rows with the SDK's :class:`~client.producer.Producer`, in
+Each Spark task sends its rows with the SDK's :class:`~rocklet.client.producer.Producer`, in
 batches (SEND_BATCH_MESSAGE) of one topic, several in flight, and returns only when
 the broker acknowledged every one. Columns: ``body`` (required, binary or string),
 ``topic`` (the ``topic`` option overrides it), ``tags``, ``keys`` (a string of
@@ -11,7 +11,7 @@ from ``properties``: the SDK and the broker own them.
 
 Guarantee: **at-least-once** (as the Kafka sink and the old rocketmq-spark connector).
 A task that fails is retried by Spark and sends its rows again. Two things narrow the
-duplicates in streaming queries, see :mod:`pyspark_rocklet.sink_marker`:
+duplicates in streaming queries, see :mod:`rocklet.spark.sink_marker`:
 
 * a partition of a micro-batch that was completely written is not written again when
   Spark replays the batch after a restart (a per ``(queryId, partitionId)`` marker
@@ -36,13 +36,13 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from client._log import get_logger
-from client.message import Message, SendResult
-from client.producer import Producer
-from protocol.properties import Prop
-from pyspark_rocklet.broker import Cluster
-from pyspark_rocklet.options import SinkOptions
-from pyspark_rocklet.sink_marker import WriteIdent, mark_done, marker_done
+from rocklet.client._log import get_logger
+from rocklet.client.message import Message, SendResult
+from rocklet.client.producer import Producer
+from rocklet.protocol.properties import Prop
+from rocklet.spark.broker import Cluster
+from rocklet.spark.options import SinkOptions
+from rocklet.spark.sink_marker import WriteIdent, mark_done, marker_done
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Final
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from client._log import get_logger
-from client.message import MessageExt
-from protocol.errors import MessageFormatError
-from protocol.filter import parse_tag_expression, tags_match
-from protocol.message import BLANK_MAGIC, MESSAGE_MAGIC, RECORD_OVERHEAD, decode_message
-from pyspark_rocklet.options import OfflineOptions
-from pyspark_rocklet.ranges import FLUSH_BYTES, FLUSH_ROWS
-from pyspark_rocklet.schema import RowBuffer
+from rocklet.client._log import get_logger
+from rocklet.client.message import MessageExt
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.filter import parse_tag_expression, tags_match
+from rocklet.protocol.message import BLANK_MAGIC, MESSAGE_MAGIC, RECORD_OVERHEAD, decode_message
+from rocklet.spark.options import OfflineOptions
+from rocklet.spark.ranges import FLUSH_BYTES, FLUSH_ROWS
+from rocklet.spark.schema import RowBuffer
 
 if TYPE_CHECKING:
     import pyarrow as pa

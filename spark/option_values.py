@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from pyspark_rocklet.offsets import QueueRef, parse_queue_ref
+from rocklet.spark.offsets import QueueRef, parse_queue_ref
 
 __all__ = ["OptionMap", "RockletOptionError", "check_topic", "queue_ref"]
 

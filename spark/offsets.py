@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final, NamedTuple, TypeAlias
 
-from protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.queue import MessageQueue
 
 __all__ = [
     "EARLIEST",

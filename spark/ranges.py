@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Final
 
 from pyspark.sql.datasource import InputPartition
 
-from client._log import get_logger
-from client.message import MessageExt
-from client.pull_api import PullResult, PullStatus
-from protocol.bodies.queue import MessageQueue
-from pyspark_rocklet.broker import Cluster
-from pyspark_rocklet.options import SourceOptions
-from pyspark_rocklet.schema import RowBuffer
+from rocklet.client._log import get_logger
+from rocklet.client.message import MessageExt
+from rocklet.client.pull_api import PullResult, PullStatus
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.spark.broker import Cluster
+from rocklet.spark.options import SourceOptions
+from rocklet.spark.schema import RowBuffer
 
 if TYPE_CHECKING:
     import pyarrow as pa

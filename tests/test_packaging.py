@@ -1,0 +1,81 @@
+"""The installed layout: one ``rocklet`` namespace over the checkout's folders.
+
+The checkout keeps ``broker/``, ``client/``, ``protocol/``, ``store/`` ... at its top and
+setuptools installs them as ``rocklet.broker``, ``rocklet.client`` ... These tests build
+the real wheel and import from a directory full of modules that would shadow bare names.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
+def _folder_of(package: str) -> Path:
+    """The checkout folder setuptools builds ``package`` from."""
+    mapping: dict[str, str] = SETUPTOOLS["package-dir"]
+    parts = package.split(".")
+    for cut in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:cut])
+        if prefix in mapping:
+            return ROOT / mapping[prefix] / Path(*parts[cut:])
+    return ROOT / Path(*parts)
+
+
+def test_every_package_folder_is_listed() -> None:
+    listed = set(SETUPTOOLS["packages"])
+    on_disk: set[str] = set()
+    for package in listed:
+        folder = _folder_of(package)
+        assert (folder / "__init__.py").is_file(), package
+        for init in folder.rglob("__init__.py"):
+            rel = init.parent.relative_to(folder)
+            on_disk.add(".".join((package, *rel.parts)) if rel.parts else package)
+    assert on_disk == listed
+
+
+def test_the_wheel_has_only_rocklet_and_the_spark_shim(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("rocklet-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top == {"rocklet", "pyspark_rocklet"}
+    shim = sorted(name for name in names if name.startswith("pyspark_rocklet/"))
+    assert shim == ["pyspark_rocklet/__init__.py", "pyspark_rocklet/py.typed"]
+    for package in ("protocol", "store", "broker", "client", "spark"):
+        assert f"rocklet/{package}/__init__.py" in names
+        assert f"rocklet/{package}/py.typed" in names
+    assert "rocklet/broker/processors/send.py" in names
+
+
+def test_user_modules_named_like_ours_do_not_shadow_rocklet(tmp_path: Path) -> None:
+    # A user's own modules beside their script, each poisoned so importing it fails loudly.
+    for name in ("client", "store", "protocol", "broker", "spark", "transport"):
+        (tmp_path / f"{name}.py").write_text(f"raise ImportError('user module {name} imported')\n")
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import rocklet.client, rocklet.store, rocklet.protocol, rocklet.broker\n"
+        "from rocklet.client.sync import Producer\n"
+        "from rocklet.client import PushConsumer\n"
+        "import pyspark_rocklet\n"
+        "print(Producer.__module__, PushConsumer.__module__, pyspark_rocklet.DefaultSource.name())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [
+        "rocklet.client.sync",
+        "rocklet.client.push_consumer",
+        "rocklet",
+    ]
