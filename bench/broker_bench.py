@@ -44,12 +44,12 @@ from typing import Any, cast
 import uvloop
 from broker_process import Standalone, standalone
 
-from rocklet.client.connection import open_connection
 from rocklet.protocol.bodies.route import BrokerData, QueueData, TopicRouteData
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.frame import FrameDecoder, encode_command
 from rocklet.protocol.headers.admin import CreateTopicRequestHeader
+from rocklet.transport.connection import open_connection
 
 DRIVER = Path(__file__).resolve().parents[1] / "tests" / "compat" / "cpp_driver.py"
 TOPIC = "BenchTopic"

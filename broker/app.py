@@ -12,18 +12,15 @@ reverse and leaves a clean store (flushed, checkpointed, no abort marker). With
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
-from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
 
 import structlog
 
 from rocklet.broker import processors
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.config import BrokerConfig
-from rocklet.broker.context import BrokerContext, TaskSet
+from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.long_polling import PullHoldService
@@ -38,16 +35,17 @@ from rocklet.broker.metrics import (
 from rocklet.broker.notify import notify_consumer_ids_changed
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.registration import NamesrvRegistrar, parse_namesrv_addrs
-from rocklet.broker.remoting import ProcessorRegistry, RemotingServer
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.broker.transaction_check import TransactionCheckService
 from rocklet.protocol.headers.namesrv import RegisterBrokerRequestHeader
 from rocklet.protocol.message import pack_host
-from rocklet.store.clock import Clock, SystemClock
 from rocklet.store.config import FlushDiskType, StoreConfig
 from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import RetentionService
 from rocklet.store.schedule import DelayDeliveryService
+from rocklet.transport import ProcessorRegistry, RemotingServer
+from rocklet.transport.clock import Clock, SystemClock
+from rocklet.transport.tasks import BackgroundTasks
 
 __all__ = ["Broker", "store_config_from"]
 
@@ -161,7 +159,7 @@ class Broker:
         offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json")
         for manager in (topics, groups, offsets):
             manager.load()
-        tasks = TaskSet()
+        tasks = BackgroundTasks("broker")
         clients = ClientManager(
             partial(notify_consumer_ids_changed, tasks)
             if config.notify_consumer_ids_changed_enable
@@ -252,35 +250,17 @@ class Broker:
 
     def _start_services(self) -> None:
         cfg, tasks = self.ctx.config, self.ctx.tasks
-        tasks.spawn(self._every(cfg.flush_consumer_offset_interval_ms, self._persist), "persist")
-        tasks.spawn(self._every(_CLIENT_SCAN_MS, self._scan_clients), "client-scan")
-        tasks.spawn(self._every(_DELAY_TICK_MS, self._deliver_delayed), "delay")
-        tasks.spawn(self._every(_RETENTION_TICK_MS, self._retain), "retention")
-        tasks.spawn(self._registration_loop(), "registration")
+        tasks.every(cfg.flush_consumer_offset_interval_ms / 1000, self._persist, "persist")
+        tasks.every(_CLIENT_SCAN_MS / 1000, self._scan_clients, "client-scan")
+        tasks.every(_DELAY_TICK_MS / 1000, self._deliver_delayed, "delay")
+        tasks.every(_RETENTION_TICK_MS / 1000, self._retain, "retention")
+        period_s = cfg.register_name_server_period_ms / 1000
+        tasks.when_asked(self._register_now, period_s, self._register, "registration")
         # Transaction check-back (broker/transaction_check.py); public so tests can run
         # a round directly with check_once(now_ms).
         self.transaction_check = TransactionCheckService.from_context(self.ctx)
-        tasks.spawn(self.transaction_check.run(), "transaction-check")
-
-    async def _every(self, interval_ms: int, step: Callable[[], Awaitable[Any]]) -> None:
-        # A failing step is logged with its traceback and retried next tick: one bad
-        # round must not stop the service (RocketMQ's scheduled executors do the same).
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await step()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("broker service step failed", step=getattr(step, "__name__", step))
-
-    async def _registration_loop(self) -> None:
-        period = self.ctx.config.register_name_server_period_ms / 1000
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_now.wait(), period)
-            self._register_now.clear()
-            await self._register()
+        check = self.transaction_check
+        tasks.every(check.interval_s, check.check_round, "transaction-check")
 
     async def _register(self) -> None:
         # The registrar reads the table before its first await, so this is its version.

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from rocklet.client.connection import Connection
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -25,6 +24,7 @@ from rocklet.protocol.bodies.heartbeat import (
     SubscriptionData,
 )
 from rocklet.protocol.filter import parse_tag_expression, tag_codes
+from rocklet.transport.connection import Connection
 
 __all__ = ["CHANNEL_EXPIRED_MS", "ClientChannel", "ClientManager", "ConsumerGroupInfo"]
 

@@ -6,10 +6,7 @@ they register; nothing holds the broker object itself (style.md §9 A1).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
@@ -22,38 +19,13 @@ from rocklet.broker.metrics import NULL_METRICS, MetricsSink
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.registration import RegistrationTracker
 from rocklet.broker.topics import TopicConfigManager
-from rocklet.store.clock import Clock
 from rocklet.store.message_store import MessageStore
+from rocklet.transport.clock import Clock
+from rocklet.transport.tasks import BackgroundTasks
 
-__all__ = ["BrokerContext", "TaskSet"]
+__all__ = ["BrokerContext"]
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(eq=False)
-class TaskSet:
-    """Background tasks owned by the broker: kept until done, cancelled at stop."""
-
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        """Run a coroutine in an owned task; its failure is logged, never lost."""
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self.tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("background task failed", task=task.get_name(), exc_info=task.exception())
-
-    async def cancel_all(self) -> None:
-        """Cancel every task and wait for them to finish."""
-        for task in list(self.tasks):
-            task.cancel()
-        if self.tasks:
-            await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,7 +61,7 @@ class BrokerContext:
     clock: Clock
     broker_addr: str
     store_host: bytes
-    tasks: TaskSet
+    tasks: BackgroundTasks
     registration: RegistrationTracker = field(default_factory=RegistrationTracker)
     metrics: MetricsSink = NULL_METRICS
 

@@ -14,7 +14,7 @@ from rocklet.broker.json_file import load_json, persist_json
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.bodies.topic import DataVersion
 from rocklet.protocol.errors import BodyError
-from rocklet.store.clock import Clock
+from rocklet.transport.clock import Clock
 
 __all__ = ["SubscriptionGroupManager"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocklet.protocol.bodies.queue import MessageQueue
-from rocklet.store.clock import Clock
+from rocklet.transport.clock import Clock
 
 __all__ = ["LOCK_MAX_LIVE_MS", "RebalanceLockManager"]
 

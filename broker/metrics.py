@@ -8,7 +8,7 @@ scrapes, so an idle broker pays nothing:
   ``StoreStatsService`` (``putMessageTopicTimesTotal`` / ``SizeTotal``);
 - gets: the pull processor reports the messages it answers per group and topic
   (``BrokerStatsManager`` ``GROUP_GET_NUMS`` / ``GROUP_GET_SIZE``);
-- requests: :func:`rocklet.broker.remoting.dispatch.dispatch` reports each request's code,
+- requests: :func:`rocklet.transport.dispatch.dispatch` reports each request's code,
   answer code and duration through :attr:`ProcessorRegistry.observer`.
 
 Consumer lag per group and queue, disk use, the commitlog offsets and the parked

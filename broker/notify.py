@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import structlog
 
-from rocklet.broker.context import TaskSet
-from rocklet.client.connection import Connection
-from rocklet.client.errors import ClientError
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.consumer import NotifyConsumerIdsChangedRequestHeader
+from rocklet.transport.connection import Connection
+from rocklet.transport.errors import RemotingError
+from rocklet.transport.tasks import BackgroundTasks
 
 __all__ = ["notify_consumer_ids_changed"]
 
 log = structlog.get_logger(__name__)
 
 
-def notify_consumer_ids_changed(tasks: TaskSet, group: str, conns: list[Connection]) -> None:
+def notify_consumer_ids_changed(
+    tasks: BackgroundTasks, group: str, conns: list[Connection]
+) -> None:
     """Tell every member of a group to rebalance now (oneway, in owned tasks)."""
     header = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext_fields()
     for conn in conns:
@@ -28,5 +30,5 @@ def notify_consumer_ids_changed(tasks: TaskSet, group: str, conns: list[Connecti
 async def _send(conn: Connection, cmd: RemotingCommand) -> None:
     try:
         await conn.send_oneway(cmd)
-    except ClientError as exc:
+    except RemotingError as exc:
         log.info("notify failed", peer=conn.peer_address, error=str(exc))

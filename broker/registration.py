@@ -13,8 +13,6 @@ from collections.abc import Callable
 
 import structlog
 
-from rocklet.client.connection import Connection, open_connection
-from rocklet.client.errors import ClientError
 from rocklet.protocol.bodies.register import RegisterBrokerBody
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -24,6 +22,8 @@ from rocklet.protocol.headers.namesrv import (
     UnregisterBrokerRequestHeader,
 )
 from rocklet.protocol.message import body_crc
+from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.errors import RemotingError
 
 __all__ = ["NamesrvRegistrar", "RegistrationTracker", "parse_namesrv_addrs"]
 
@@ -117,7 +117,7 @@ class NamesrvRegistrar:
                 conn = await open_connection(*addr, connect_timeout_s=self._timeout_s)
                 self._connections[addr] = conn
             response = await conn.request(cmd, self._timeout_s)
-        except (ClientError, OSError) as exc:
+        except (RemotingError, OSError) as exc:
             log.warning("name server unreachable", namesrv=f"{addr[0]}:{addr[1]}", error=str(exc))
             return False
         if response.code != ResponseCode.SUCCESS:

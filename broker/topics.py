@@ -10,7 +10,6 @@ servers at once instead of waiting for the 30 s timer.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -19,50 +18,17 @@ from rocklet.broker.json_file import load_json, persist_json
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocklet.protocol.errors import BodyError
-from rocklet.store.clock import Clock
+from rocklet.protocol.names import (
+    AUTO_CREATE_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+)
+from rocklet.transport.clock import Clock
 
-__all__ = [
-    "AUTO_CREATE_TOPIC",
-    "DLQ_PREFIX",
-    "RETRY_PREFIX",
-    "SCHEDULE_TOPIC",
-    "TRANS_HALF_TOPIC",
-    "TRANS_OP_HALF_TOPIC",
-    "TopicConfigManager",
-    "check_topic_name",
-]
+__all__ = ["TopicConfigManager"]
 
-AUTO_CREATE_TOPIC: Final = "TBW102"
-SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-RETRY_PREFIX: Final = "%RETRY%"
-DLQ_PREFIX: Final = "%DLQ%"
-SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
-#: ``TopicValidator``: letters, digits, ``%``, ``|``, ``-`` and ``_``; at most 127 chars
-#: (the stored record's topic length is a signed byte).
-_VALID_TOPIC: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-MAX_TOPIC_LENGTH: Final = 127
 _RW: Final = int(Perm.READ | Perm.WRITE)
-
-
-def check_topic_name(topic: str) -> str | None:
-    """Validate a topic name as RocketMQ's ``TopicValidator`` does.
-
-    Returns:
-        ``None`` when valid, else the reason (used as the response remark).
-    """
-    if not topic:
-        return "the specified topic is blank"
-    if len(topic) > MAX_TOPIC_LENGTH:
-        return f"the specified topic is longer than topic max length {MAX_TOPIC_LENGTH}"
-    if not _VALID_TOPIC.match(topic):
-        return (
-            f"the specified topic[{topic}] contains illegal characters, "
-            "allowing only ^[%|a-zA-Z0-9_-]+$"
-        )
-    return None
 
 
 class TopicConfigManager:

@@ -42,18 +42,19 @@ import structlog
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.offsets import ConsumerOffsetManager
-from rocklet.broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TopicConfigManager
-from rocklet.client.errors import ClientError
+from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.headers.transaction import CheckTransactionStateRequestHeader
 from rocklet.protocol.message import StoredMessage, decode_message, encode_message, pack_host
 from rocklet.protocol.message_id import make_offset_msg_id
+from rocklet.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.protocol.properties import Prop
-from rocklet.store.clock import Clock
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutResult
+from rocklet.transport.clock import Clock
+from rocklet.transport.errors import RemotingError
 
 __all__ = [
     "CHECK_MAX_TIME_TOPIC",
@@ -215,20 +216,14 @@ class TransactionCheckService:
             reserved_ms=cfg.file_reserved_time_hours * 3_600_000,
         )
 
-    async def run(self) -> None:
-        """Run :meth:`check_once` every interval until cancelled.
+    @property
+    def interval_s(self) -> float:
+        """Seconds between check rounds (``transactionCheckInterval``)."""
+        return self._interval_s
 
-        A failing round is logged with its traceback and the next one runs as planned,
-        as RocketMQ's check service catches and logs.
-        """
-        while True:
-            await asyncio.sleep(self._interval_s)
-            try:
-                await self.check_once(self._clock.now_ms())
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("transaction check round failed")
+    async def check_round(self) -> None:
+        """Run one round now (the periodic step; a failing round is retried next tick)."""
+        await self.check_once(self._clock.now_ms())
 
     async def check_once(self, now_ms: int) -> int:
         """Run one check round over every half queue.
@@ -359,7 +354,7 @@ class TransactionCheckService:
         channel = random.choice(channels)
         try:
             await channel.connection.send_oneway(command, _SEND_TIMEOUT_S)
-        except ClientError as exc:
+        except RemotingError as exc:
             log.info("transaction check not sent", client=channel.client_id, error=str(exc))
 
 

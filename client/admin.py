@@ -49,13 +49,13 @@ from rocklet.protocol.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
 from rocklet.protocol.headers.query import QueryMessageRequestHeader, ViewMessageRequestHeader
 from rocklet.protocol.message import iter_messages
 from rocklet.protocol.message_id import parse_offset_msg_id
+from rocklet.protocol.names import retry_topic
 from rocklet.protocol.properties import Prop
 
 __all__ = ["Admin"]
 
 T = TypeVar("T")
 #: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``: a consumer group's retry topic prefix.
-_RETRY_PREFIX = "%RETRY%"
 
 
 class Admin:
@@ -245,7 +245,7 @@ class Admin:
     # -- consumers ----------------------------------------------------------------
 
     async def _group_brokers(self, group: str) -> list[str]:
-        route = await self._route(_RETRY_PREFIX + group)
+        route = await self._route(retry_topic(group))
         return sorted({a for b in route.broker_datas if (a := b.master_addr) is not None})
 
     async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:

@@ -28,7 +28,6 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias
 
-from rocklet.client._log import get_logger
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.errors import (
     BrokerError,
@@ -45,6 +44,7 @@ from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
+from rocklet.transport.logs import get_logger
 
 __all__ = [
     "ConcurrentConsumeService",

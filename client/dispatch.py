@@ -25,8 +25,6 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from rocklet.client._log import get_logger
-from rocklet.client.connection import Connection, HandlerResult
 from rocklet.client.message import MessageExt
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -42,6 +40,8 @@ from rocklet.protocol.headers.transaction import (
 )
 from rocklet.protocol.message import SysFlag, decode_message
 from rocklet.protocol.properties import Prop, decode_properties
+from rocklet.transport.connection import Connection, HandlerResult
+from rocklet.transport.logs import get_logger
 
 if TYPE_CHECKING:
     from rocklet.client.instance import ClientInstance

@@ -24,8 +24,16 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from rocklet.protocol.codes import ResponseCode
+from rocklet.transport.errors import (
+    ConnectError,
+    ConnectionClosedError,
+    RemotingError,
+    RequestTimeoutError,
+    TransportError,
+)
 
 __all__ = [
+    "TRANSIENT_ERRORS",
     "BrokerBusyError",
     "BrokerError",
     "BrokerSystemError",
@@ -81,53 +89,10 @@ __all__ = [
 ]
 
 
-class ClientError(Exception):
-    """Base class of every error the SDK raises."""
-
-
-# -- transport ------------------------------------------------------------------------
-
-
-class TransportError(ClientError):
-    """The connection to a peer failed; the request's outcome is unknown."""
-
-
-class ConnectionClosedError(TransportError):
-    """The connection is closed, or closed while the request waited for its answer.
-
-    ``__cause__`` holds the reason when there was one (a socket error, a broken frame).
-
-    Attributes:
-        peer: ``"host:port"`` of the other side, or ``None`` if it never connected.
-    """
-
-    def __init__(self, message: str, *, peer: str | None = None) -> None:
-        super().__init__(message)
-        self.peer = peer
-
-
-class ConnectError(ConnectionClosedError):
-    """The connection could not be established (refused, unreachable, timed out)."""
-
-
-class RequestTimeoutError(TransportError, TimeoutError):
-    """No answer arrived within the request's timeout.
-
-    Attributes:
-        code: The request code.
-        opaque: The request's opaque (its id on this connection).
-        timeout_s: The timeout that elapsed, in seconds.
-        peer: ``"host:port"`` of the other side.
-    """
-
-    def __init__(self, *, code: int, opaque: int, timeout_s: float, peer: str | None) -> None:
-        super().__init__(
-            f"request code {code} (opaque {opaque}) to {peer} got no answer in {timeout_s:g} s"
-        )
-        self.code = code
-        self.opaque = opaque
-        self.timeout_s = timeout_s
-        self.peer = peer
+#: Base class of every error the SDK raises. It is the transport's root class, so the
+#: transport's own failures (:class:`TransportError` and below: a closed connection, a
+#: timeout) are client errors too and one ``except ClientError`` catches everything.
+ClientError = RemotingError
 
 
 # -- client-side ----------------------------------------------------------------------
@@ -488,3 +453,9 @@ def error_for_code(code: int, remark: str | None = None, *, addr: str | None = N
         ``response_code`` set to ``code``).
     """
     return error_class_for_code(code)(remark, addr=addr, code=code)
+
+
+#: What a background job of the SDK (a heartbeat, a route refresh, a rebalance) may
+#: meet in normal operation, e.g. while a broker restarts: logged, and tried again at
+#: the next tick, never reported as a failure.
+TRANSIENT_ERRORS: Final[tuple[type[Exception], ...]] = (TransportError, BrokerError, NoRouteError)

@@ -34,12 +34,10 @@ import enum
 import itertools
 import os
 import socket
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-from rocklet.client._log import get_logger
 from rocklet.client.backoff import Backoff
-from rocklet.client.connection import Connection
 from rocklet.client.dispatch import ServerRequestDispatcher
 from rocklet.client.errors import ClientStateError, TransportError, error_for_code
 from rocklet.client.message import MessageExt
@@ -54,6 +52,9 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.consumer import UnregisterClientRequestHeader
 from rocklet.protocol.headers.namesrv import GetRouteInfoRequestHeader
 from rocklet.protocol.headers.transaction import CheckTransactionStateRequestHeader
+from rocklet.transport.connection import Connection
+from rocklet.transport.logs import get_logger
+from rocklet.transport.tasks import BackgroundTasks
 
 __all__ = [
     "ClientInstance",
@@ -155,9 +156,7 @@ class ClientInstance:
         self._producers: dict[str, ProducerHandle] = {}
         self._consumers: dict[str, ConsumerHandle] = {}
         self._reply_waiters: dict[str, asyncio.Future[MessageExt]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._error_callbacks: list[ErrorCallback] = []
-        self._pending_error: BaseException | None = None
+        self._tasks = BackgroundTasks("rocklet", transient=(TransportError,))
         self._refs = 0
         self._registry_key: tuple[object, str, str] | None = None
         self._dispatcher = ServerRequestDispatcher(self)
@@ -191,8 +190,8 @@ class ClientInstance:
             return
         self._ensure_open()
         self._status = InstanceStatus.RUNNING
-        self.spawn(self._every(self._route_refresh_s, self.refresh_routes_once), "route-refresh")
-        self.spawn(self._every(self._heartbeat_interval_s, self.send_heartbeat), "heartbeat")
+        self._tasks.every(self._route_refresh_s, self.refresh_routes_once, "route-refresh")
+        self._tasks.every(self._heartbeat_interval_s, self.send_heartbeat, "heartbeat")
 
     async def close(self) -> None:
         """Close connections, cancel owned tasks and fail waiting requests; idempotent."""
@@ -201,12 +200,7 @@ class ClientInstance:
         self._status = InstanceStatus.CLOSED
         if self._registry_key is not None and _registry.get(self._registry_key) is self:
             del _registry[self._registry_key]
-        current = asyncio.current_task()
-        tasks = [t for t in self._tasks if t is not current]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.cancel_all()
         waiters, self._reply_waiters = self._reply_waiters, {}
         for fut in waiters.values():
             if not fut.done():
@@ -239,15 +233,7 @@ class ClientInstance:
         Returns:
             The task.
         """
-        task = asyncio.get_running_loop().create_task(coro, name=f"rocklet-{name}")
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled():
-            task.exception()
+        return self._tasks.spawn(coro, name, awaited=True)
 
     def _ensure_open(self) -> None:
         if self._status is InstanceStatus.CLOSED:
@@ -268,13 +254,7 @@ class ClientInstance:
         Returns:
             A function that unregisters the callback.
         """
-        self._error_callbacks.append(callback)
-
-        def remove() -> None:
-            if callback in self._error_callbacks:
-                self._error_callbacks.remove(callback)
-
-        return remove
+        return self._tasks.add_error_callback(callback)
 
     def report_error(self, exc: BaseException, *, where: str) -> None:
         """Report an unexpected background failure (also usable by producers/consumers).
@@ -283,16 +263,7 @@ class ClientInstance:
             exc: The failure.
             where: What was running, for the log.
         """
-        _log.error("background failure", where=where, error=repr(exc), exc_info=exc)
-        if not self._error_callbacks:
-            if self._pending_error is None:
-                self._pending_error = exc
-            return
-        for callback in list(self._error_callbacks):
-            try:
-                callback(exc)
-            except Exception:
-                _log.exception("error callback failed", where=where)
+        self._tasks.report(exc, where)
 
     def check_errors(self) -> None:
         """Raise, once, the first background failure no callback received.
@@ -300,9 +271,7 @@ class ClientInstance:
         Raises:
             BaseException: That failure.
         """
-        exc, self._pending_error = self._pending_error, None
-        if exc is not None:
-            raise exc
+        self._tasks.check_errors()
 
     # -- transport ----------------------------------------------------------------
 
@@ -589,18 +558,6 @@ class ClientInstance:
             return False
         fut.set_result(msg)
         return True
-
-    # -- timers -------------------------------------------------------------------
-
-    async def _every(self, interval_s: float, step: Callable[[], Awaitable[None]]) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await step()
-            except TransportError as exc:
-                _log.warning("periodic task failed", task=step.__name__, error=str(exc))
-            except Exception as exc:
-                self.report_error(exc, where=step.__name__)
 
 
 def _local_ip(namesrv_host: str) -> str:

@@ -17,9 +17,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeAlias, cast
 
-from rocklet.client._log import get_logger
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.message import MessageExt
+from rocklet.transport.logs import get_logger
 
 __all__ = ["ConsumeStats", "Listener", "ListenerTable", "split_batches"]
 

@@ -17,10 +17,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Final, NamedTuple
 
-from rocklet.client._log import get_logger
 from rocklet.client.allocate import STRATEGIES, AllocateStrategy
-from rocklet.client.background import Background
-from rocklet.client.errors import BrokerError, ClientStateError, NoRouteError, TransportError
+from rocklet.client.errors import (
+    TRANSIENT_ERRORS,
+    BrokerError,
+    ClientStateError,
+    NoRouteError,
+    TransportError,
+)
 from rocklet.client.instance import ClientInstance
 from rocklet.client.message import MessageExt
 from rocklet.client.process_queue import ProcessQueue
@@ -38,6 +42,8 @@ from rocklet.protocol.bodies.heartbeat import (
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo
 from rocklet.protocol.filter import parse_tag_expression
+from rocklet.transport.logs import get_logger
+from rocklet.transport.tasks import BackgroundTasks
 
 __all__ = ["LitePullConsumer"]
 
@@ -123,7 +129,7 @@ class LitePullConsumer(PullConsumerBase):
         self._feeds: dict[MessageQueue, _QueueFeed] = {}
         self._ready: asyncio.Queue[_Ready] = asyncio.Queue()
         self._rebalancer: Rebalancer | None = None
-        self._background = Background(group, on_error)
+        self._background = BackgroundTasks(f"rocklet-{group}", on_error, transient=TRANSIENT_ERRORS)
         self._rebalance_wanted = asyncio.Event()
         self._last_commit = time.monotonic()
 
@@ -192,9 +198,7 @@ class LitePullConsumer(PullConsumerBase):
         await instance.send_heartbeat()
         bg = self._background
         await bg.run_step(self._rebalance)
-        bg.spawn(
-            bg.when_asked(self._rebalance_wanted, self._rebalance_s, self._rebalance), "rebalance"
-        )
+        bg.when_asked(self._rebalance_wanted, self._rebalance_s, self._rebalance, "rebalance")
 
     async def _start_assigned(self, mq: MessageQueue) -> None:
         assert self._rebalancer is not None

@@ -12,7 +12,6 @@ import enum
 import ipaddress
 import itertools
 import os
-import string
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from rocklet.client.errors import InvalidMessageError
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.message import StoredMessage, SysFlag, pack_host
 from rocklet.protocol.message_id import make_offset_msg_id
+from rocklet.protocol.names import AUTO_CREATE_TOPIC, check_topic_name
 from rocklet.protocol.properties import Prop
 
 __all__ = [
@@ -38,9 +38,6 @@ __all__ = [
 
 #: ``DefaultMQProducer.maxMessageSize``: 4 MiB.
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024
-#: ``TopicValidator``: topics are at most 127 characters of ``[%|a-zA-Z0-9_-]``.
-_TOPIC_CHARS: Final = frozenset("%|-_" + string.ascii_letters + string.digits)
-_MAX_TOPIC_LENGTH: Final = 127
 
 #: Properties a user may not set through ``Message.properties``: the SDK and broker own
 #: them (a subset of Java's ``MessageConst.STRING_HASH_SET`` that matters on send).
@@ -309,12 +306,12 @@ def validate_message(msg: Message, max_size: int = MAX_MESSAGE_SIZE) -> None:
             or delay level out of range.
     """
     topic = msg.topic
-    if not topic or len(topic) > _MAX_TOPIC_LENGTH or not _TOPIC_CHARS.issuperset(topic):
+    if (reason := check_topic_name(topic)) is not None:
+        raise InvalidMessageError(reason)
+    if topic == AUTO_CREATE_TOPIC:
         raise InvalidMessageError(
-            f"topic {topic!r} must be 1-{_MAX_TOPIC_LENGTH} characters of [%|a-zA-Z0-9_-]"
+            f"the topic {AUTO_CREATE_TOPIC} is the auto-create template; send elsewhere"
         )
-    if topic == "TBW102":
-        raise InvalidMessageError("the topic TBW102 is the auto-create template; send elsewhere")
     if not msg.body:
         raise InvalidMessageError("the message body is empty")
     if len(msg.body) > max_size:

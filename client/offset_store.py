@@ -21,7 +21,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, Protocol
 
-from rocklet.client._log import get_logger
 from rocklet.client.errors import NoRouteError, error_for_code
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -33,6 +32,7 @@ from rocklet.protocol.headers.consumer import (
     QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocklet.transport.logs import get_logger
 
 __all__ = [
     "DEFAULT_OFFSETS_DIR",

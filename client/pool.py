@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from rocklet.client.backoff import Backoff, BackoffState
-from rocklet.client.connection import Connection, RequestHandler, open_connection
 from rocklet.client.errors import ClientStateError, ConnectError
+from rocklet.transport.connection import Connection, RequestHandler, open_connection
 
 __all__ = ["ConnectionPool"]
 

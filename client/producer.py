@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any, Final, Self
 
 from rocklet.client import request_reply
-from rocklet.client._log import get_logger
 from rocklet.client.errors import (
     BrokerError,
     ClientStateError,
@@ -53,14 +52,16 @@ from rocklet.client.message import (
     validate_message,
 )
 from rocklet.client.request_reply import REPLY_MESSAGE_FLAG
-from rocklet.client.routes import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, LatencyFaultTolerance
+from rocklet.client.routes import DEFAULT_TOPIC_QUEUE_NUMS, LatencyFaultTolerance
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.codes import RequestCode, ResponseCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.headers.send import SendMessageResponseHeader
 from rocklet.protocol.message import SysFlag, java_string_hash
+from rocklet.protocol.names import AUTO_CREATE_TOPIC
 from rocklet.protocol.properties import MAX_PROPERTIES_SIZE, Prop
+from rocklet.transport.logs import get_logger
 
 __all__ = ["MessageQueueSelector", "Producer", "ProducerConfig", "ProducerStatus", "hash_selector"]
 

@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from rocklet.client._log import get_logger
 from rocklet.client.errors import BrokerError, NoRouteError, TransportError
 from rocklet.client.message import MessageExt
 from rocklet.client.offset_store import OffsetStore
@@ -39,6 +38,7 @@ from rocklet.client.pull_api import PullInvoker, PullStatus, pull_request, read_
 from rocklet.protocol.bodies.heartbeat import SubscriptionData
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.filter import parse_tag_expression
+from rocklet.transport.logs import get_logger
 
 __all__ = ["FlowLimits", "PullLoop", "PullLoopDeps"]
 

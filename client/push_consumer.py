@@ -37,16 +37,14 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
-from rocklet.client._log import get_logger
 from rocklet.client.allocate import STRATEGIES, AllocateStrategy
-from rocklet.client.background import Background
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.consume_service import (
     ConcurrentConsumeService,
     OrderlyConsumeService,
     make_send_back,
 )
-from rocklet.client.errors import BrokerError, ClientStateError, TransportError
+from rocklet.client.errors import TRANSIENT_ERRORS, BrokerError, ClientStateError, TransportError
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.listeners import Listener, ListenerTable
 from rocklet.client.message import MessageExt
@@ -58,7 +56,7 @@ from rocklet.client.offset_store import (
 )
 from rocklet.client.process_queue import ProcessQueue
 from rocklet.client.pull_loop import FlowLimits, PullLoop, PullLoopDeps
-from rocklet.client.rebalance import ConsumeFrom, Rebalancer, retry_topic, subscription
+from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -68,6 +66,9 @@ from rocklet.protocol.bodies.heartbeat import (
 )
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo, ConsumeStatus
+from rocklet.protocol.names import retry_topic
+from rocklet.transport.logs import get_logger
+from rocklet.transport.tasks import BackgroundTasks
 
 __all__ = ["ConsumerStatus", "PushConsumer"]
 
@@ -207,7 +208,7 @@ class PushConsumer:
         self._retry_subscription = None if broadcasting else subscription(retry_topic(group), "*")
         failure = ConsumeResult.SUSPEND if orderly else ConsumeResult.RECONSUME_LATER
         self._listeners = ListenerTable(self._get_executor, failure)
-        self._background = Background(group, on_error)
+        self._background = BackgroundTasks(f"rocklet-{group}", on_error, transient=TRANSIENT_ERRORS)
         self._pull_loops: dict[MessageQueue, PullLoop] = {}
         self._rebalance_wanted = asyncio.Event()
         self._start_ms = 0
@@ -305,15 +306,13 @@ class PushConsumer:
         await instance.send_heartbeat()
         await self._background.run_step(self._rebalance)
         bg = self._background
-        bg.spawn(
-            bg.when_asked(self._rebalance_wanted, self._rebalance_s, self._rebalance), "rebalance"
-        )
-        bg.spawn(bg.every(self._persist_s, self._persist), "persist-offsets")
+        bg.when_asked(self._rebalance_wanted, self._rebalance_s, self._rebalance, "rebalance")
+        bg.every(self._persist_s, self._persist, "persist-offsets")
         if self.orderly and not self.broadcasting:
-            bg.spawn(bg.every(self._lock_s, self._lock_all), "relock")
+            bg.every(self._lock_s, self._lock_all, "relock")
         if not self.orderly:
             clean_s = self._consume_timeout_ms / 1000
-            bg.spawn(bg.every(clean_s, self._clean_expired), "clean-expired")
+            bg.every(clean_s, self._clean_expired, "clean-expired")
 
     async def shutdown(self) -> None:
         """Leave the group: stop pulling and consuming, commit offsets, unregister.

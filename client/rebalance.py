@@ -33,7 +33,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Literal, Protocol, TypeAlias
 
-from rocklet.client._log import get_logger
 from rocklet.client.allocate import AllocateStrategy
 from rocklet.client.errors import BrokerError, NoRouteError, TransportError, error_for_code
 from rocklet.client.message import MessageExt
@@ -53,9 +52,10 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.filter import parse_tag_expression, tag_codes
 from rocklet.protocol.headers.consumer import GetConsumerListByGroupRequestHeader
+from rocklet.protocol.names import is_retry_topic, retry_topic
+from rocklet.transport.logs import get_logger
 
 __all__ = [
-    "RETRY_PREFIX",
     "ConsumeFrom",
     "QueueAdded",
     "QueueRemoved",
@@ -68,7 +68,6 @@ __all__ = [
 _log = get_logger(__name__)
 
 #: Prefix of a group's retry topic (``MixAll.RETRY_GROUP_TOPIC_PREFIX``).
-RETRY_PREFIX: Final = "%RETRY%"
 #: How long dropping an orderly queue waits for the batch in the listener (Java's 1 s).
 _DROP_WAIT_S: Final = 1.0
 
@@ -92,11 +91,6 @@ def subscription(topic: str, expression: str) -> SubscriptionData:
         code_set=tuple(sorted(codes)) if codes else (),
         sub_version=time.time_ns() // 1_000_000,
     )
-
-
-def retry_topic(group: str) -> str:
-    """The retry topic of a consumer group: ``%RETRY%<group>``."""
-    return f"{RETRY_PREFIX}{group}"
 
 
 class RebalanceInstance(Protocol):
@@ -331,7 +325,7 @@ class Rebalancer:
         stored = await self._offsets.read_store(mq)
         if stored is not None and stored >= 0:
             return stored
-        is_retry = mq.topic.startswith(RETRY_PREFIX)
+        is_retry = is_retry_topic(mq.topic)
         if self._consume_from == "first":
             return 0
         if self._consume_from == "last":

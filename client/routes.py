@@ -18,9 +18,9 @@ from typing import Any, Final
 
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import BrokerData, Perm, TopicRouteData
+from rocklet.protocol.names import AUTO_CREATE_TOPIC
 
 __all__ = [
-    "AUTO_CREATE_TOPIC",
     "DEFAULT_TOPIC_QUEUE_NUMS",
     "NEGATIVE_ROUTE_TTL_S",
     "LatencyFaultTolerance",
@@ -29,9 +29,6 @@ __all__ = [
     "subscribe_queues",
 ]
 
-#: ``TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC``: the template topic a broker with
-#: autoCreateTopicEnable registers; producers route unknown topics through it.
-AUTO_CREATE_TOPIC: Final = "TBW102"
 #: ``DefaultMQProducer.defaultTopicQueueNums``: queues of an auto-created topic.
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 

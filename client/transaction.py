@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from rocklet.client._log import get_logger
 from rocklet.client.errors import InvalidMessageError, TransportError
 from rocklet.client.message import Message, MessageExt, SendResult, SendStatus
 from rocklet.client.producer import Producer
@@ -43,6 +42,7 @@ from rocklet.protocol.headers.transaction import (
 from rocklet.protocol.message import SysFlag
 from rocklet.protocol.message_id import parse_offset_msg_id
 from rocklet.protocol.properties import Prop
+from rocklet.transport.logs import get_logger
 
 __all__ = [
     "CheckListener",

@@ -1,4 +1,8 @@
-"""Entry point of the ``rocklet`` command: servers, admin, cluster and bench."""
+"""Entry point of the ``rocklet`` command: servers, admin, cluster and bench.
+
+Each subcommand's implementation is imported only when it runs, so a server process
+never loads the SDK and ``rocklet --help`` answers at once.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,8 @@ from pathlib import Path
 import structlog
 import uvloop
 
-from rocklet.admin import add_admin_parser, run_admin
-from rocklet.benchsuite.cli import add_bench_parser, run_bench
+from rocklet.admin.args import add_admin_parser
+from rocklet.benchsuite.cli import add_bench_parser
 from rocklet.broker.config import (
     BrokerConfig,
     ConfigError,
@@ -20,9 +24,8 @@ from rocklet.broker.config import (
     parse_properties,
     with_overrides,
 )
-from rocklet.cluster import add_cluster_parser, run_cluster
+from rocklet.cluster import add_cluster_parser
 from rocklet.logging import configure_logging
-from rocklet.serve import serve_broker, serve_namesrv, serve_standalone
 
 __all__ = ["build_parser", "main"]
 
@@ -129,6 +132,8 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 def _run_namesrv(args: argparse.Namespace) -> int:
+    from rocklet.serve import serve_namesrv
+
     config = namesrv_config(args)
     try:
         uvloop.run(serve_namesrv(config))
@@ -139,6 +144,8 @@ def _run_namesrv(args: argparse.Namespace) -> int:
 
 
 def _run_broker(args: argparse.Namespace) -> int:
+    from rocklet.serve import serve_broker, serve_standalone
+
     config = broker_config(args)
     _log.debug("broker config", config=config)
     try:
@@ -167,10 +174,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "namesrv":
             return _run_namesrv(args)
         if args.command == "admin":
+            from rocklet.admin.run import run_admin
+
             return run_admin(args)
         if args.command == "cluster":
+            from rocklet.cluster import run_cluster
+
             return run_cluster(args)
         if args.command == "bench":
+            from rocklet.benchsuite.cli import run_bench
+
             return run_bench(args)
         return _run_broker(args)
     except ConfigError as exc:

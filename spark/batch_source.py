@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from rocklet.client._log import get_logger
 from rocklet.spark.broker import Cluster, run_with_cluster
 from rocklet.spark.offsets import to_json
 from rocklet.spark.options import RockletOptionError, SourceOptions
 from rocklet.spark.planning import Snapshot, resolve_offsets, take_snapshot
 from rocklet.spark.ranges import QueueRange, plan_ranges, read_range
+from rocklet.transport.logs import get_logger
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Final
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from rocklet.client._log import get_logger
 from rocklet.client.message import MessageExt
 from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.filter import parse_tag_expression, tags_match
@@ -38,6 +37,7 @@ from rocklet.protocol.message import BLANK_MAGIC, MESSAGE_MAGIC, RECORD_OVERHEAD
 from rocklet.spark.options import OfflineOptions
 from rocklet.spark.ranges import FLUSH_BYTES, FLUSH_ROWS
 from rocklet.spark.schema import RowBuffer
+from rocklet.transport.logs import get_logger
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Final
 
 from pyspark.sql.datasource import InputPartition
 
-from rocklet.client._log import get_logger
 from rocklet.client.message import MessageExt
 from rocklet.client.pull_api import PullResult, PullStatus
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.spark.broker import Cluster
 from rocklet.spark.options import SourceOptions
 from rocklet.spark.schema import RowBuffer
+from rocklet.transport.logs import get_logger
 
 if TYPE_CHECKING:
     import pyarrow as pa

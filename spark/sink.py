@@ -36,13 +36,13 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from rocklet.client._log import get_logger
 from rocklet.client.message import Message, SendResult
 from rocklet.client.producer import Producer
 from rocklet.protocol.properties import Prop
 from rocklet.spark.broker import Cluster
 from rocklet.spark.options import SinkOptions
 from rocklet.spark.sink_marker import WriteIdent, mark_done, marker_done
+from rocklet.transport.logs import get_logger
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -26,12 +26,12 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from rocklet.client._log import get_logger
 from rocklet.spark.broker import Cluster, run_with_cluster
 from rocklet.spark.offsets import Offsets, from_json, limit_offsets, to_json
 from rocklet.spark.options import SourceOptions
 from rocklet.spark.planning import Snapshot, resolve_offsets, take_snapshot
 from rocklet.spark.ranges import DataLossError, QueueRange, plan_ranges, read_range
+from rocklet.transport.logs import get_logger
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -4,10 +4,10 @@ Threads: puts and reads may come from any thread; they serialise on one store lo
 (the broker calls from its event loop, the delay scheduler from its timer). The
 flush thread syncs files without that lock.
 
-A put encodes its records together with their dispatch data (:mod:`rocklet.store.encoder`),
+A put encodes its records together with their dispatch data (:mod:`rocklet.store._encoder`),
 writes them with one copy, then writes the consume-queue entries and index keys from
 that data, so a record is readable by queue when the put returns. Recovery dispatches
-by parsing records instead (:mod:`rocklet.store.reput`); both build identical files.
+by parsing records instead (:mod:`rocklet.store._reput`); both build identical files.
 """
 
 from __future__ import annotations
@@ -21,23 +21,22 @@ import structlog
 
 from rocklet.protocol.message import TRANSACTION_MASK, decode_message
 from rocklet.protocol.properties import Prop
-from rocklet.store.checkpoint import Checkpoint
-from rocklet.store.clock import Clock, SystemClock
-from rocklet.store.commitlog import CommitLog
-from rocklet.store.config import FlushDiskType, StoreConfig
-from rocklet.store.consume_queue import ENTRY, ConsumeQueue
-from rocklet.store.dispatch_request import DispatchRequest
-from rocklet.store.encoder import NOT_IN_QUEUE, EncodedBatch, encode_batch, rewrite_delay
-from rocklet.store.flush import FlushService
-from rocklet.store.index_service import IndexService
-from rocklet.store.reader import earliest_store_time, get_messages, offset_for_time
-from rocklet.store.recovery import (
+from rocklet.store._checkpoint import Checkpoint
+from rocklet.store._commitlog import CommitLog
+from rocklet.store._consume_queue import ENTRY, ConsumeQueue
+from rocklet.store._dispatch_request import DispatchRequest
+from rocklet.store._encoder import NOT_IN_QUEUE, EncodedBatch, encode_batch, rewrite_delay
+from rocklet.store._flush import FlushService
+from rocklet.store._index_service import IndexService
+from rocklet.store._reader import earliest_store_time, get_messages, offset_for_time
+from rocklet.store._recovery import (
     RecoveryReport,
     recover_commitlog,
     recover_consume_queues,
     recover_index,
 )
-from rocklet.store.reput import ReputService
+from rocklet.store._reput import ReputService
+from rocklet.store.config import FlushDiskType, StoreConfig
 from rocklet.store.results import (
     GetResult,
     MessageArrivingListener,
@@ -45,6 +44,7 @@ from rocklet.store.results import (
     PutMessageStatus,
     PutResult,
 )
+from rocklet.transport.clock import Clock, SystemClock
 
 __all__ = ["MessageStore"]
 
@@ -100,7 +100,7 @@ class MessageStore:
         Args:
             config: Store settings.
             listener: Told about each message dispatched after recovery.
-            clock: Time source (default :class:`~rocklet.store.clock.SystemClock`).
+            clock: Time source (default :class:`~rocklet.transport.clock.SystemClock`).
 
         Returns:
             The open store; :attr:`recovery_report` says what recovery did.

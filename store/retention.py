@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import structlog
 
-from rocklet.store.clock import local_hour
-from rocklet.store.dispatch_request import DispatchRequest, check_record
+from rocklet.store._dispatch_request import DispatchRequest, check_record
+from rocklet.store._time import local_hour
 from rocklet.store.message_store import MessageStore
 
 __all__ = ["DiskUsage", "RetentionService"]

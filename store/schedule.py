@@ -17,9 +17,9 @@ from pathlib import Path
 import structlog
 
 from rocklet.protocol.message import decode_message
+from rocklet.protocol.names import SCHEDULE_TOPIC
 from rocklet.protocol.properties import Prop
-from rocklet.store.consume_queue import BLANK_ENTRY_SIZE
-from rocklet.store.dispatch_request import SCHEDULE_TOPIC
+from rocklet.store._consume_queue import BLANK_ENTRY_SIZE
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import MessageToStore
 

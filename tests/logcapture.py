@@ -21,7 +21,7 @@ class _Collector(logging.Handler):
 
 
 @contextmanager
-def capture_sdk_logs(name: str = "rocklet.client") -> Iterator[list[dict[str, Any]]]:
+def capture_sdk_logs(name: str = "rocklet") -> Iterator[list[dict[str, Any]]]:
     """Collect every event logged under ``name`` (debug included) while inside."""
     logger = logging.getLogger(name)
     collector = _Collector()

@@ -68,7 +68,8 @@ def test_user_modules_named_like_ours_do_not_shadow_rocklet(tmp_path: Path) -> N
         "from rocklet.client.sync import Producer\n"
         "from rocklet.client import PushConsumer\n"
         "import pyspark_rocklet\n"
-        "print(Producer.__module__, PushConsumer.__module__, pyspark_rocklet.DefaultSource.name())\n"
+        "source = pyspark_rocklet.DefaultSource\n"
+        "print(Producer.__module__, PushConsumer.__module__, source.name())\n"
     )
     proc = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, check=False

@@ -14,8 +14,6 @@ from typing import Final
 from rocklet.broker.config import NamesrvConfig
 from rocklet.broker.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
 from rocklet.broker.namesrv.route_info import RouteInfoManager
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
-from rocklet.client.connection import Connection
 from rocklet.protocol.bodies.cluster import KVTable, TopicList
 from rocklet.protocol.bodies.register import RegisterBrokerBody
 from rocklet.protocol.bodies.topic import DataVersion, TopicConfigSerializeWrapper
@@ -36,7 +34,9 @@ from rocklet.protocol.headers.namesrv import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
-from rocklet.store.clock import Clock
+from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.clock import Clock
+from rocklet.transport.connection import Connection
 
 __all__ = ["NamesrvProcessors"]
 

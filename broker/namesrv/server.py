@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Self
-
-import structlog
 
 from rocklet.broker.config import NamesrvConfig
 from rocklet.broker.namesrv.kv_config import KVConfigManager
 from rocklet.broker.namesrv.processors import NamesrvProcessors
 from rocklet.broker.namesrv.route_info import RouteInfoManager
-from rocklet.broker.remoting import RemotingServer
-from rocklet.client.connection import Connection
-from rocklet.store.clock import Clock, SystemClock
+from rocklet.transport import RemotingServer
+from rocklet.transport.clock import Clock, SystemClock
+from rocklet.transport.connection import Connection
+from rocklet.transport.tasks import BackgroundTasks
 
 __all__ = ["NamesrvServer"]
-
-_log = structlog.get_logger(__name__)
 
 
 class NamesrvServer:
@@ -37,8 +33,7 @@ class NamesrvServer:
         self._server = RemotingServer(
             config.listen_host, config.listen_port, processors.registry(), name="namesrv"
         )
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._scanner: asyncio.Task[None] | None = None
+        self._tasks = BackgroundTasks("namesrv")
 
     @classmethod
     async def start(
@@ -76,7 +71,9 @@ class NamesrvServer:
             clock,
         )
         await server._server.start()
-        server._scanner = asyncio.create_task(server._scan_loop())
+        # NamesrvController schedules scanNotActiveBroker every 10 s.
+        interval_s = server._config.scan_not_active_broker_interval_ms / 1000
+        server._tasks.every(interval_s, server._scan, "broker-expiry")
         return server
 
     @property
@@ -103,20 +100,11 @@ class NamesrvServer:
         dropped = self.routes.scan_once(self._clock.monotonic_ms())
         for live in dropped:
             if isinstance(live.connection, Connection):
-                task = asyncio.create_task(live.connection.close())
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._tasks.spawn(live.connection.close(), "close-expired")
         return len(dropped)
 
-    async def _scan_loop(self) -> None:
-        # NamesrvController schedules scanNotActiveBroker every 10 s.
-        interval_s = self._config.scan_not_active_broker_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                self.scan_once()
-            except Exception:
-                _log.exception("broker expiry scan failed")
+    async def _scan(self) -> None:
+        self.scan_once()
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop the timer and the server; safe to call more than once.
@@ -124,13 +112,8 @@ class NamesrvServer:
         Args:
             grace_s: How long in-flight requests may finish.
         """
-        if self._scanner is not None:
-            self._scanner.cancel()
-            await asyncio.gather(self._scanner, return_exceptions=True)
-            self._scanner = None
+        await self._tasks.cancel_all()
         await self._server.stop(grace_s)
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def __aenter__(self) -> Self:
         return self

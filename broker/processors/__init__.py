@@ -18,7 +18,7 @@ from rocklet.broker.processors import (
     sendback,
     transaction,
 )
-from rocklet.broker.remoting import ProcessorRegistry
+from rocklet.transport import ProcessorRegistry
 
 __all__ = ["register_all"]
 

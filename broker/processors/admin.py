@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.processors import admin_groups, admin_runtime, admin_topics
-from rocklet.broker.remoting import ProcessorRegistry
+from rocklet.transport import ProcessorRegistry
 
 __all__ = ["register"]
 

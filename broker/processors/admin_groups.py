@@ -28,8 +28,6 @@ import structlog
 from rocklet.broker.clients import ClientChannel
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.processors.admin_topics import SLAVE_REFUSAL, store_time_at
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
-from rocklet.client.errors import ClientError
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -42,6 +40,8 @@ from rocklet.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.admin import DeleteSubscriptionGroupRequestHeader
 from rocklet.protocol.headers.consumer import GetConsumeStatsRequestHeader, ResetOffsetRequestHeader
+from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.errors import RemotingError
 
 __all__ = ["GroupAdmin", "register"]
 
@@ -184,7 +184,7 @@ class GroupAdmin:
         )
         try:
             await channel.connection.send_oneway(request, _NOTIFY_TIMEOUT_S)
-        except ClientError as exc:
+        except RemotingError as exc:
             log.info("reset notice not sent", client=channel.client_id, error=str(exc))
 
 

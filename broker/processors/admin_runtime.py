@@ -31,10 +31,7 @@ from typing import Final
 from rocklet.broker.clients import ClientChannel
 from rocklet.broker.config import BrokerConfig, parse_properties, property_name
 from rocklet.broker.context import BrokerContext
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
-from rocklet.broker.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
-from rocklet.client.errors import ClientError, RequestTimeoutError
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.cluster import KVTable
 from rocklet.protocol.bodies.running import ConsumerConnection, ProducerConnection, RemoteConnection
@@ -48,8 +45,11 @@ from rocklet.protocol.headers.admin import (
 )
 from rocklet.protocol.headers.consumer import GetConsumerRunningInfoRequestHeader
 from rocklet.protocol.message import STORE_TIMESTAMP_POS
+from rocklet.protocol.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.store.message_store import MessageStore
 from rocklet.store.schedule import read_delay_offsets
+from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.errors import RemotingError, RequestTimeoutError
 
 __all__ = ["RuntimeAdmin", "config_properties", "human_bytes", "register"]
 
@@ -314,7 +314,7 @@ class RuntimeAdmin:
                 ResponseCode.CONSUME_MSG_TIMEOUT,
                 remark=f"consumer <{group}> <{client_id}> Timeout: {exc}",
             )
-        except ClientError as exc:
+        except RemotingError as exc:
             return cmd.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 remark=f"invoke consumer <{group}> <{client_id}> Exception: {exc}",

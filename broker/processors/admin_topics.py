@@ -25,16 +25,6 @@ import structlog
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.processors.refusal import Refused
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
-from rocklet.broker.topics import (
-    AUTO_CREATE_TOPIC,
-    OFFSET_MOVED_EVENT,
-    SCHEDULE_TOPIC,
-    SELF_TEST_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-    check_topic_name,
-)
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
 from rocklet.protocol.bodies.cluster import GroupList
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -49,7 +39,17 @@ from rocklet.protocol.headers.admin import (
     QueryTopicConsumeByWhoRequestHeader,
 )
 from rocklet.protocol.message import STORE_TIMESTAMP_POS
+from rocklet.protocol.names import (
+    AUTO_CREATE_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    check_topic_name,
+)
 from rocklet.store.message_store import MessageStore
+from rocklet.transport import ProcessorRegistry, RequestContext
 
 __all__ = ["SLAVE_REFUSAL", "TopicAdmin", "register", "store_time_at", "subscribed_groups"]
 

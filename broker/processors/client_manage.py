@@ -25,9 +25,7 @@ import structlog
 from rocklet.broker.clients import ClientChannel, ClientManager
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
-from rocklet.broker.topics import RETRY_PREFIX, TopicConfigManager, check_topic_name
-from rocklet.client.connection import Connection
+from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.consumer import ConsumerListBody
 from rocklet.protocol.bodies.heartbeat import HeartbeatData, SubscriptionData
@@ -38,7 +36,10 @@ from rocklet.protocol.headers.consumer import (
     GetConsumerListByGroupRequestHeader,
     UnregisterClientRequestHeader,
 )
-from rocklet.store.clock import Clock
+from rocklet.protocol.names import RETRY_PREFIX, check_topic_name
+from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.clock import Clock
+from rocklet.transport.connection import Connection
 
 __all__ = ["CLIENT_ID_ATTRIBUTE", "ClientManageProcessor", "register"]
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.offsets import ConsumerOffsetManager
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
 from rocklet.protocol.bodies.consumer import (
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -38,6 +37,7 @@ from rocklet.protocol.headers.consumer import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rocklet.store.message_store import MessageStore
+from rocklet.transport import ProcessorRegistry, RequestContext
 
 __all__ = ["ConsumerManageProcessor", "register"]
 

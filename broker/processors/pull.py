@@ -16,9 +16,7 @@ from collections.abc import Set
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.metrics import NULL_METRICS
 from rocklet.broker.processors.refusal import Refused
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
 from rocklet.broker.status_codes import pull_response_code
-from rocklet.client.connection import Reply
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
@@ -29,6 +27,8 @@ from rocklet.protocol.headers.pull import (
     pull_response_fields,
 )
 from rocklet.store.results import GetMessageStatus, GetResult
+from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.connection import Reply
 
 __all__ = ["PullProcessor", "register"]
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 from typing import Final
 
 from rocklet.broker.context import BrokerContext
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
-from rocklet.client.connection import Reply
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import MessageFormatError
@@ -24,6 +22,8 @@ from rocklet.protocol.headers.query import (
 )
 from rocklet.protocol.message import decode_message
 from rocklet.store.message_store import MessageStore
+from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.connection import Reply
 
 __all__ = ["MAX_MSGS_NUM_BATCH", "QueryProcessor", "register"]
 

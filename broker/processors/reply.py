@@ -24,9 +24,6 @@ import structlog
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.processors.send import peer_host
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
-from rocklet.broker.topics import check_topic_name
-from rocklet.client.errors import ClientError
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
@@ -37,8 +34,11 @@ from rocklet.protocol.headers.send import (
 )
 from rocklet.protocol.headers.transaction import ReplyMessageRequestHeader
 from rocklet.protocol.message_id import make_offset_msg_id
+from rocklet.protocol.names import check_topic_name
 from rocklet.protocol.properties import Prop, decode_properties, encode_properties
 from rocklet.store.results import MessageToStore
+from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.errors import RemotingError
 
 __all__ = ["PUSH_TIMEOUT_S", "ReplyProcessor", "register"]
 
@@ -142,7 +142,7 @@ class ReplyProcessor:
         )
         try:
             answer = await target.connection.request(request, PUSH_TIMEOUT_S)
-        except ClientError as exc:
+        except RemotingError as exc:
             log.info("push reply failed", client=client_id, error=str(exc))
             return False, f"push reply message to {client_id} fail."
         if answer.code != ResponseCode.SUCCESS:

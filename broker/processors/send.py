@@ -23,17 +23,7 @@ import structlog
 
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.processors.refusal import Refused
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
 from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
-from rocklet.broker.topics import (
-    AUTO_CREATE_TOPIC,
-    DLQ_PREFIX,
-    RETRY_PREFIX,
-    SCHEDULE_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-    check_topic_name,
-)
 from rocklet.protocol.batch import decode_batch
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.bodies.topic import TopicConfig
@@ -47,9 +37,19 @@ from rocklet.protocol.headers.send import (
 )
 from rocklet.protocol.message import pack_host
 from rocklet.protocol.message_id import make_offset_msg_id
+from rocklet.protocol.names import (
+    AUTO_CREATE_TOPIC,
+    DLQ_PREFIX,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    check_topic_name,
+)
 from rocklet.protocol.properties import Prop, decode_properties
 from rocklet.store.config import FlushDiskType
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus, PutResult
+from rocklet.transport import ProcessorRegistry, RequestContext
 
 __all__ = ["SendProcessor", "peer_host", "register"]
 

@@ -26,8 +26,6 @@ import random
 from typing import Final
 
 from rocklet.broker.context import BrokerContext
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
-from rocklet.broker.topics import DLQ_PREFIX, RETRY_PREFIX, check_topic_name
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.bodies.topic import TopicConfig
@@ -37,8 +35,10 @@ from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
 from rocklet.protocol.message import StoredMessage, decode_message, pack_host
 from rocklet.protocol.message_id import make_offset_msg_id
+from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX, check_topic_name
 from rocklet.protocol.properties import Prop
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus
+from rocklet.transport import ProcessorRegistry, RequestContext
 
 __all__ = ["SendBackProcessor", "register"]
 

@@ -25,17 +25,17 @@ import structlog
 
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.processors.refusal import Refused
-from rocklet.broker.remoting import ProcessorRegistry, RequestContext
 from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
-from rocklet.broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.broker.transaction_check import make_op_message, pack_peer_host
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.headers.transaction import EndTransactionRequestHeader, TransactionType
 from rocklet.protocol.message import TRANSACTION_MASK, StoredMessage, SysFlag, decode_message
+from rocklet.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.protocol.properties import Prop
 from rocklet.store.results import MessageToStore
+from rocklet.transport import ProcessorRegistry, RequestContext
 
 __all__ = ["EndTransactionProcessor", "register"]
 

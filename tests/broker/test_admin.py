@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from rocklet.client.connection import Connection, HandlerResult, open_connection
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.cluster import GroupList, KVTable
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
@@ -42,6 +41,7 @@ from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.properties import encode_properties
+from rocklet.transport.connection import Connection, HandlerResult, open_connection
 from tests.cluster import Cluster, running_cluster
 
 BROKER = "broker-a"

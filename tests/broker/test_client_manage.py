@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rocklet.client.connection import Connection, open_connection
 from rocklet.protocol.bodies.consumer import ConsumerListBody
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
+from rocklet.transport.connection import Connection, open_connection
 from tests.cluster import Cluster, running_cluster
 from tests.conftest import CAPTURES
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from rocklet.broker.app import store_config_from
-from rocklet.client.connection import Connection, open_connection
 from rocklet.protocol.bodies.consumer import LockBatchResponseBody
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -14,6 +13,7 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import iter_messages
 from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import DiskUsage, RetentionService
+from rocklet.transport.connection import Connection, open_connection
 from tests.broker.test_client_manage import cpp_request
 from tests.broker.test_send_pull import cpp_send, pull
 from tests.cluster import Cluster, running_cluster, small_broker_config

@@ -40,12 +40,12 @@ from typing import Any
 import dpkt
 import pytest
 
-from rocklet.client.connection import Connection, HandlerResult, open_connection
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.bodies.topic import TopicConfig, TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import StoredMessage, iter_messages
+from rocklet.transport.connection import Connection, HandlerResult, open_connection
 from tests.cluster import Cluster, running_cluster
 from tests.conftest import CAPTURES
 from tests.protocol.helpers import decode_all, frame_ends

@@ -12,12 +12,13 @@ from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.long_polling import PullHoldService
 from rocklet.broker.offsets import ConsumerOffsetManager
-from rocklet.broker.topics import AUTO_CREATE_TOPIC, TopicConfigManager, check_topic_name
+from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.bodies.topic import TopicConfig
-from rocklet.store.clock import ManualClock
+from rocklet.protocol.names import AUTO_CREATE_TOPIC, check_topic_name
+from rocklet.transport.clock import ManualClock
 from tests.conftest import GOLDEN_STORE
 
 

@@ -11,11 +11,11 @@ import pytest
 
 from rocklet.broker.config import NamesrvConfig
 from rocklet.broker.namesrv import NamesrvServer
-from rocklet.client.connection import Connection, open_connection
 from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocklet.protocol.bodies.register import RegisterBrokerBody
 from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from rocklet.store.clock import ManualClock
+from rocklet.transport.clock import ManualClock
+from rocklet.transport.connection import Connection, open_connection
 
 TIMEOUT = 5.0
 MASTER = "10.0.0.5:10911"

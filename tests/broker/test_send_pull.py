@@ -6,7 +6,6 @@ import asyncio
 import json
 from pathlib import Path
 
-from rocklet.client.connection import Connection, open_connection
 from rocklet.protocol.batch import BatchItem, encode_batch
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -14,6 +13,7 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import iter_messages
 from rocklet.protocol.message_id import parse_offset_msg_id
 from rocklet.protocol.properties import encode_properties
+from rocklet.transport.connection import Connection, open_connection
 from tests.cluster import Cluster, running_cluster
 
 

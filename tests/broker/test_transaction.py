@@ -15,15 +15,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from rocklet.broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC, TRANS_SYS_GROUP
-from rocklet.client.connection import Connection, HandlerResult, open_connection
 from rocklet.protocol.bodies.heartbeat import HeartbeatData, ProducerData
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import SysFlag, decode_message, iter_messages
 from rocklet.protocol.message_id import parse_offset_msg_id
+from rocklet.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.protocol.properties import encode_properties
+from rocklet.transport.connection import Connection, HandlerResult, open_connection
 from tests.cluster import Cluster, running_cluster
 
 BORN = 1_700_000_000_000

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from rocklet.broker.topics import SCHEDULE_TOPIC
 from rocklet.client.admin import Admin
 from rocklet.client.errors import ClientStateError, MessageIllegalError, NoRouteError
 from rocklet.client.message import Message, SendStatus
@@ -18,6 +17,7 @@ from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.message import SysFlag
 from rocklet.protocol.message_id import parse_offset_msg_id
+from rocklet.protocol.names import SCHEDULE_TOPIC
 from tests.client.producer_support import WAIT_S, long_poll, second_broker, stored, stored_all
 from tests.cluster import running_cluster
 

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocklet.broker.topics import TRANS_OP_HALF_TOPIC
 from rocklet.client.message import Message, MessageExt
 from rocklet.client.transaction import LocalTransactionState, TransactionProducer
 from rocklet.protocol.message import SysFlag
+from rocklet.protocol.names import TRANS_OP_HALF_TOPIC
 from rocklet.protocol.properties import Prop
 from tests.client.producer_support import WAIT_S, long_poll, stored
 from tests.cluster import Cluster, running_cluster

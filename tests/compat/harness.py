@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rocklet.client.connection import open_connection
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.admin import CreateTopicRequestHeader
 from rocklet.protocol.headers.pull import PullMessageRequestHeader, PullSysFlag
 from rocklet.protocol.message import StoredMessage, iter_messages
+from rocklet.transport.connection import open_connection
 
 __all__ = [
     "DRIVER",

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rocklet.admin import run_admin_async
+from rocklet.admin.run import run_admin_async
 from rocklet.cli import build_parser
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.message import Message, MessageExt

@@ -10,11 +10,11 @@ import shutil
 from pathlib import Path
 
 from rocklet.protocol.message import SysFlag, decode_message, java_string_hash
-from rocklet.store.clock import ManualClock
-from rocklet.store.dispatch_request import SCHEDULE_TOPIC
-from rocklet.store.hashing import index_key_hash
+from rocklet.protocol.names import SCHEDULE_TOPIC
+from rocklet.store._hashing import index_key_hash
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import MessageToStore
+from rocklet.transport.clock import ManualClock
 from tests.store.helpers import BORN, STORE_HOST, message, small_config
 from tests.store.layout_checker import check_store
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocklet.protocol.message import decode_message
-from rocklet.store.dispatch_request import SCHEDULE_TOPIC
-from rocklet.store.encoder import EncodedBatch, encode_batch
+from rocklet.protocol.names import SCHEDULE_TOPIC
+from rocklet.store._encoder import EncodedBatch, encode_batch
 from rocklet.store.results import MessageToStore, PutMessageStatus
 from tests.store.helpers import BORN, STORE_HOST
 

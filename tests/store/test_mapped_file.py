@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rocklet.store.mapped_file import MappedFile
+from rocklet.store._mapped_file import MappedFile
 
 
 def test_small_and_large_appends_are_visible_and_durable(tmp_path: Path) -> None:

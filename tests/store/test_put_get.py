@@ -6,9 +6,9 @@ import threading
 from pathlib import Path
 
 from rocklet.protocol.message import SysFlag, decode_message, java_string_hash
-from rocklet.store.clock import ManualClock
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import GetMessageStatus, MessageToStore, PutMessageStatus
+from rocklet.transport.clock import ManualClock
 from tests.store.helpers import decoded, message, read_all, small_config
 from tests.store.layout_checker import check_store
 
@@ -208,7 +208,7 @@ def test_close_is_idempotent_and_refuses_puts(tmp_path: Path) -> None:
 
 def test_fast_java_hash_matches_reference() -> None:
     """The index's hash loop equals the protocol's UTF-16 reference, non-BMP included."""
-    from rocklet.store.index_service import fast_java_hash
+    from rocklet.store._index_service import fast_java_hash
 
     for text in ("", "T#k-1", "GoldenTopic#ключ", "x#\U0001f600y", "a" * 50):
         assert fast_java_hash(text) == java_string_hash(text)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rocklet.store.clock import ManualClock
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import GetMessageStatus
 from rocklet.store.retention import DiskUsage, RetentionService
+from rocklet.transport.clock import ManualClock
 from tests.store.helpers import message, read_all, small_config
 from tests.store.layout_checker import check_store
 

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from rocklet.protocol.message import decode_message
-from rocklet.store.clock import ManualClock
-from rocklet.store.dispatch_request import SCHEDULE_TOPIC
+from rocklet.protocol.names import SCHEDULE_TOPIC
 from rocklet.store.message_store import MessageStore
 from rocklet.store.schedule import DelayDeliveryService, read_delay_offsets
+from rocklet.transport.clock import ManualClock
 from tests.store.helpers import message, read_all, small_config
 from tests.store.layout_checker import check_store
 

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from rocklet.broker.remoting import ProcessorRegistry, RemotingServer, RequestContext
-from rocklet.client.connection import HandlerResult
 from rocklet.protocol import (
     FLAG_ONEWAY,
     FrameDecoder,
@@ -21,6 +19,8 @@ from rocklet.protocol import (
 )
 from rocklet.protocol.frame import encode_command
 from rocklet.protocol.headers import Header, wire
+from rocklet.transport import ProcessorRegistry, RemotingServer, RequestContext
+from rocklet.transport.connection import HandlerResult
 
 ECHO = 1000
 PARKED = 1001

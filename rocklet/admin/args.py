@@ -1,38 +1,19 @@
-"""``rocklet admin``: mqadmin's verbs and flags, tables for people, ``--json`` for scripts.
+"""The ``rocklet admin`` argument parser: mqadmin's verbs and flags.
 
-Examples::
-
-    rocklet admin clusterList -n 127.0.0.1:9876
-    rocklet admin updateTopic -n 127.0.0.1:9876 -c DefaultCluster -t orders -r 8 -w 8
-    rocklet admin consumerProgress -g billing --json
-
-The name server comes from ``-n``, else the ``NAMESRV_ADDR`` environment variable (as
-mqadmin), else ``127.0.0.1:9876``. Exit codes: 0 on success, 1 when the command failed
-(unreachable name server or broker, unknown topic, group or cluster, a broker's
-refusal; one line on standard error says which), 2 for bad arguments.
+Kept apart from the verbs' implementation so that building the ``rocklet`` parser (and
+so starting a server) loads no SDK module.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from collections.abc import Callable, Mapping
-from typing import Final, TextIO
+from typing import Final
 
-import uvloop
+__all__ = ["DEFAULT_NAMESRV", "add_admin_parser"]
 
-from rocklet.admin_client import AdminTool
-from rocklet.admin_format import print_output
-from rocklet.admin_verbs import VERBS
-from rocklet.client.errors import BrokerError, ClientError, ConnectError, NoRouteError
-from rocklet.protocol.codes import ResponseCode
-from rocklet.protocol.errors import ProtocolError
-
-__all__ = ["add_admin_parser", "run_admin", "run_admin_async"]
-
+#: The name server when neither ``-n`` nor ``NAMESRV_ADDR`` names one.
 DEFAULT_NAMESRV: Final = "127.0.0.1:9876"
-EXIT_FAILED: Final = 1
 
 
 def _bool(text: str) -> bool:
@@ -156,61 +137,3 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         p.add_argument("--json", action="store_true", help="print JSON instead of tables")
         p.add_argument("--timeout", type=float, default=5.0, help="request timeout, s (5)")
         add_args(p)
-
-
-def _describe(exc: Exception, namesrv: str) -> str:
-    if isinstance(exc, ConnectError):
-        peer = exc.peer or "?"
-        role = "name server" if peer in namesrv.replace(",", ";").split(";") else "broker"
-        return f"cannot reach the {role} at {peer}: {exc}"
-    if isinstance(exc, NoRouteError):
-        return f"topic {exc.topic!r} does not exist (the name server has no route for it)"
-    if isinstance(exc, BrokerError):
-        try:
-            code = ResponseCode(exc.response_code).name
-        except ValueError:
-            code = str(exc.response_code)
-        where = f"{exc.addr} " if exc.addr else ""
-        return f"{where}refused the request: {code}: {exc.remark or '(no reason given)'}"
-    return str(exc)
-
-
-async def run_admin_async(
-    args: argparse.Namespace,
-    out: TextIO,
-    err: TextIO,
-    environ: Mapping[str, str] | None = None,
-) -> int:
-    """Run one admin verb and print its result.
-
-    Args:
-        args: Parsed ``rocklet admin`` arguments.
-        out: Where results go.
-        err: Where the error line goes.
-        environ: The environment (``NAMESRV_ADDR``); ``os.environ`` by default.
-
-    Returns:
-        The exit code: 0, or 1 when the command failed.
-    """
-    env = os.environ if environ is None else environ
-    namesrv = args.namesrvAddr or env.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
-    try:
-        async with AdminTool(namesrv, args.timeout) as tool:
-            output = await VERBS[args.verb](tool, args)
-    except (ClientError, ProtocolError) as exc:
-        err.write(f"rocklet admin {args.verb}: {_describe(exc, namesrv)}\n")
-        return EXIT_FAILED
-    print_output(output, out, as_json=args.json)
-    return 0
-
-
-def run_admin(args: argparse.Namespace) -> int:
-    """Run one admin verb on a new event loop (the ``rocklet admin`` entry point).
-
-    Args:
-        args: Parsed ``rocklet admin`` arguments.
-
-    Returns:
-        The exit code.
-    """
-    return uvloop.run(run_admin_async(args, sys.stdout, sys.stderr))

@@ -11,21 +11,19 @@ import zlib
 from typing import Final, NamedTuple
 
 from rocklet.protocol.message import BLANK_MAGIC, MESSAGE_MAGIC, RECORD_OVERHEAD, SysFlag
+from rocklet.protocol.names import SCHEDULE_TOPIC
 from rocklet.protocol.properties import Prop, decode_properties
-from rocklet.store.hashing import tags_hash
+from rocklet.store._hashing import tags_hash
 
 __all__ = [
     "BLANK",
     "INVALID",
-    "SCHEDULE_TOPIC",
     "DispatchRequest",
     "check_record",
     "deliver_time",
     "tags_hash",
 ]
 
-#: Topic of delayed messages (``TopicValidator.RMQ_SYS_SCHEDULE_TOPIC``).
-SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 #: :func:`check_record` result for the end-of-segment blank (roll to the next file).
 BLANK: Final = 0
 #: :func:`check_record` result for bytes that are not a whole, valid record.

@@ -18,10 +18,10 @@ from concurrent.futures import Future
 
 import structlog
 
-from rocklet.store.checkpoint import Checkpoint
-from rocklet.store.clock import Clock
-from rocklet.store.commitlog import CommitLog
+from rocklet.store._checkpoint import Checkpoint
+from rocklet.store._commitlog import CommitLog
 from rocklet.store.config import FlushDiskType, StoreConfig
+from rocklet.transport.clock import Clock
 
 __all__ = ["FlushService"]
 

@@ -13,10 +13,11 @@ from pathlib import Path
 import structlog
 
 from rocklet.protocol.message import TRANSACTION_MASK, SysFlag
-from rocklet.store.clock import Clock, file_time_name
-from rocklet.store.dispatch_request import DispatchRequest
-from rocklet.store.hashing import index_key_hash, index_key_hashes, java_hash
-from rocklet.store.index_file import IndexFile
+from rocklet.store._dispatch_request import DispatchRequest
+from rocklet.store._hashing import index_key_hash, index_key_hashes, java_hash
+from rocklet.store._index_file import IndexFile
+from rocklet.store._time import file_time_name
+from rocklet.transport.clock import Clock
 
 __all__ = ["IndexService"]
 
@@ -26,7 +27,7 @@ _ROLLBACK = int(SysFlag.TRANSACTION_ROLLBACK)
 
 
 def fast_java_hash(text: str) -> int:
-    """Java ``String.hashCode()`` (kept for callers; see :mod:`rocklet.store.hashing`).
+    """Java ``String.hashCode()`` (kept for callers; see :mod:`rocklet.store._hashing`).
 
     Args:
         text: The key.
@@ -95,7 +96,7 @@ class IndexService:
     def build_keys(self, hashes: Sequence[int], offsets: Sequence[int], store_ts: int) -> int:
         """Index the keys of freshly appended records (the put path's ``buildIndex``).
 
-        The caller hashed the keys (:func:`rocklet.store.hashing.index_key_hashes`) in
+        The caller hashed the keys (:func:`rocklet.store._hashing.index_key_hashes`) in
         ``buildIndex`` order (UNIQ_KEY, then KEYS) and skipped rolled-back records and
         replays (:meth:`build` checks both; fresh puts are neither).
 

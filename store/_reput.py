@@ -2,7 +2,7 @@
 
 RocketMQ runs ``ReputMessageService.doReput`` in a thread that sleeps 1 ms between
 rounds. Here puts dispatch their own records, from the data the encoder computed
-(:mod:`rocklet.store.encoder`), and advance :attr:`ReputService.reput_from` past them, so a
+(:mod:`rocklet.store._encoder`), and advance :attr:`ReputService.reput_from` past them, so a
 message is readable by queue as soon as the put returns. :meth:`ReputService.run_once`
 parses and dispatches whatever lies past ``reput_from``: at recovery, to rebuild
 consume queues and index, and as a catch-up if a put failed after writing.
@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from rocklet.protocol.errors import MessageFormatError
-from rocklet.store.commitlog import CommitLog
-from rocklet.store.dispatch_request import BLANK, DispatchRequest, check_record
+from rocklet.store._commitlog import CommitLog
+from rocklet.store._dispatch_request import BLANK, DispatchRequest, check_record
 
 __all__ = ["Dispatcher", "ReputService"]
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from rocklet.broker.remoting import ProcessorRegistry, RemotingServer, RequestContext
-from rocklet.client.connection import Connection, HandlerResult, open_connection
 from rocklet.client.errors import ConnectionClosedError, RequestTimeoutError
 from rocklet.protocol import FrameDecoder, RemotingCommand
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.frame import encode_command
+from rocklet.transport import ProcessorRegistry, RemotingServer, RequestContext
+from rocklet.transport.connection import Connection, HandlerResult, open_connection
 
 TIMEOUT = 5.0
 AT_ONCE = 2000

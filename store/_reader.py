@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Set
 
-from rocklet.store.commitlog import CommitLog
-from rocklet.store.consume_queue import BLANK_ENTRY_SIZE, ENTRY, ENTRY_SIZE, ConsumeQueue
+from rocklet.store._commitlog import CommitLog
+from rocklet.store._consume_queue import BLANK_ENTRY_SIZE, ENTRY, ENTRY_SIZE, ConsumeQueue
 from rocklet.store.results import GetMessageStatus, GetResult
 
 __all__ = ["earliest_store_time", "get_messages", "offset_for_time"]

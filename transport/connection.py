@@ -16,7 +16,7 @@ What it does, and why:
   held long-poll pull never blocks the next request on the same connection (Java runs
   each request on an executor for the same reason). For the codes in ``eager_codes``
   (the broker's sends and pulls) the handler first runs inline and gets a task only
-  if it suspends (:mod:`rocklet.client.eager_start`).
+  if it suspends (:mod:`rocklet.transport.eager_start`).
 - Writes can be coalesced (``coalesce_writes``): every frame written while one read is
   decoded, or during one event-loop pass, leaves in one ``writelines``. One send
   syscall per answer was the largest single cost of a pipelining broker (it wakes the
@@ -35,9 +35,6 @@ import enum
 from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import Final, NamedTuple, TypeAlias, cast
 
-from rocklet.client._log import get_logger
-from rocklet.client.eager_start import start_eagerly
-from rocklet.client.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from rocklet.protocol.errors import FrameError
@@ -47,6 +44,9 @@ from rocklet.protocol.frame import (
     encode_command_into,
     encode_command_parts,
 )
+from rocklet.transport.eager_start import start_eagerly
+from rocklet.transport.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
+from rocklet.transport.logs import get_logger
 
 __all__ = [
     "Buffer",

@@ -6,16 +6,15 @@ import asyncio
 from functools import partial
 from typing import Final
 
-import structlog
-
-from rocklet.broker.remoting.dispatch import ProcessorRegistry, dispatch
-from rocklet.client.connection import Connection
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.frame import DEFAULT_MAX_FRAME_SIZE
+from rocklet.transport.connection import Connection
+from rocklet.transport.dispatch import ProcessorRegistry, dispatch
+from rocklet.transport.logs import get_logger
 
 __all__ = ["DEFAULT_GRACE_S", "RemotingServer"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: How long stop() lets in-flight requests finish by default.
 DEFAULT_GRACE_S: Final = 5.0
@@ -25,7 +24,7 @@ _SHUTTING_DOWN: Final = "server is shutting down"
 class RemotingServer:
     """Accepts connections and hands each request to the registry's processor.
 
-    Every accepted socket becomes a :class:`~rocklet.client.connection.Connection`, so the
+    Every accepted socket becomes a :class:`~rocklet.transport.connection.Connection`, so the
     server shares the framing, flow control and broker-to-client requests of the SDK.
     Accepted connections coalesce their writes (all the answers to one read leave in
     one send) and start the processors registered as eager inline

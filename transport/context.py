@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocklet.client.connection import Connection
+from rocklet.transport.connection import Connection
 
 __all__ = ["RequestContext"]
 

@@ -1,6 +1,6 @@
 """What each ``rocklet admin`` verb does: mqadmin's commands over :class:`AdminTool`.
 
-Every verb takes the parsed arguments and returns an :class:`~rocklet.admin_format.Output`
+Every verb takes the parsed arguments and returns an :class:`~rocklet.admin.format.Output`
 (JSON-ready data plus tables); failures are raised as :class:`~rocklet.client.errors.ClientError`
 and turned into one line on standard error by :mod:`rocklet.admin`.
 """
@@ -11,21 +11,21 @@ import argparse
 import json
 from collections.abc import Awaitable, Callable, Sequence
 
-from rocklet.admin_client import AdminTool, TargetError
-from rocklet.admin_format import Output, Table, fmt_ms, message_data, message_table
-from rocklet.admin_groups import consumer_progress, consumer_status
+from rocklet.admin.format import Output, Table, fmt_ms, message_data, message_table
+from rocklet.admin.groups import consumer_progress, consumer_status
+from rocklet.admin.tool import AdminTool, TargetError
 from rocklet.client.errors import ClientError, NoRouteError
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.headers.admin import CreateTopicRequestHeader
 from rocklet.protocol.message_id import parse_offset_msg_id
+from rocklet.protocol.names import RETRY_PREFIX, is_retry_topic
 
 __all__ = ["VERBS", "Verb"]
 
 #: A verb's implementation.
 Verb = Callable[[AdminTool, argparse.Namespace], Awaitable[Output]]
-_RETRY_PREFIX = "%RETRY%"
 
 
 def _perm_text(perm: int) -> str:
@@ -293,9 +293,9 @@ async def _group_guard(verb: Verb, tool: AdminTool, args: argparse.Namespace) ->
     try:
         return await verb(tool, args)
     except NoRouteError as exc:
-        if not exc.topic.startswith(_RETRY_PREFIX):
+        if not is_retry_topic(exc.topic):
             raise
-        group = exc.topic[len(_RETRY_PREFIX) :]
+        group = exc.topic[len(RETRY_PREFIX) :]
         raise TargetError(
             f"consumer group {group!r} is unknown: it has never consumed "
             f"(the name server has no {exc.topic} topic)"

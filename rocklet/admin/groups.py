@@ -11,15 +11,14 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from rocklet.admin_client import AdminTool
-from rocklet.admin_format import Output, Table, fmt_ms
+from rocklet.admin.format import Output, Table, fmt_ms
+from rocklet.admin.tool import AdminTool
 from rocklet.client.errors import ClientError
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo, ProcessQueueInfo
+from rocklet.protocol.names import RETRY_PREFIX, is_retry_topic
 
 __all__ = ["consumer_progress", "consumer_status"]
-
-_RETRY_PREFIX = "%RETRY%"
 
 
 def _mq(mq: MessageQueue) -> dict[str, Any]:
@@ -91,7 +90,7 @@ async def consumer_progress(tool: AdminTool, args: argparse.Namespace) -> Output
 
 async def _all_groups(tool: AdminTool) -> Output:
     topics = await tool.admin.list_topics()
-    groups = sorted(t[len(_RETRY_PREFIX) :] for t in topics if t.startswith(_RETRY_PREFIX))
+    groups = sorted(t[len(RETRY_PREFIX) :] for t in topics if is_retry_topic(t))
     rows: list[Sequence[object]] = []
     data: list[dict[str, Any]] = []
     for group in groups:

@@ -1,10 +1,10 @@
-"""Loggers for the SDK: structlog's API, stdlib ``logging`` underneath.
+"""Loggers for library code (transport, SDK): structlog's API, stdlib ``logging`` below.
 
 A library must not print unless its application asks: structlog's unconfigured default
-writes every event to stdout, so SDK modules log through ``logging.getLogger(name)``
+writes every event to stdout, so library modules log through ``logging.getLogger(name)``
 instead. Unconfigured, only warnings and errors reach stderr (logging's last-resort
 handler); under ``rocklet``'s :func:`rocklet.logging.configure_logging` (or any
-``structlog.stdlib.ProcessorFormatter``) the events render like the broker's own lines.
+``structlog.stdlib.ProcessorFormatter``) the events render like the servers' own lines.
 """
 
 from __future__ import annotations

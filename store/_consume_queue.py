@@ -25,7 +25,7 @@ from typing import Final
 
 import structlog
 
-from rocklet.store.mapped_file import MappedFileQueue
+from rocklet.store._mapped_file import MappedFileQueue
 
 __all__ = ["BLANK_ENTRY_SIZE", "ENTRY", "ENTRY_SIZE", "ConsumeQueue"]
 

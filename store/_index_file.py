@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from rocklet.store.mapped_file import MappedFile
+from rocklet.store._mapped_file import MappedFile
 
 __all__ = ["HEADER_SIZE", "INDEX_ENTRY_SIZE", "IndexFile", "key_hash"]
 

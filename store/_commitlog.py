@@ -29,7 +29,7 @@ from rocklet.protocol.message import (
     QUEUE_OFFSET_POS,
     STORE_TIMESTAMP_POS,
 )
-from rocklet.store.mapped_file import MappedFile, MappedFileQueue
+from rocklet.store._mapped_file import MappedFile, MappedFileQueue
 
 __all__ = ["END_FILE_MIN_BLANK", "AppendResult", "AppendStatus", "CommitLog"]
 

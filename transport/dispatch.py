@@ -14,7 +14,7 @@ The rules follow Java's ``NettyRemotingAbstract.processRequestCommand``:
   answers a request marked oneway.
 
 Processors registered with ``eager=True`` (sends, pulls) are started inline when their
-request is read and get a task only if they suspend (:mod:`rocklet.client.eager_start`).
+request is read and get a task only if they suspend (:mod:`rocklet.transport.eager_start`).
 
 A registry may carry an :data:`RequestObserver` (the broker's metrics): it is told
 each request's code, answer code and duration, without this module knowing about
@@ -26,17 +26,16 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Set
 
-import structlog
-
-from rocklet.broker.remoting.context import RequestContext
-from rocklet.client.connection import Connection, HandlerResult, Reply
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import ProtocolError
+from rocklet.transport.connection import Connection, HandlerResult, Reply
+from rocklet.transport.context import RequestContext
+from rocklet.transport.logs import get_logger
 
 __all__ = ["Processor", "ProcessorRegistry", "RequestObserver", "dispatch"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: Handles one request code. Returns the answer, or ``None`` to send nothing.
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[HandlerResult]]

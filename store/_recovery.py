@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import structlog
 
 from rocklet.protocol.message import MESSAGE_MAGIC
-from rocklet.store.checkpoint import Checkpoint
-from rocklet.store.commitlog import CommitLog
-from rocklet.store.consume_queue import ConsumeQueue, EntryValidator
-from rocklet.store.dispatch_request import DispatchRequest, check_record
-from rocklet.store.index_file import IndexFile
-from rocklet.store.index_service import IndexService
+from rocklet.store._checkpoint import Checkpoint
+from rocklet.store._commitlog import CommitLog
+from rocklet.store._consume_queue import ConsumeQueue, EntryValidator
+from rocklet.store._dispatch_request import DispatchRequest, check_record
+from rocklet.store._index_file import IndexFile
+from rocklet.store._index_service import IndexService
 
 __all__ = [
     "CommitLogRecovery",

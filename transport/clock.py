@@ -1,16 +1,18 @@
-"""Injected time: the only module of the store that reads the system clocks.
+"""Injected time, shared by the store, the servers and the SDK.
 
-Every store component takes a :class:`Clock`, so tests drive retention, delayed
-delivery and index file naming with a :class:`ManualClock` instead of sleeping.
+Components take a :class:`Clock` instead of reading :mod:`time`, so tests drive
+retention, delayed delivery, lock and client expiry, route refreshes and ProcessQueue
+ages with a :class:`ManualClock` instead of sleeping. :class:`SystemClock` is the only
+place outside the benchmarks that reads the system clocks.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol
+from typing import Final, Protocol
 
-__all__ = ["Clock", "ManualClock", "SystemClock", "file_time_name", "local_hour"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock"]
 
 
 class Clock(Protocol):
@@ -86,25 +88,5 @@ class ManualClock:
             self._now = now_ms
 
 
-def local_hour(now_ms: int) -> int:
-    """Hour of the day in local time, as RocketMQ's ``deleteWhen`` check uses.
-
-    Args:
-        now_ms: Wall-clock time, ms.
-
-    Returns:
-        0..23.
-    """
-    return time.localtime(now_ms / 1000).tm_hour
-
-
-def file_time_name(now_ms: int) -> str:
-    """Index file name for a creation time: ``yyyyMMddHHmmssSSS`` in local time.
-
-    Args:
-        now_ms: Wall-clock time, ms.
-
-    Returns:
-        17 digits, as RocketMQ's ``UtilAll.timeMillisToHumanString``.
-    """
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(now_ms / 1000)) + f"{now_ms % 1000:03d}"
+#: The shared real clock (it holds no state).
+SYSTEM_CLOCK: Final = SystemClock()

@@ -5,7 +5,7 @@ it back (``check_record``) to dispatch it. Everything dispatch needs is known wh
 encoding (topic, queue, offsets, size, store time, tags, keys), so :func:`encode_batch`
 produces the records and the dispatch data together, and the store writes the consume
 queue entries and index keys from that. Recovery and catch-up still dispatch by parsing
-(:mod:`rocklet.store.reput`); ``tests/store/test_dispatch_equivalence.py`` checks both give
+(:mod:`rocklet.store._reput`); ``tests/store/test_dispatch_equivalence.py`` checks both give
 byte-identical consume queues and index files.
 
 The record layout is in :mod:`rocklet.protocol.message`; its fixed part up to the body length
@@ -23,15 +23,16 @@ from typing import Final, NamedTuple
 from zlib import crc32
 
 from rocklet.protocol.message import MESSAGE_MAGIC, RECORD_OVERHEAD, TRANSACTION_MASK, SysFlag
+from rocklet.protocol.names import SCHEDULE_TOPIC
 from rocklet.protocol.properties import (
     MAX_PROPERTIES_SIZE,
     Prop,
     decode_properties,
     encode_properties,
 )
-from rocklet.store.consume_queue import ENTRY
-from rocklet.store.dispatch_request import SCHEDULE_TOPIC, deliver_time
-from rocklet.store.hashing import index_key_hashes, tags_hash
+from rocklet.store._consume_queue import ENTRY
+from rocklet.store._dispatch_request import deliver_time
+from rocklet.store._hashing import index_key_hashes, tags_hash
 from rocklet.store.results import MessageToStore, PutMessageStatus
 
 __all__ = ["MAX_TOPIC_SIZE", "NOT_IN_QUEUE", "EncodedBatch", "encode_batch", "rewrite_delay"]

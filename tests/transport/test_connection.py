@@ -10,11 +10,16 @@ from typing import Any
 
 import pytest
 
-from rocklet.broker.remoting import ProcessorRegistry, RemotingServer, RequestContext
-from rocklet.client.connection import Connection, ConnectionStatus, HandlerResult, open_connection
 from rocklet.client.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
 from rocklet.protocol import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, FrameError, RemotingCommand
 from rocklet.protocol.frame import encode_command
+from rocklet.transport import ProcessorRegistry, RemotingServer, RequestContext
+from rocklet.transport.connection import (
+    Connection,
+    ConnectionStatus,
+    HandlerResult,
+    open_connection,
+)
 from tests.logcapture import capture_sdk_logs
 
 ECHO = 1000
