@@ -39,7 +39,7 @@ from rocklet.broker.topics import TopicConfigManager
 from rocklet.broker.transaction_check import TransactionCheckService
 from rocklet.protocol.headers.namesrv import RegisterBrokerRequestHeader
 from rocklet.protocol.message import pack_host
-from rocklet.store.config import FlushDiskType, StoreConfig
+from rocklet.store.config import StoreConfig
 from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import RetentionService
 from rocklet.store.schedule import DelayDeliveryService
@@ -65,7 +65,7 @@ def store_config_from(config: BrokerConfig) -> StoreConfig:
         index_hash_slots=config.max_hash_slot_num,
         index_max_entries=config.max_index_num,
         max_message_size_bytes=config.max_message_size,
-        flush_disk_type=FlushDiskType(config.flush_disk_type.value),
+        flush_disk_type=config.flush_disk_type,
         flush_interval_ms=config.flush_interval_commit_log_ms,
         flush_consume_queue_interval_ms=config.flush_interval_consume_queue_ms,
         message_delay_level=config.message_delay_level,

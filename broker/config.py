@@ -30,13 +30,12 @@ from typing import Any, Final, Self, TypeVar
 
 import structlog
 
-from rocklet.store.config import DEFAULT_DELAY_LEVELS
+from rocklet.store.config import DEFAULT_DELAY_LEVELS, FlushDiskType
 
 __all__ = [
     "BrokerConfig",
     "BrokerRole",
     "ConfigError",
-    "FlushDiskType",
     "NamesrvConfig",
     "load_broker_config",
     "parse_properties",
@@ -51,13 +50,6 @@ _C = TypeVar("_C", "BrokerConfig", "NamesrvConfig")
 
 class ConfigError(ValueError):
     """A configuration file or value is invalid."""
-
-
-class FlushDiskType(enum.StrEnum):
-    """``flushDiskType``: when a send is acknowledged relative to the disk."""
-
-    ASYNC_FLUSH = "ASYNC_FLUSH"  #: a flush thread syncs every flushIntervalCommitLog ms
-    SYNC_FLUSH = "SYNC_FLUSH"  #: acknowledge only once the bytes are on disk
 
 
 class BrokerRole(enum.StrEnum):

@@ -16,11 +16,11 @@ _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _LEVEL = re.compile(r"^(\d+)([smhd])$")
 
 
-class FlushDiskType(enum.Enum):
-    """When a put is acknowledged relative to the disk (``flushDiskType``)."""
+class FlushDiskType(enum.StrEnum):
+    """``flushDiskType``: when a put is acknowledged relative to the disk."""
 
-    ASYNC_FLUSH = "ASYNC_FLUSH"
-    SYNC_FLUSH = "SYNC_FLUSH"
+    ASYNC_FLUSH = "ASYNC_FLUSH"  #: a flush thread syncs every flushIntervalCommitLog ms
+    SYNC_FLUSH = "SYNC_FLUSH"  #: acknowledge only once the bytes are on disk
 
 
 def parse_delay_levels(text: str) -> tuple[int, ...]:

@@ -93,7 +93,7 @@ class SendProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self._ctx = ctx
         self._cluster = ctx.config.broker_cluster_name
-        self._sync_flush = ctx.config.flush_disk_type == FlushDiskType.SYNC_FLUSH.value
+        self._sync_flush = ctx.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._sync_timeout_s = ctx.config.sync_flush_timeout_ms / 1000
         self._checked_topics: set[str] = set()
         self._store_host_hex = ctx.store_host.hex().upper()

@@ -12,13 +12,13 @@ from rocklet.broker.config import (
     BrokerConfig,
     BrokerRole,
     ConfigError,
-    FlushDiskType,
     NamesrvConfig,
     load_broker_config,
     parse_properties,
     property_name,
     with_overrides,
 )
+from rocklet.store.config import FlushDiskType
 
 # The broker.conf RocketMQ ships in conf/2m-2s-async, plus our edge cases.
 SAMPLE = r"""
