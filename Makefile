@@ -1,21 +1,41 @@
-# Rocklet developer commands. Everything installs into .venv; nothing is assumed preinstalled.
+# Rocklet developer commands. Everything installs into .venv; nothing is assumed
+# preinstalled but Python >= 3.11 and make.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-stamp
+PIP    := $(BIN)/python -m pip --disable-pip-version-check
 DATA   ?= ./data
+HOST   ?= 127.0.0.1
 PYTEST_ARGS ?=
+# The interpreters `make test-pythons` runs the fast tier on, besides the default one.
+EXTRA_PYTHONS ?= 3.12 3.13
 
-.PHONY: install tools bench-tools run cluster test lint typecheck bench clean
+RUNTIME_STAMP := $(VENV)/.runtime-stamp
+DEV_STAMP     := $(VENV)/.dev-stamp
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(MAKE) --no-print-directory tools
-	touch $(STAMP)
+.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench clean
 
-install: $(STAMP)
+$(BIN)/python:
+	@echo "==> creating the virtual environment $(VENV) ($$($(PYTHON) --version))"
+	$(PYTHON) -m venv $(VENV)
+	@$(PIP) install --quiet --upgrade pip
+
+## install: the runtime only (broker, name server, SDK, CLI), editable
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	@echo "==> installing rocklet and its runtime dependencies into $(VENV)"
+	$(PIP) install --progress-bar on -e .
+	@touch $@
+
+install: $(RUNTIME_STAMP)
+
+## dev: what the tests need too (linters, pytest, Spark, the official C++ client)
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	@echo "==> installing rocklet with the test and lint tools into $(VENV)"
+	$(PIP) install --progress-bar on -e '.[dev]'
+	@$(MAKE) --no-print-directory tools
+	@touch $@ $(RUNTIME_STAMP)
+
+dev: $(DEV_STAMP)
 
 ## tools: system packages the tests use: docker-compose (Debian's 1.29) validates
 ## docker/docker-compose.yml. Installed with apt when missing and we are root;
@@ -23,32 +43,40 @@ install: $(STAMP)
 tools:
 	@command -v docker-compose >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "==> installing docker-compose with apt (validates docker/docker-compose.yml)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	      apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; \
 	  else \
 	    echo "note: docker-compose is missing; run 'apt-get install docker-compose' as root" >&2; \
 	  fi; }
 
-## run: name server + broker in one process on $(DATA) (Ctrl-C stops cleanly)
+## run: name server + broker in one process on $(DATA), listening on $(HOST) only
+## (Ctrl-C stops cleanly). HOST=0.0.0.0 opens it to the network.
 run: install
-	$(BIN)/rocklet standalone --data-dir $(DATA)
+	@echo "==> starting rocklet standalone: name server $(HOST):9876, broker $(HOST):10911, data in $(DATA)"
+	$(BIN)/rocklet standalone --data-dir $(DATA) --host $(HOST)
 
 ## cluster: name server + broker-a + broker-b as local processes (Ctrl-C stops them)
 cluster: install
 	$(BIN)/rocklet cluster --data-dir $(DATA)/cluster
 
 ## lint: ruff and mypy
-lint: install
+lint: dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python tools/typecheck.py
 
-typecheck: install
+typecheck: dev
 	$(BIN)/python tools/typecheck.py
 
 ## test: lint, type-check, then the whole pytest suite
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## test-pythons: the fast tier (no Spark, no official C++ client, nothing marked slow)
+## on each of $(EXTRA_PYTHONS) found through pyenv or on PATH, in .venv-<version>
+test-pythons:
+	@tools/test_pythons.sh $(EXTRA_PYTHONS)
 
 ## bench-tools: the peers `make bench` starts on loopback (Debian's redis-server,
 ## rabbitmq-server, nats-server), installed with apt when missing and we are root;
@@ -68,9 +96,9 @@ bench-tools:
 	fi
 
 BENCH_STAMP := $(VENV)/.bench-stamp
-$(BENCH_STAMP): pyproject.toml $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
-	touch $(BENCH_STAMP)
+$(BENCH_STAMP): pyproject.toml $(DEV_STAMP)
+	$(PIP) install --quiet -e '.[dev,bench]'
+	@touch $(BENCH_STAMP)
 
 ## bench: the benchmark suite, Rocklet beside Redis, RabbitMQ, NATS and the machine's
 ## limits (never part of make test; ~20 min); results go to bench-results/
@@ -78,4 +106,4 @@ bench: $(BENCH_STAMP) bench-tools
 	$(BIN)/rocklet bench
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VENV)-* build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

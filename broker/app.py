@@ -6,7 +6,7 @@ starts the periodic services RocketMQ's ``BrokerController`` runs: config persis
 (5 s), client expiry (10 s), delayed delivery (100 ms), retention (10 s) and
 re-registration (30 s, and at once when the topic table changes). ``stop`` undoes it in
 reverse and leaves a clean store (flushed, checkpointed, no abort marker). With
-``metricsPort`` set, a Prometheus endpoint is served too (:mod:`rocklet.broker.metrics`).
+``metricsPort`` set, a Prometheus endpoint is served too (:mod:`rocklet.broker.prometheus`).
 """
 
 from __future__ import annotations
@@ -14,24 +14,19 @@ from __future__ import annotations
 import asyncio
 import threading
 from functools import partial
+from types import ModuleType
+from typing import TYPE_CHECKING, cast
 
 import structlog
 
 from rocklet.broker import processors
 from rocklet.broker.clients import ClientManager
-from rocklet.broker.config import BrokerConfig
+from rocklet.broker.config import BrokerConfig, ConfigError
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.long_polling import PullHoldService
-from rocklet.broker.metrics import (
-    NULL_METRICS,
-    BrokerMetrics,
-    BrokerStateCollector,
-    MeteredMessageStore,
-    MetricsServer,
-    MetricsSink,
-)
+from rocklet.broker.metrics import NULL_METRICS, MetricsSink
 from rocklet.broker.notify import notify_consumer_ids_changed
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.registration import NamesrvRegistrar, parse_namesrv_addrs
@@ -47,6 +42,9 @@ from rocklet.transport import ProcessorRegistry, RemotingServer
 from rocklet.transport.clock import Clock, SystemClock
 from rocklet.transport.tasks import BackgroundTasks
 
+if TYPE_CHECKING:
+    from rocklet.broker.prometheus import BrokerMetrics, MeteredMessageStore, MetricsServer
+
 __all__ = ["Broker", "store_config_from"]
 
 log = structlog.get_logger(__name__)
@@ -54,6 +52,26 @@ log = structlog.get_logger(__name__)
 _CLIENT_SCAN_MS = 10_000
 _DELAY_TICK_MS = 100
 _RETENTION_TICK_MS = 10_000
+
+
+def _prometheus() -> ModuleType:
+    """Import the Prometheus endpoint, which only brokers with ``metricsPort`` need.
+
+    Raises:
+        ConfigError: ``prometheus-client`` (the ``metrics`` extra) is not installed.
+    """
+    # Imported on demand: prometheus-client is an optional dependency, and a broker
+    # with metrics off should neither need it nor pay for importing it.
+    try:
+        from rocklet.broker import prometheus
+    except ModuleNotFoundError as exc:
+        if exc.name != "prometheus_client":
+            raise
+        raise ConfigError(
+            "metricsPort is set but prometheus-client is not installed: "
+            "pip install 'rocklet[metrics]' (from a checkout: pip install '.[metrics]')"
+        ) from None
+    return prometheus
 
 
 def store_config_from(config: BrokerConfig) -> StoreConfig:
@@ -134,13 +152,16 @@ class Broker:
         clock = clock or SystemClock()
         holds = PullHoldService()
         bridge = _ArrivalBridge(asyncio.get_running_loop(), holds)
-        metrics = BrokerMetrics() if config.metrics_port is not None else None
-        store_cls = MessageStore if metrics is None else MeteredMessageStore
+        metrics: BrokerMetrics | None = None
+        store_cls: type[MessageStore] = MessageStore
+        if config.metrics_port is not None:
+            prometheus = _prometheus()
+            metrics, store_cls = prometheus.BrokerMetrics(), prometheus.MeteredMessageStore
         store = await asyncio.to_thread(
             store_cls.open, store_config_from(config), listener=bridge, clock=clock
         )
-        if isinstance(store, MeteredMessageStore) and metrics is not None:
-            store.sink = metrics
+        if metrics is not None:
+            cast("MeteredMessageStore", store).sink = metrics
         log.info("store opened", report=store.recovery_report)
         conf_dir = config.store_path_root_dir / "config"
         topics = TopicConfigManager(
@@ -224,8 +245,10 @@ class Broker:
             "broker_id": str(config.broker_id),
             "addr": ctx.broker_addr,
         }
-        metrics.registry.register(BrokerStateCollector(ctx.store, ctx.offsets, ctx.holds, info))
-        server = MetricsServer(metrics, host, config.metrics_port or 0)
+        prometheus = _prometheus()
+        collector = prometheus.BrokerStateCollector(ctx.store, ctx.offsets, ctx.holds, info)
+        metrics.registry.register(collector)
+        server = prometheus.MetricsServer(metrics, host, config.metrics_port or 0)
         try:
             await server.start()
         except BaseException:

@@ -7,13 +7,14 @@ never loads the SDK and ``rocklet --help`` answers at once.
 from __future__ import annotations
 
 import argparse
+import platform
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
-import uvloop
 
+from rocklet import __version__
 from rocklet.admin.args import add_admin_parser
 from rocklet.benchsuite.cli import add_bench_parser
 from rocklet.broker.config import (
@@ -26,6 +27,8 @@ from rocklet.broker.config import (
 )
 from rocklet.cluster import add_cluster_parser
 from rocklet.logging import configure_logging
+from rocklet.transport.loop import loop_name
+from rocklet.transport.loop import run as run_loop
 
 __all__ = ["build_parser", "main"]
 
@@ -52,7 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     Returns:
         The parser.
     """
-    parser = argparse.ArgumentParser(prog="rocklet", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="rocklet",
+        description="Rocklet: a RocketMQ 4.x compatible broker, name server and tools.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"rocklet {__version__} (Python {platform.python_version()}, {loop_name()})",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     namesrv = sub.add_parser("namesrv", help="run a name server")
@@ -66,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--namesrv", help="name server address(es), host:port;host:port")
     broker.add_argument("--listen-port", type=int, help="client port (default: 10911)")
     broker.add_argument("--data-dir", type=Path, help="store root directory (storePathRootDir)")
+    broker.add_argument(
+        "--host", default="0.0.0.0", help="address to bind (default: 0.0.0.0, every interface)"
+    )
     _common(broker)
 
     standalone = sub.add_parser("standalone", help="run a name server and a broker together")
@@ -75,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     standalone.add_argument("--namesrv-port", type=int, default=9876, help="(default: 9876)")
     standalone.add_argument("--listen-port", type=int, help="broker port (default: 10911)")
+    standalone.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address both servers bind (default: 127.0.0.1, this machine only; "
+        "0.0.0.0 for every interface, then set brokerIP1 to an address clients reach)",
+    )
     _common(standalone)
 
     add_admin_parser(sub)
@@ -136,7 +156,7 @@ def _run_namesrv(args: argparse.Namespace) -> int:
 
     config = namesrv_config(args)
     try:
-        uvloop.run(serve_namesrv(config))
+        run_loop(serve_namesrv(config))
     except OSError as exc:
         _log.error("namesrv cannot start", error=str(exc))
         return 1
@@ -150,9 +170,9 @@ def _run_broker(args: argparse.Namespace) -> int:
     _log.debug("broker config", config=config)
     try:
         if args.command == "standalone":
-            uvloop.run(serve_standalone(config, args.namesrv_port))
+            run_loop(serve_standalone(config, args.namesrv_port, host=args.host))
         else:
-            uvloop.run(serve_broker(config))
+            run_loop(serve_broker(config, host=args.host))
     except OSError as exc:
         _log.error(f"{args.command} cannot start", error=str(exc))
         return 1

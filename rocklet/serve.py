@@ -43,10 +43,10 @@ async def serve_namesrv(config: NamesrvConfig) -> None:
         log.info("namesrv stopped")
 
 
-async def serve_broker(config: BrokerConfig) -> None:
+async def serve_broker(config: BrokerConfig, *, host: str = "0.0.0.0") -> None:
     """Run a broker until SIGTERM or SIGINT; the stop flushes and closes the store."""
     async with _stop_signal() as stop:
-        broker = await Broker.start(config)
+        broker = await Broker.start(config, host=host)
         log.info("broker listening", port=broker.port, addr=broker.addr)
         await stop.wait()
         log.info("broker stopping")
@@ -54,22 +54,26 @@ async def serve_broker(config: BrokerConfig) -> None:
         log.info("broker stopped")
 
 
-async def serve_standalone(config: BrokerConfig, namesrv_port: int) -> None:
+async def serve_standalone(
+    config: BrokerConfig, namesrv_port: int, *, host: str = "127.0.0.1"
+) -> None:
     """Run a name server and a broker registered with it, in one process.
 
     The broker advertises 127.0.0.1 unless ``brokerIP1`` is set, so a laptop's
     standalone broker is reachable by local clients whatever the machine's network.
+    Both servers bind ``host``: loopback by default, so nothing outside this machine
+    reaches them until asked (``--host 0.0.0.0`` plus a ``brokerIP1`` clients can use).
     """
     async with _stop_signal() as stop:
-        namesrv = await NamesrvServer.start("0.0.0.0", namesrv_port)
-        log.info("namesrv listening", host="0.0.0.0", port=namesrv.port)
+        namesrv = await NamesrvServer.start(host, namesrv_port)
+        log.info("namesrv listening", host=host, port=namesrv.port)
         config = dataclasses.replace(
             config,
             namesrv_addr=f"127.0.0.1:{namesrv.port}",
             broker_ip1=config.broker_ip1 or "127.0.0.1",
         )
         try:
-            broker = await Broker.start(config)
+            broker = await Broker.start(config, host=host)
         except BaseException:
             await namesrv.stop()
             raise

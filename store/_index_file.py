@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from rocklet.store._mapped_file import MappedFile
+from rocklet.store._mapped_file import MappedFile, allocate_file
 
 __all__ = ["HEADER_SIZE", "INDEX_ENTRY_SIZE", "IndexFile", "key_hash"]
 
@@ -69,7 +69,10 @@ class IndexFile:
         existed = path.exists()
         self.slots = slots
         self.max_entries = max_entries
-        self.file = MappedFile(path, HEADER_SIZE + slots * 4 + max_entries * INDEX_ENTRY_SIZE, 0)
+        size = HEADER_SIZE + slots * 4 + max_entries * INDEX_ENTRY_SIZE
+        if not existed:
+            allocate_file(path, size)
+        self.file = MappedFile(path, size, 0)
         self._entries_at = HEADER_SIZE + slots * 4
         self.begin_ts: int
         self.end_ts: int

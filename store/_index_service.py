@@ -16,6 +16,7 @@ from rocklet.protocol.message import TRANSACTION_MASK, SysFlag
 from rocklet.store._dispatch_request import DispatchRequest
 from rocklet.store._hashing import index_key_hash, index_key_hashes, java_hash
 from rocklet.store._index_file import IndexFile
+from rocklet.store._mapped_file import ALLOCATING_SUFFIX
 from rocklet.store._time import file_time_name
 from rocklet.transport.clock import Clock
 
@@ -64,7 +65,9 @@ class IndexService:
             return
         size = 40 + self.slots * 4 + self.max_entries * 20
         for path in sorted(self.directory.iterdir()):
-            if path.name.isdigit() and path.stat().st_size == size:
+            if path.name.endswith(ALLOCATING_SUFFIX):
+                path.unlink()  # an allocation a crash interrupted: never held data
+            elif path.name.isdigit() and path.stat().st_size == size:
                 self.files.append(IndexFile(path, self.slots, self.max_entries))
             else:
                 log.warning("ignoring foreign index file", path=str(path))

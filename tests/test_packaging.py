@@ -80,3 +80,58 @@ def test_user_modules_named_like_ours_do_not_shadow_rocklet(tmp_path: Path) -> N
         "rocklet.client.push_consumer",
         "rocklet",
     ]
+
+
+def _run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, check=False
+    )
+
+
+def test_version_is_the_installed_distributions(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocklet", "--version"], capture_output=True, text=True, check=True
+    )
+    from importlib.metadata import version
+
+    assert proc.stdout.startswith(f"rocklet {version('rocklet')} (Python ")
+
+
+def test_without_uvloop_the_asyncio_loop_runs_the_same_code(tmp_path: Path) -> None:
+    # A None entry in sys.modules makes `import uvloop` raise ImportError, as on a
+    # platform where uvloop has no wheel.
+    proc = _run_python(
+        "import sys; sys.modules['uvloop'] = None\n"
+        "import asyncio\n"
+        "from rocklet.transport.loop import loop_name, run\n"
+        "async def main() -> str:\n"
+        "    return type(asyncio.get_running_loop()).__module__\n"
+        "print(loop_name(), run(main()))\n",
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["asyncio", "asyncio.unix_events"]
+
+
+def test_a_broker_without_metrics_needs_no_prometheus_client(tmp_path: Path) -> None:
+    proc = _run_python(
+        "import sys; sys.modules['prometheus_client'] = None\n"
+        "import asyncio, dataclasses\n"
+        "from pathlib import Path\n"
+        "from rocklet.broker.app import Broker\n"
+        "from rocklet.broker.config import BrokerConfig, ConfigError\n"
+        "async def main() -> None:\n"
+        "    config = BrokerConfig(store_path_root_dir=Path('store'), listen_port=0)\n"
+        "    broker = await Broker.start(config, host='127.0.0.1')\n"
+        "    await broker.stop()\n"
+        "    try:\n"
+        "        await Broker.start(dataclasses.replace(config, metrics_port=0))\n"
+        "    except ConfigError as exc:\n"
+        "        print(exc)\n"
+        "asyncio.run(main())\n",
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "prometheus_client" not in proc.stderr
+    assert "metricsPort is set but prometheus-client is not installed" in proc.stdout
+    assert "pip install 'rocklet[metrics]'" in proc.stdout

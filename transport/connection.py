@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import sys
 from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import Final, NamedTuple, TypeAlias, cast
 
@@ -161,6 +162,7 @@ class Connection(asyncio.Protocol):
         self._writable = asyncio.Event()
         self._writable.set()
         self._reading_paused = False
+        self._recheck_pause: Callable[[], None] | None = None
         self._pause_count = 0
         self._refusal: tuple[int, str] | None = None
         self._close_callbacks: list[CloseCallback] = []
@@ -390,6 +392,7 @@ class Connection(asyncio.Protocol):
             self._peer = (str(peer[0]), int(peer[1]))
         if self._high_water is not None:
             self._transport.set_write_buffer_limits(high=self._high_water)
+        self._recheck_pause = _writelines_pause_check(self._transport)
         if self._status is ConnectionStatus.CONNECTING:
             self._status = ConnectionStatus.OPEN
 
@@ -470,6 +473,8 @@ class Connection(asyncio.Protocol):
         assert transport is not None  # OPEN implies connection_made ran
         if not self._coalesce:
             transport.writelines(encode_command_parts(cmd, extra_body))
+            if self._recheck_pause is not None:
+                self._recheck_pause()
             return
         self._outbox_bytes += encode_command_into(self._outbox, cmd, extra_body)
         if self._outbox_bytes >= self._flush_at:
@@ -490,6 +495,8 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if transport is not None and not transport.is_closing():
             transport.writelines(outbox)
+            if self._recheck_pause is not None:
+                self._recheck_pause()
 
     def _on_response(self, cmd: RemotingCommand) -> None:
         fut = self._pending.pop(cmd.opaque, None)
@@ -577,6 +584,20 @@ class Connection(asyncio.Protocol):
                 callback(self)
             except Exception:
                 _log.exception("close callback failed", peer=self.peer_address)
+
+
+def _writelines_pause_check(transport: asyncio.BaseTransport) -> Callable[[], None] | None:
+    """What to call after ``writelines`` so that flow control still pauses us, or None.
+
+    The stock selector transport of CPython 3.12.0-3.12.8 and 3.13.0-3.13.1 forgets to
+    pause its protocol in ``writelines`` (CPython gh-127655), so a peer that stops
+    reading would make its buffer grow without bound. Its own (private) check does the
+    missing step; uvloop's transports and 3.11's ``writelines`` (a ``write``) need none.
+    """
+    if sys.version_info < (3, 12):
+        return None
+    check = getattr(transport, "_maybe_pause_protocol", None)
+    return check if callable(check) else None
 
 
 def _expire(fut: asyncio.Future[RemotingCommand]) -> None:

@@ -8,8 +8,6 @@ import sys
 from collections.abc import Mapping
 from typing import Final, TextIO
 
-import uvloop
-
 from rocklet.admin.args import DEFAULT_NAMESRV
 from rocklet.admin.format import print_output
 from rocklet.admin.tool import AdminTool
@@ -17,6 +15,7 @@ from rocklet.admin.verbs import VERBS
 from rocklet.client.errors import BrokerError, ClientError, ConnectError, NoRouteError
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.errors import ProtocolError
+from rocklet.transport.loop import run as run_loop
 
 __all__ = ["run_admin", "run_admin_async"]
 
@@ -78,4 +77,4 @@ def run_admin(args: argparse.Namespace) -> int:
     Returns:
         The exit code.
     """
-    return uvloop.run(run_admin_async(args, sys.stdout, sys.stderr))
+    return run_loop(run_admin_async(args, sys.stdout, sys.stderr))

@@ -20,11 +20,10 @@ import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-import uvloop
-
 from rocklet.benchsuite import workloads
 from rocklet.benchsuite.measure import CpuWindow, own_cpu_seconds
 from rocklet.benchsuite.peers.base import BenchClient
+from rocklet.transport.loop import run as run_loop
 
 __all__ = ["CLIENTS", "main", "run_job"]
 
@@ -84,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR)  # the clients' own chatter stays out
     job = json.loads(args[0])
     try:
-        result = {"ok": True, **uvloop.run(run_job(job))}
+        result = {"ok": True, **run_loop(run_job(job))}
     except Exception as exc:
         result = {
             "ok": False,

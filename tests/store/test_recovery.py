@@ -135,3 +135,25 @@ def test_restart_scenarios_keep_max_offsets(tmp_path: Path) -> None:
         assert not store.recovery_report.clean
         assert _max_offsets(store) == before
         assert _seqs(store) == set(range(40))
+
+
+def test_an_allocation_interrupted_by_a_crash_leaves_no_segment(tmp_path: Path) -> None:
+    # kill -9 between creating a segment and sizing it once left a 0-byte commitlog
+    # file that stopped the next start. New files are now built under a temporary
+    # name and renamed when whole: what a crash can leave behind is that temporary.
+    results = _fill(tmp_path)
+    last = results[-1].wrote_offset + results[-1].wrote_bytes
+    next_segment = last - last % SEG + SEG
+    stale = [
+        tmp_path / "commitlog" / f"{next_segment:020d}.allocating",
+        tmp_path / "consumequeue" / "T" / "0" / f"{10**9:020d}.allocating",
+        tmp_path / "index" / "20261125000000000.allocating",
+    ]
+    for path in stale:
+        path.write_bytes(b"")  # the size it has right after os.open
+    (tmp_path / "abort").touch()
+    with MessageStore.open(small_config(tmp_path)) as store:
+        assert _seqs(store) == set(range(len(results)))
+        assert store.commitlog_max_offset() == last
+    assert not any(path.exists() for path in stale)
+    assert check_store(tmp_path, SEG, 16, 32, 40).errors == []

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import structlog
-import uvloop
 
 from rocklet.broker.app import Broker
 from rocklet.broker.config import load_broker_config
 from rocklet.broker.namesrv import NamesrvServer
 from rocklet.logging import configure_logging
+from rocklet.transport.loop import run as run_loop
 
 __all__ = ["main", "serve"]
 
@@ -56,7 +56,7 @@ def main() -> None:
     """Parse the four positional arguments and serve."""
     conf, namesrv_port, broker_port, data_dir = sys.argv[1:5]
     configure_logging(level="WARNING")
-    uvloop.run(serve(Path(conf), int(namesrv_port), int(broker_port), Path(data_dir)))
+    run_loop(serve(Path(conf), int(namesrv_port), int(broker_port), Path(data_dir)))
 
 
 if __name__ == "__main__":
