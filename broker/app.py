@@ -17,11 +17,11 @@ from functools import partial
 
 import structlog
 
-from rocklet.broker import processors
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.config import BrokerConfig
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.long_polling import PullHoldService
 from rocklet.broker.metrics import (
@@ -36,7 +36,7 @@ from rocklet.broker.notify import notify_consumer_ids_changed
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.registration import NamesrvRegistrar, parse_namesrv_addrs
 from rocklet.broker.topics import TopicConfigManager
-from rocklet.broker.transaction_check import TransactionCheckService
+from rocklet.broker.wiring import register_processors, transaction_check_service
 from rocklet.protocol.headers.namesrv import RegisterBrokerRequestHeader
 from rocklet.protocol.message import pack_host
 from rocklet.store.config import StoreConfig
@@ -188,12 +188,11 @@ class Broker:
             locks=RebalanceLockManager(clock),
             holds=holds,
             clock=clock,
-            broker_addr=addr,
-            store_host=pack_host(ip, server.port),
+            identity=BrokerIdentity.of(config, addr, pack_host(ip, server.port)),
             tasks=tasks,
             metrics=sink,
         )
-        processors.register_all(registry, ctx)
+        register_processors(registry, ctx)
         registrar = NamesrvRegistrar(
             parse_namesrv_addrs(config.namesrv_addr),
             RegisterBrokerRequestHeader(
@@ -222,7 +221,7 @@ class Broker:
             "cluster": config.broker_cluster_name,
             "broker_name": config.broker_name,
             "broker_id": str(config.broker_id),
-            "addr": ctx.broker_addr,
+            "addr": ctx.identity.addr,
         }
         metrics.registry.register(BrokerStateCollector(ctx.store, ctx.offsets, ctx.holds, info))
         server = MetricsServer(metrics, host, config.metrics_port or 0)
@@ -246,7 +245,7 @@ class Broker:
     @property
     def addr(self) -> str:
         """The advertised ``ip:port``."""
-        return self.ctx.broker_addr
+        return self.ctx.identity.addr
 
     def _start_services(self) -> None:
         cfg, tasks = self.ctx.config, self.ctx.tasks
@@ -258,7 +257,7 @@ class Broker:
         tasks.when_asked(self._register_now, period_s, self._register, "registration")
         # Transaction check-back (broker/transaction_check.py); public so tests can run
         # a round directly with check_once(now_ms).
-        self.transaction_check = TransactionCheckService.from_context(self.ctx)
+        self.transaction_check = transaction_check_service(self.ctx)
         check = self.transaction_check
         tasks.every(check.interval_s, check.check_round, "transaction-check")
 
@@ -303,7 +302,7 @@ class Broker:
         await self._persist()
         await asyncio.to_thread(self._delay.persist)
         await asyncio.to_thread(ctx.store.close)
-        log.info("broker stopped", addr=ctx.broker_addr)
+        log.info("broker stopped", addr=ctx.identity.addr)
 
     async def __aenter__(self) -> Broker:
         return self

@@ -147,6 +147,8 @@ class BrokerConfig:
     compressed_register: bool = False
     force_register: bool = True
     notify_consumer_ids_changed_enable: bool = True
+    #: Store replies of request-reply on their topic too (besides pushing them).
+    store_reply_message_enable: bool = True
     #: Rocklet only: serve Prometheus metrics on this port (0 = any free port);
     #: ``None`` (the default) = no metrics endpoint.
     metrics_port: int | None = None

@@ -23,7 +23,6 @@ from typing import Final
 import structlog
 
 from rocklet.broker.clients import ClientChannel, ClientManager
-from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
@@ -192,9 +191,8 @@ def _check_body_subscription(body: bytes) -> SubscriptionData | None:
     return None if raw is None else SubscriptionData.from_dict(raw)
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, processor: ClientManageProcessor) -> None:
     """Register HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, CHECK_CLIENT_CONFIG."""
-    processor = ClientManageProcessor(ctx.clients, ctx.groups, ctx.topics, ctx.clock)
     registry.register(RequestCode.HEART_BEAT, processor.heart_beat)
     registry.register(RequestCode.UNREGISTER_CLIENT, processor.unregister_client)
     registry.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, processor.consumer_list)

@@ -13,7 +13,6 @@ numbers as 0 (§1.6).
 
 from __future__ import annotations
 
-from rocklet.broker.context import BrokerContext
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.protocol.bodies.consumer import (
@@ -138,9 +137,8 @@ class ConsumerManageProcessor:
         return cmd.make_response(ResponseCode.SUCCESS)
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, p: ConsumerManageProcessor) -> None:
     """Register the offset, queue-metadata and lock codes."""
-    p = ConsumerManageProcessor(ctx.store, ctx.offsets, ctx.locks)
     registry.register_all(
         {
             RequestCode.QUERY_CONSUMER_OFFSET: p.query_consumer_offset,
