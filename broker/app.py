@@ -1,6 +1,9 @@
 """The broker process: store, managers, remoting server, services, registration.
 
-``Broker.start`` opens (and recovers) the store in a worker thread, loads the config
+``Broker.start`` first claims the store directory (its ``lock`` file, then a write probe
+of the store root and of ``config/``; :mod:`rocklet.store.directory`), so a second broker
+on the same directory, or a directory it could not save to, stops it before anything is
+touched. It then opens (and recovers) the store in a worker thread, loads the config
 files, listens, registers the request processors and the name-server registration, and
 starts the periodic services RocketMQ's ``BrokerController`` runs: config persistence
 (5 s), client expiry (10 s), delayed delivery (100 ms), retention (10 s) and
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from functools import partial
+from pathlib import Path
 
 import structlog
 
@@ -40,6 +44,7 @@ from rocklet.broker.wiring import register_processors, transaction_check_service
 from rocklet.protocol.headers.namesrv import RegisterBrokerRequestHeader
 from rocklet.protocol.message import pack_host
 from rocklet.store.config import StoreConfig
+from rocklet.store.directory import StoreLock, check_writable
 from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import RetentionService
 from rocklet.store.schedule import DelayDeliveryService
@@ -47,7 +52,7 @@ from rocklet.transport import ProcessorRegistry, RemotingServer
 from rocklet.transport.clock import Clock, SystemClock
 from rocklet.transport.tasks import BackgroundTasks
 
-__all__ = ["Broker", "store_config_from"]
+__all__ = ["Broker", "claim_store_directory", "store_config_from"]
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +81,36 @@ def store_config_from(config: BrokerConfig) -> StoreConfig:
         check_crc_on_recover=config.check_crc_on_recover,
         max_transfer_bytes=config.max_transfer_bytes_on_message_in_memory,
     )
+
+
+def _claim(root: Path, program: str) -> StoreLock:
+    lock = StoreLock.acquire(root, program)
+    try:
+        check_writable(root, "the store")
+        # Topics, groups and offsets are saved under config/ every few seconds and at
+        # stop; finding out then would lose everything created meanwhile.
+        check_writable(root / "config", "where topics, subscription groups and offsets are saved")
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+async def claim_store_directory(root: Path, program: str) -> StoreLock:
+    """Lock a store root, then prove it and its ``config`` directory writable.
+
+    Args:
+        root: ``storePathRootDir``.
+        program: What holds it, for the message another process will show.
+
+    Returns:
+        The held lock (hand it to :meth:`Broker.start`).
+
+    Raises:
+        StoreInUseError: Another process has the directory.
+        StoreDirectoryError: The root or ``config`` cannot be written.
+    """
+    return await asyncio.to_thread(_claim, root, program)
 
 
 class _ArrivalBridge:
@@ -119,25 +154,45 @@ class Broker:
 
     @classmethod
     async def start(
-        cls, config: BrokerConfig, *, host: str = "0.0.0.0", clock: Clock | None = None
+        cls,
+        config: BrokerConfig,
+        *,
+        host: str = "0.0.0.0",
+        clock: Clock | None = None,
+        store_lock: StoreLock | None = None,
     ) -> Broker:
-        """Open the store, listen and start every service.
+        """Claim the store directory, open the store, listen and start every service.
 
         Args:
             config: Broker settings (``listen_port`` 0 binds a free port).
             host: Interface to listen on.
             clock: Time source (default: the system clock).
+            store_lock: The store root, already claimed with
+                :func:`claim_store_directory` (the standalone command claims it before
+                its name server starts); the broker owns it from here on. ``None``:
+                claimed here, before anything else.
 
         Returns:
             The running broker; it has registered with its name servers once.
+
+        Raises:
+            StoreInUseError: Another process has the store directory.
+            StoreDirectoryError: The store root or its ``config`` directory is not
+                writable.
         """
         clock = clock or SystemClock()
+        if store_lock is None:
+            store_lock = await claim_store_directory(config.store_path_root_dir, "rocklet broker")
         holds = PullHoldService()
         bridge = _ArrivalBridge(asyncio.get_running_loop(), holds)
         metrics = BrokerMetrics() if config.metrics_port is not None else None
         store_cls = MessageStore if metrics is None else MeteredMessageStore
         store = await asyncio.to_thread(
-            store_cls.open, store_config_from(config), listener=bridge, clock=clock
+            store_cls.open,
+            store_config_from(config),
+            listener=bridge,
+            clock=clock,
+            dir_lock=store_lock,
         )
         if isinstance(store, MeteredMessageStore) and metrics is not None:
             store.sink = metrics

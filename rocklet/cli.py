@@ -26,6 +26,7 @@ from rocklet.broker.config import (
 )
 from rocklet.cluster import add_cluster_parser
 from rocklet.logging import configure_logging
+from rocklet.store.directory import StoreDirectoryError
 
 __all__ = ["build_parser", "main"]
 
@@ -33,6 +34,8 @@ _log = structlog.get_logger(__name__)
 
 #: Exit code for bad arguments or configuration (argparse uses 2 as well).
 EXIT_USAGE = 2
+#: Exit code for a server that cannot start (port taken, store in use or unwritable).
+EXIT_START = 1
 
 
 def _common(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
@@ -139,7 +142,7 @@ def _run_namesrv(args: argparse.Namespace) -> int:
         uvloop.run(serve_namesrv(config))
     except OSError as exc:
         _log.error("namesrv cannot start", error=str(exc))
-        return 1
+        return EXIT_START
     return 0
 
 
@@ -153,9 +156,14 @@ def _run_broker(args: argparse.Namespace) -> int:
             uvloop.run(serve_standalone(config, args.namesrv_port))
         else:
             uvloop.run(serve_broker(config))
+    except StoreDirectoryError as exc:
+        # One plain line a person can act on (who holds the store, which directory
+        # cannot be written), as for configuration errors.
+        sys.stderr.write(f"rocklet {args.command}: {exc}\n")
+        return EXIT_START
     except OSError as exc:
         _log.error(f"{args.command} cannot start", error=str(exc))
-        return 1
+        return EXIT_START
     return 0
 
 

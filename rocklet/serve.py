@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import structlog
 
-from rocklet.broker.app import Broker
+from rocklet.broker.app import Broker, claim_store_directory
 from rocklet.broker.config import BrokerConfig, NamesrvConfig
 from rocklet.broker.namesrv import NamesrvServer
 
@@ -59,9 +59,16 @@ async def serve_standalone(config: BrokerConfig, namesrv_port: int) -> None:
 
     The broker advertises 127.0.0.1 unless ``brokerIP1`` is set, so a laptop's
     standalone broker is reachable by local clients whatever the machine's network.
+    The store directory is claimed first: a second standalone on the same directory
+    names the first one (and an unwritable one is named) before a port is bound.
     """
+    lock = await claim_store_directory(config.store_path_root_dir, "rocklet standalone")
     async with _stop_signal() as stop:
-        namesrv = await NamesrvServer.start("0.0.0.0", namesrv_port)
+        try:
+            namesrv = await NamesrvServer.start("0.0.0.0", namesrv_port)
+        except BaseException:
+            lock.release()
+            raise
         log.info("namesrv listening", host="0.0.0.0", port=namesrv.port)
         config = dataclasses.replace(
             config,
@@ -69,7 +76,7 @@ async def serve_standalone(config: BrokerConfig, namesrv_port: int) -> None:
             broker_ip1=config.broker_ip1 or "127.0.0.1",
         )
         try:
-            broker = await Broker.start(config)
+            broker = await Broker.start(config, store_lock=lock)
         except BaseException:
             await namesrv.stop()
             raise
