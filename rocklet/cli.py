@@ -21,8 +21,7 @@ from rocklet.broker.config import (
     ConfigError,
     NamesrvConfig,
     load_broker_config,
-    parse_properties,
-    with_overrides,
+    load_namesrv_config,
 )
 from rocklet.cluster import add_cluster_parser
 from rocklet.logging import configure_logging
@@ -101,14 +100,7 @@ def namesrv_config(args: argparse.Namespace) -> NamesrvConfig:
     Raises:
         ConfigError: Unreadable file or invalid value.
     """
-    config = NamesrvConfig()
-    if args.config is not None:
-        try:
-            text = args.config.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {args.config}: {exc}") from None
-        config = NamesrvConfig.from_properties(parse_properties(text))
-    return with_overrides(config, {"listen_port": args.port, "listen_host": args.host})
+    return load_namesrv_config(args.config, {"listen_port": args.port, "listen_host": args.host})
 
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:

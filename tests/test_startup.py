@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,44 @@ async def test_an_unwritable_directory_stops_the_start(tmp_path: Path, where: st
         # Said before the store was opened: nothing was created that would be lost.
         assert "store recovered" not in out
         assert not (data / "commitlog").exists()
+
+
+async def test_config_typos_and_unimplemented_keys_are_warned_about(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "brokerClusterName=FirstHour\n"
+        "mapedFileSizeCommitLog=1048576\n"  # RocketMQ 3.x's spelling: a typo in 4.9.4
+        "sendMessageThreadPoolNums=16\n"  # RocketMQ's, not Rocklet's
+        "maxHashSlotNum=100\nmaxIndexNum=400\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "rocklet",
+        "standalone",
+        "-c",
+        str(conf),
+        *standalone_args(tmp_path / "data")[1:],
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        before: list[str] = []
+        while not any("broker listening" in line for line in before):
+            line = await asyncio.wait_for(proc.stderr.readline(), TIMEOUT)
+            assert line, f"exited before listening: {''.join(before)}"
+            before.append(line.decode())
+        text = "".join(before)
+        assert "unknown config key ignored; did you mean mappedFileSizeCommitLog?" in text
+        assert "key=mapedFileSizeCommitLog" in text
+        ignored = [line for line in before if "does not implement" in line]
+        assert len(ignored) == 1 and "sendMessageThreadPoolNums" in ignored[0]
+        assert "mapedFileSizeCommitLog" not in ignored[0]  # a typo is not "ignored"
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.communicate(), TIMEOUT)
+        assert proc.returncode == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
