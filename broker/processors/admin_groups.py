@@ -30,6 +30,7 @@ from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.processors.admin_topics import SLAVE_REFUSAL, store_time_at
+from rocklet.broker.processors.refusal import refuse_bad_group
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
@@ -89,6 +90,11 @@ class GroupAdmin:
         if not self._identity.is_master:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=SLAVE_REFUSAL)
         config = SubscriptionGroupConfig.from_json(cmd.body)
+        # SYSTEM_ERROR: 4.9.4's admin refusal (RocketMQ 5 answers INVALID_PARAMETER, a
+        # code 4.x tools do not know).
+        refusal = refuse_bad_group(cmd, config.group_name, ResponseCode.SYSTEM_ERROR)
+        if refusal is not None:
+            return refusal
         self._groups.update(config)
         log.info(
             "subscription group updated by admin", group=config.group_name, peer=rctx.peer_address
@@ -152,6 +158,9 @@ class GroupAdmin:
     async def reset_offset(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET: move a group's offsets to a time and tell it."""
         header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        refusal = refuse_bad_group(cmd, header.group, ResponseCode.SYSTEM_ERROR)
+        if refusal is not None:
+            return refusal  # its offsets would be committed
         config = self._topics.find(header.topic)
         if config is None:
             return cmd.make_response(

@@ -35,7 +35,7 @@ from rocklet.protocol.headers.consumer import (
     GetConsumerListByGroupRequestHeader,
     UnregisterClientRequestHeader,
 )
-from rocklet.protocol.names import RETRY_PREFIX, check_topic_name
+from rocklet.protocol.names import RETRY_PREFIX, check_group_name, check_topic_name
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.clock import Clock
 from rocklet.transport.connection import Connection
@@ -74,8 +74,17 @@ class ClientManageProcessor:
         self._clock = clock
 
     async def heart_beat(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-        """Register the client's producer and consumer groups (``heartBeat``)."""
+        """Register the client's producer and consumer groups (``heartBeat``).
+
+        A group name that breaks RocketMQ's rules refuses the whole heartbeat before
+        anything is registered: SUBSCRIPTION_GROUP_NOT_EXIST for a consumer group,
+        SYSTEM_ERROR for a producer group (RocketMQ 4.9.4 registers any name).
+        """
         data = HeartbeatData.from_json(cmd.body)
+        refusal = _refuse_bad_groups(cmd, data)
+        if refusal is not None:
+            log.warning("heartbeat refused", peer=rctx.peer_address, remark=refusal.remark)
+            return refusal
         conn = rctx.connection
         self._watch(conn, data.client_id)
         now = self._clock.now_ms()
@@ -175,6 +184,20 @@ class ClientManageProcessor:
         # Java creates it with the group's retryQueueNums and perm RW
         # (createTopicInSendMessageBackMethod); an existing topic is left as it is.
         self._topics.create_system_topic(retry_topic, max(1, config.retry_queue_nums))
+
+
+def _refuse_bad_groups(cmd: RemotingCommand, data: HeartbeatData) -> RemotingCommand | None:
+    for consumer in data.consumer_data_set:
+        problem = check_group_name(consumer.group_name)
+        if problem is not None:
+            return cmd.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=f"consumer group: {problem}"
+            )
+    for producer in data.producer_data_set:
+        problem = check_group_name(producer.group_name)
+        if problem is not None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"producer group: {problem}")
+    return None
 
 
 def _check_body_subscription(body: bytes) -> SubscriptionData | None:

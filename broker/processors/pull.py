@@ -31,6 +31,7 @@ from rocklet.protocol.headers.pull import (
     PullSysFlag,
     pull_response_fields,
 )
+from rocklet.protocol.names import check_group_name
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import GetMessageStatus, GetResult
 from rocklet.transport import ProcessorRegistry, RequestContext
@@ -127,9 +128,11 @@ class PullProcessor:
             )
         group = self._groups.find(h.consumer_group)
         if group is None:
+            # An invalid name is never auto-created: say which rule it breaks.
             raise Refused(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
+                check_group_name(h.consumer_group)
+                or f"subscription group [{h.consumer_group}] does not exist",
             )
         if not group.consume_enable:
             raise Refused(

@@ -3,7 +3,8 @@
 Follows RocketMQ 4.9's ``SendMessageProcessor.asyncConsumerSendMsgBack``
 (remoting-protocol.md §3.6):
 
-1. the group must exist (created with defaults when ``autoCreateSubscriptionGroup`` is
+1. the group name must pass RocketMQ's rules (else SUBSCRIPTION_GROUP_NOT_EXIST), the
+   group must exist (created with defaults when ``autoCreateSubscriptionGroup`` is
    on) and the broker must be writable; a group with no retry queues is answered
    SUCCESS and nothing happens;
 2. ``%RETRY%<group>`` is created with the group's ``retryQueueNums`` (perm RW);
@@ -37,7 +38,7 @@ from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
 from rocklet.protocol.message import StoredMessage, decode_message, pack_host
 from rocklet.protocol.message_id import make_offset_msg_id
-from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX, check_topic_name
+from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX, check_group_name, check_topic_name
 from rocklet.protocol.properties import Prop
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus
@@ -104,6 +105,9 @@ class SendBackProcessor:
         return cmd.make_response(ResponseCode.SUCCESS)
 
     def _check(self, group_name: str) -> SubscriptionGroupConfig:
+        problem = check_group_name(group_name)
+        if problem is not None:
+            raise _Refused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, problem)
         # The group's topics must be storable (%RETRY% is the longer prefix, so this
         # covers %DLQ% too) before a group config is created for them.
         problem = check_topic_name(f"{RETRY_PREFIX}{group_name}")
