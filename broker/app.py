@@ -1,6 +1,9 @@
 """The broker process: store, managers, remoting server, services, registration.
 
-``Broker.start`` opens (and recovers) the store in a worker thread, loads the config
+``Broker.start`` first claims the store directory (its ``lock`` file, then a write probe
+of the store root and of ``config/``; :mod:`rocklet.store.directory`), so a second broker
+on the same directory, or a directory it could not save to, stops it before anything is
+touched. It then opens (and recovers) the store in a worker thread, loads the config
 files, listens, registers the request processors and the name-server registration, and
 starts the periodic services RocketMQ's ``BrokerController`` runs: config persistence
 (5 s), client expiry (10 s), delayed delivery (100 ms), retention (10 s) and
@@ -14,16 +17,17 @@ from __future__ import annotations
 import asyncio
 import threading
 from functools import partial
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
 import structlog
 
-from rocklet.broker import processors
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.config import BrokerConfig, ConfigError
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.long_polling import PullHoldService
 from rocklet.broker.metrics import NULL_METRICS, MetricsSink
@@ -31,10 +35,11 @@ from rocklet.broker.notify import notify_consumer_ids_changed
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.registration import NamesrvRegistrar, parse_namesrv_addrs
 from rocklet.broker.topics import TopicConfigManager
-from rocklet.broker.transaction_check import TransactionCheckService
+from rocklet.broker.wiring import register_processors, transaction_check_service
 from rocklet.protocol.headers.namesrv import RegisterBrokerRequestHeader
 from rocklet.protocol.message import pack_host
 from rocklet.store.config import StoreConfig
+from rocklet.store.directory import StoreLock, check_writable
 from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import RetentionService
 from rocklet.store.schedule import DelayDeliveryService
@@ -45,7 +50,7 @@ from rocklet.transport.tasks import BackgroundTasks
 if TYPE_CHECKING:
     from rocklet.broker.prometheus import BrokerMetrics, MeteredMessageStore, MetricsServer
 
-__all__ = ["Broker", "store_config_from"]
+__all__ = ["Broker", "claim_store_directory", "store_config_from"]
 
 log = structlog.get_logger(__name__)
 
@@ -96,6 +101,36 @@ def store_config_from(config: BrokerConfig) -> StoreConfig:
     )
 
 
+def _claim(root: Path, program: str) -> StoreLock:
+    lock = StoreLock.acquire(root, program)
+    try:
+        check_writable(root, "the store")
+        # Topics, groups and offsets are saved under config/ every few seconds and at
+        # stop; finding out then would lose everything created meanwhile.
+        check_writable(root / "config", "where topics, subscription groups and offsets are saved")
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+async def claim_store_directory(root: Path, program: str) -> StoreLock:
+    """Lock a store root, then prove it and its ``config`` directory writable.
+
+    Args:
+        root: ``storePathRootDir``.
+        program: What holds it, for the message another process will show.
+
+    Returns:
+        The held lock (hand it to :meth:`Broker.start`).
+
+    Raises:
+        StoreInUseError: Another process has the directory.
+        StoreDirectoryError: The root or ``config`` cannot be written.
+    """
+    return await asyncio.to_thread(_claim, root, program)
+
+
 class _ArrivalBridge:
     """Store listener that wakes parked pulls on the event loop's thread."""
 
@@ -137,28 +172,49 @@ class Broker:
 
     @classmethod
     async def start(
-        cls, config: BrokerConfig, *, host: str = "0.0.0.0", clock: Clock | None = None
+        cls,
+        config: BrokerConfig,
+        *,
+        host: str = "0.0.0.0",
+        clock: Clock | None = None,
+        store_lock: StoreLock | None = None,
     ) -> Broker:
-        """Open the store, listen and start every service.
+        """Claim the store directory, open the store, listen and start every service.
 
         Args:
             config: Broker settings (``listen_port`` 0 binds a free port).
             host: Interface to listen on.
             clock: Time source (default: the system clock).
+            store_lock: The store root, already claimed with
+                :func:`claim_store_directory` (the standalone command claims it before
+                its name server starts); the broker owns it from here on. ``None``:
+                claimed here, before anything else.
 
         Returns:
             The running broker; it has registered with its name servers once.
+
+        Raises:
+            StoreInUseError: Another process has the store directory.
+            StoreDirectoryError: The store root or its ``config`` directory is not
+                writable.
         """
         clock = clock or SystemClock()
-        holds = PullHoldService()
-        bridge = _ArrivalBridge(asyncio.get_running_loop(), holds)
+        # Configuration errors first, before anything on disk is touched.
         metrics: BrokerMetrics | None = None
         store_cls: type[MessageStore] = MessageStore
         if config.metrics_port is not None:
             prometheus = _prometheus()
             metrics, store_cls = prometheus.BrokerMetrics(), prometheus.MeteredMessageStore
+        if store_lock is None:
+            store_lock = await claim_store_directory(config.store_path_root_dir, "rocklet broker")
+        holds = PullHoldService()
+        bridge = _ArrivalBridge(asyncio.get_running_loop(), holds)
         store = await asyncio.to_thread(
-            store_cls.open, store_config_from(config), listener=bridge, clock=clock
+            store_cls.open,
+            store_config_from(config),
+            listener=bridge,
+            clock=clock,
+            dir_lock=store_lock,
         )
         if metrics is not None:
             cast("MeteredMessageStore", store).sink = metrics
@@ -209,12 +265,11 @@ class Broker:
             locks=RebalanceLockManager(clock),
             holds=holds,
             clock=clock,
-            broker_addr=addr,
-            store_host=pack_host(ip, server.port),
+            identity=BrokerIdentity.of(config, addr, pack_host(ip, server.port)),
             tasks=tasks,
             metrics=sink,
         )
-        processors.register_all(registry, ctx)
+        register_processors(registry, ctx)
         registrar = NamesrvRegistrar(
             parse_namesrv_addrs(config.namesrv_addr),
             RegisterBrokerRequestHeader(
@@ -243,7 +298,7 @@ class Broker:
             "cluster": config.broker_cluster_name,
             "broker_name": config.broker_name,
             "broker_id": str(config.broker_id),
-            "addr": ctx.broker_addr,
+            "addr": ctx.identity.addr,
         }
         prometheus = _prometheus()
         collector = prometheus.BrokerStateCollector(ctx.store, ctx.offsets, ctx.holds, info)
@@ -269,7 +324,7 @@ class Broker:
     @property
     def addr(self) -> str:
         """The advertised ``ip:port``."""
-        return self.ctx.broker_addr
+        return self.ctx.identity.addr
 
     def _start_services(self) -> None:
         cfg, tasks = self.ctx.config, self.ctx.tasks
@@ -281,7 +336,7 @@ class Broker:
         tasks.when_asked(self._register_now, period_s, self._register, "registration")
         # Transaction check-back (broker/transaction_check.py); public so tests can run
         # a round directly with check_once(now_ms).
-        self.transaction_check = TransactionCheckService.from_context(self.ctx)
+        self.transaction_check = transaction_check_service(self.ctx)
         check = self.transaction_check
         tasks.every(check.interval_s, check.check_round, "transaction-check")
 
@@ -326,7 +381,7 @@ class Broker:
         await self._persist()
         await asyncio.to_thread(self._delay.persist)
         await asyncio.to_thread(ctx.store.close)
-        log.info("broker stopped", addr=ctx.broker_addr)
+        log.info("broker stopped", addr=ctx.identity.addr)
 
     async def __aenter__(self) -> Broker:
         return self

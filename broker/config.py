@@ -5,8 +5,10 @@ Files use Java properties syntax and RocketMQ's property names (``brokerClusterN
 maps to a snake_case field of a frozen dataclass; a unit goes in the field name when
 the property has one (``flushIntervalCommitLog`` -> ``flush_interval_commit_log_ms``).
 Defaults are RocketMQ 4.9's (``BrokerConfig``, ``MessageStoreConfig``,
-``NettyServerConfig``). Unknown keys are kept in ``extra`` (RocketMQ silently ignores
-them; we log them at debug). A value that does not parse is a :class:`ConfigError`
+``NettyServerConfig``). Keys Rocklet does not read are kept in ``extra``; RocketMQ
+ignores them silently, Rocklet warns at start, telling typos (with the closest known
+name) from RocketMQ keys it does not implement (:mod:`rocklet.broker.config_keys`). A
+value that does not parse is a :class:`ConfigError`
 naming the key and the value, where Java would die with a bare
 ``NumberFormatException``.
 
@@ -28,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Self, TypeVar
 
-import structlog
-
+from rocklet.broker.config_keys import log_key_review, review_keys
+from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS, ROCKETMQ_NAMESRV_KEYS
 from rocklet.store.config import DEFAULT_DELAY_LEVELS, FlushDiskType
 
 __all__ = [
@@ -38,12 +40,12 @@ __all__ = [
     "ConfigError",
     "NamesrvConfig",
     "load_broker_config",
+    "load_namesrv_config",
     "parse_properties",
     "property_name",
+    "property_names",
     "with_overrides",
 ]
-
-_log = structlog.get_logger(__name__)
 
 _C = TypeVar("_C", "BrokerConfig", "NamesrvConfig")
 
@@ -89,6 +91,18 @@ def property_name(field_name: str) -> str:
 
 def _property_fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
     return {property_name(f.name): f for f in dataclasses.fields(cls) if f.name != "extra"}
+
+
+def property_names(cls: type[BrokerConfig] | type[NamesrvConfig]) -> frozenset[str]:
+    """The property names a config class reads (every field but ``extra``).
+
+    Args:
+        cls: :class:`BrokerConfig` or :class:`NamesrvConfig`.
+
+    Returns:
+        E.g. ``brokerClusterName``, ``flushIntervalCommitLog``.
+    """
+    return frozenset(_property_fields(cls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +161,8 @@ class BrokerConfig:
     compressed_register: bool = False
     force_register: bool = True
     notify_consumer_ids_changed_enable: bool = True
+    #: Store replies of request-reply on their topic too (besides pushing them).
+    store_reply_message_enable: bool = True
     #: Rocklet only: serve Prometheus metrics on this port (0 = any free port);
     #: ``None`` (the default) = no metrics endpoint.
     metrics_port: int | None = None
@@ -348,8 +364,7 @@ def _kwargs_from_properties(cls: type, props: Mapping[str, str]) -> dict[str, An
     for key, raw in props.items():
         spec = by_prop.get(key)
         if spec is None:
-            _log.debug("unknown config property kept", key=key, value=raw)
-            extra[key] = raw
+            extra[key] = raw  # reported by the loaders (config_keys)
             continue
         kwargs[spec.name] = _convert(key, raw.strip(), hints[spec.name])
     kwargs["extra"] = extra
@@ -407,11 +422,40 @@ def load_broker_config(
     """
     props: dict[str, str] = {}
     if path is not None:
-        try:
-            props = parse_properties(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        props = _read_properties(path)
+        review = review_keys(props, property_names(BrokerConfig), ROCKETMQ_BROKER_KEYS)
+        log_key_review(review, str(path))
     env = os.environ if environ is None else environ
     if "namesrvAddr" not in props and env.get("NAMESRV_ADDR"):
         props["namesrvAddr"] = env["NAMESRV_ADDR"]
     return with_overrides(BrokerConfig.from_properties(props), overrides or {})
+
+
+def load_namesrv_config(
+    path: Path | None = None, overrides: Mapping[str, object] | None = None
+) -> NamesrvConfig:
+    """Read a name server properties file, then apply overrides.
+
+    Args:
+        path: The file; ``None`` for the defaults.
+        overrides: As :func:`with_overrides` (command-line values win over the file).
+
+    Returns:
+        The config.
+
+    Raises:
+        ConfigError: The file cannot be read, or a value is invalid.
+    """
+    props: dict[str, str] = {}
+    if path is not None:
+        props = _read_properties(path)
+        review = review_keys(props, property_names(NamesrvConfig), ROCKETMQ_NAMESRV_KEYS)
+        log_key_review(review, str(path))
+    return with_overrides(NamesrvConfig.from_properties(props), overrides or {})
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    try:
+        return parse_properties(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None

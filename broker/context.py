@@ -1,18 +1,19 @@
-"""What processors may use: the broker's collaborators, built once at start.
+"""The broker's collaborators, built once at start: the app's wiring object.
 
-Processor modules pick the narrow pieces they need from :class:`BrokerContext` when
-they register; nothing holds the broker object itself (style.md §9 A1).
+Only the app and :mod:`rocklet.broker.wiring` read it. Each processor is built from the
+narrow pieces it uses and never holds this object (a service locator hides what a
+processor depends on; style.md §9 A1); ``tests/broker/test_narrow_processors.py``
+keeps it so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import structlog
-
 from rocklet.broker.clients import ClientManager
-from rocklet.broker.config import BrokerConfig, BrokerRole
+from rocklet.broker.config import BrokerConfig
 from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.long_polling import PullHoldService
 from rocklet.broker.metrics import NULL_METRICS, MetricsSink
@@ -24,8 +25,6 @@ from rocklet.transport.clock import Clock
 from rocklet.transport.tasks import BackgroundTasks
 
 __all__ = ["BrokerContext"]
-
-log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,8 +41,7 @@ class BrokerContext:
         locks: Orderly-consumption queue locks.
         holds: Parked long-polling pulls.
         clock: Time source.
-        broker_addr: ``ip:port`` clients reach this broker at (advertised).
-        store_host: ``broker_addr`` packed as a stored record's 8-byte host field.
+        identity: Name, advertised address, record host field and permissions.
         tasks: Owned background tasks (e.g. notifications to clients).
         registration: Which topic-table version the name servers have; processors
             that change topics wait on it before answering.
@@ -59,13 +57,7 @@ class BrokerContext:
     locks: RebalanceLockManager
     holds: PullHoldService
     clock: Clock
-    broker_addr: str
-    store_host: bytes
+    identity: BrokerIdentity
     tasks: BackgroundTasks
     registration: RegistrationTracker = field(default_factory=RegistrationTracker)
     metrics: MetricsSink = NULL_METRICS
-
-    @property
-    def is_master(self) -> bool:
-        """Whether this broker accepts writes (not a slave)."""
-        return self.config.broker_role is not BrokerRole.SLAVE

@@ -2,7 +2,8 @@
 
 A group unknown to the broker is created with defaults on first use when
 ``autoCreateSubscriptionGroup`` is on, as RocketMQ's ``SubscriptionGroupManager``
-does; otherwise pulls of that group get SUBSCRIPTION_GROUP_NOT_EXIST.
+does, unless its name breaks RocketMQ's rules (as RocketMQ 5 checks); otherwise pulls
+of that group get SUBSCRIPTION_GROUP_NOT_EXIST.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from rocklet.broker.json_file import load_json, persist_json
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.bodies.topic import DataVersion
 from rocklet.protocol.errors import BodyError
+from rocklet.protocol.names import check_group_name
 from rocklet.transport.clock import Clock
 
 __all__ = ["SubscriptionGroupManager"]
@@ -70,13 +72,14 @@ class SubscriptionGroupManager:
 
         Args:
             group: Group name.
-            create: Create the group if it is unknown and auto-creation is on.
+            create: Create the group if it is unknown, auto-creation is on and the
+                name is valid (``check_group_name``).
 
         Returns:
             The config, or ``None`` when the group is unknown and not created.
         """
         config = self._table.get(group)
-        if config is None and create and self._auto_create:
+        if config is None and create and self._auto_create and check_group_name(group) is None:
             config = self.update(SubscriptionGroupConfig(group))
         return config
 

@@ -40,7 +40,6 @@ from typing import Final
 import structlog
 
 from rocklet.broker.clients import ClientManager
-from rocklet.broker.context import BrokerContext
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.codes import RequestCode
@@ -198,23 +197,6 @@ class TransactionCheckService:
         self._interval_s = interval_ms / 1000
         self._reserved_ms = reserved_ms
         self._round = asyncio.Lock()
-
-    @classmethod
-    def from_context(cls, ctx: BrokerContext) -> TransactionCheckService:
-        """Build the service from the broker's collaborators and settings."""
-        cfg = ctx.config
-        return cls(
-            store=ctx.store,
-            topics=ctx.topics,
-            offsets=ctx.offsets,
-            clients=ctx.clients,
-            clock=ctx.clock,
-            store_host=ctx.store_host,
-            timeout_ms=cfg.transaction_timeout_ms,
-            check_max=cfg.transaction_check_max,
-            interval_ms=cfg.transaction_check_interval_ms,
-            reserved_ms=cfg.file_reserved_time_hours * 3_600_000,
-        )
 
     @property
     def interval_s(self) -> float:

@@ -401,7 +401,14 @@ def encode_header(cmd: RemotingCommand) -> bytes:
             out["remark"] = cmd.remark
         out["serializeTypeCurrentRPC"] = "JSON"
         out["version"] = version
-        return _encode_json(out).encode()
+        text = _encode_json(out)
+        try:
+            return text.encode()
+        except UnicodeEncodeError:
+            # A lone surrogate (a peer may send "\ud800" escaped, and a remark may echo
+            # it) has no UTF-8 form; JSON's \u escapes carry it exactly. Only such a
+            # header pays for the second encoding.
+            return json.dumps(out, separators=(",", ":"), ensure_ascii=True).encode()
     if stype == SerializeType.ROCKETMQ:
         return _encode_binary(cmd)
     if stype == SerializeType.MSGPACK:

@@ -22,11 +22,11 @@ from rocklet.broker.config import (
     ConfigError,
     NamesrvConfig,
     load_broker_config,
-    parse_properties,
-    with_overrides,
+    load_namesrv_config,
 )
 from rocklet.cluster import add_cluster_parser
 from rocklet.logging import configure_logging
+from rocklet.store.directory import StoreDirectoryError
 from rocklet.transport.loop import loop_name
 from rocklet.transport.loop import run as run_loop
 
@@ -36,6 +36,8 @@ _log = structlog.get_logger(__name__)
 
 #: Exit code for bad arguments or configuration (argparse uses 2 as well).
 EXIT_USAGE = 2
+#: Exit code for a server that cannot start (port taken, store in use or unwritable).
+EXIT_START = 1
 
 
 def _common(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
@@ -118,14 +120,7 @@ def namesrv_config(args: argparse.Namespace) -> NamesrvConfig:
     Raises:
         ConfigError: Unreadable file or invalid value.
     """
-    config = NamesrvConfig()
-    if args.config is not None:
-        try:
-            text = args.config.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {args.config}: {exc}") from None
-        config = NamesrvConfig.from_properties(parse_properties(text))
-    return with_overrides(config, {"listen_port": args.port, "listen_host": args.host})
+    return load_namesrv_config(args.config, {"listen_port": args.port, "listen_host": args.host})
 
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
@@ -159,7 +154,7 @@ def _run_namesrv(args: argparse.Namespace) -> int:
         run_loop(serve_namesrv(config))
     except OSError as exc:
         _log.error("namesrv cannot start", error=str(exc))
-        return 1
+        return EXIT_START
     return 0
 
 
@@ -173,9 +168,14 @@ def _run_broker(args: argparse.Namespace) -> int:
             run_loop(serve_standalone(config, args.namesrv_port, host=args.host))
         else:
             run_loop(serve_broker(config, host=args.host))
+    except StoreDirectoryError as exc:
+        # One plain line a person can act on (who holds the store, which directory
+        # cannot be written), as for configuration errors.
+        sys.stderr.write(f"rocklet {args.command}: {exc}\n")
+        return EXIT_START
     except OSError as exc:
         _log.error(f"{args.command} cannot start", error=str(exc))
-        return 1
+        return EXIT_START
     return 0
 
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import structlog
 
-from rocklet.broker.app import Broker
+from rocklet.broker.app import Broker, claim_store_directory
 from rocklet.broker.config import BrokerConfig, NamesrvConfig
 from rocklet.broker.namesrv import NamesrvServer
 
@@ -63,9 +63,16 @@ async def serve_standalone(
     standalone broker is reachable by local clients whatever the machine's network.
     Both servers bind ``host``: loopback by default, so nothing outside this machine
     reaches them until asked (``--host 0.0.0.0`` plus a ``brokerIP1`` clients can use).
+    The store directory is claimed first: a second standalone on the same directory
+    names the first one (and an unwritable one is named) before a port is bound.
     """
+    lock = await claim_store_directory(config.store_path_root_dir, "rocklet standalone")
     async with _stop_signal() as stop:
-        namesrv = await NamesrvServer.start(host, namesrv_port)
+        try:
+            namesrv = await NamesrvServer.start(host, namesrv_port)
+        except BaseException:
+            lock.release()
+            raise
         log.info("namesrv listening", host=host, port=namesrv.port)
         config = dataclasses.replace(
             config,
@@ -73,7 +80,7 @@ async def serve_standalone(
             broker_ip1=config.broker_ip1 or "127.0.0.1",
         )
         try:
-            broker = await Broker.start(config, host=host)
+            broker = await Broker.start(config, host=host, store_lock=lock)
         except BaseException:
             await namesrv.stop()
             raise

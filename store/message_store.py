@@ -37,6 +37,7 @@ from rocklet.store._recovery import (
 )
 from rocklet.store._reput import ReputService
 from rocklet.store.config import FlushDiskType, StoreConfig
+from rocklet.store.directory import StoreLock
 from rocklet.store.results import (
     GetResult,
     MessageArrivingListener,
@@ -68,6 +69,7 @@ class MessageStore:
         self.listener = listener
         self._lock = threading.RLock()
         self._closed = False
+        self._dir_lock: StoreLock | None = None
         self.commitlog = CommitLog(root / "commitlog", config.commitlog_file_size_bytes)
         self.checkpoint = Checkpoint(root / "checkpoint")
         self.index = IndexService(
@@ -94,21 +96,37 @@ class MessageStore:
         *,
         listener: MessageArrivingListener | None = None,
         clock: Clock | None = None,
+        dir_lock: StoreLock | None = None,
     ) -> MessageStore:
-        """Open (or create) a store, recover it and start the flush thread.
+        """Lock the store directory, open (or create) the store, recover it, start flushing.
 
         Args:
             config: Store settings.
             listener: Told about each message dispatched after recovery.
             clock: Time source (default :class:`~rocklet.transport.clock.SystemClock`).
+            dir_lock: The store root's lock, already taken by the caller (the broker
+                takes it before anything else); taken here when ``None``. Either way
+                the store owns it from now on and releases it in :meth:`close` (or
+                here, if opening fails).
 
         Returns:
             The open store; :attr:`recovery_report` says what recovery did.
+
+        Raises:
+            StoreInUseError: Another process has the store open.
+            StoreDirectoryError: The store root cannot be created or locked.
         """
-        store = cls(config, listener, clock or SystemClock())
-        store._recover()
-        store.flush_service.flushed_offset = store.commitlog.max_offset()
-        store.flush_service.start()
+        if dir_lock is None:
+            dir_lock = StoreLock.acquire(config.store_path, "rocklet store")
+        try:
+            store = cls(config, listener, clock or SystemClock())
+            store._dir_lock = dir_lock
+            store._recover()
+            store.flush_service.flushed_offset = store.commitlog.max_offset()
+            store.flush_service.start()
+        except BaseException:
+            dir_lock.release()
+            raise
         return store
 
     def _recover(self) -> None:
@@ -176,7 +194,7 @@ class MessageStore:
         return cq
 
     def close(self) -> None:
-        """Flush everything, write the checkpoint, remove the abort marker (idempotent).
+        """Flush, checkpoint, remove the abort marker, unlock the directory (idempotent).
 
         Call from the owner thread once no other thread uses the store.
         """
@@ -190,6 +208,8 @@ class MessageStore:
         for cq in self.queues.values():
             cq.close()
         self.index.close()
+        if self._dir_lock is not None:
+            self._dir_lock.release()  # last: the files are closed and the marker gone
 
     def __enter__(self) -> MessageStore:
         """Use as a context manager; :meth:`close` on exit."""

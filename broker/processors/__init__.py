@@ -1,31 +1,8 @@
 """Request processors, one module per request family.
 
-Each module exposes ``register(registry, ctx)``, which builds its processor objects
-from the narrow collaborators it needs and registers them by request code.
+Each module holds its processor class, built from the narrow collaborators it uses
+(store, managers, clock, the broker's identity, the config values it reads), and a
+``register(registry, processor)`` that maps its request codes to the processor's
+methods. :mod:`rocklet.broker.wiring` builds them all from the app's collaborators;
+no processor sees :class:`~rocklet.broker.context.BrokerContext`.
 """
-
-from __future__ import annotations
-
-from rocklet.broker.context import BrokerContext
-from rocklet.broker.processors import (
-    admin,
-    client_manage,
-    consumer_manage,
-    pull,
-    query,
-    reply,
-    send,
-    sendback,
-    transaction,
-)
-from rocklet.transport import ProcessorRegistry
-
-__all__ = ["register_all"]
-
-_FAMILIES = (send, pull, query, client_manage, consumer_manage, sendback, transaction, reply, admin)
-
-
-def register_all(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
-    """Register every request family's processors."""
-    for family in _FAMILIES:
-        family.register(registry, ctx)

@@ -16,14 +16,19 @@ the queue locks (41, 42) are served by :mod:`rocklet.broker.processors.consumer_
 
 from __future__ import annotations
 
-from rocklet.broker.context import BrokerContext
 from rocklet.broker.processors import admin_groups, admin_runtime, admin_topics
+from rocklet.broker.processors.admin_groups import GroupAdmin
+from rocklet.broker.processors.admin_runtime import RuntimeAdmin
+from rocklet.broker.processors.admin_topics import TopicAdmin
 from rocklet.transport import ProcessorRegistry
 
 __all__ = ["register"]
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(
+    registry: ProcessorRegistry, topics: TopicAdmin, groups: GroupAdmin, runtime: RuntimeAdmin
+) -> None:
     """Register every admin code."""
-    for part in (admin_topics, admin_groups, admin_runtime):
-        part.register(registry, ctx)
+    admin_topics.register(registry, topics)
+    admin_groups.register(registry, groups)
+    admin_runtime.register(registry, runtime)

@@ -25,9 +25,13 @@ from typing import Final
 
 import structlog
 
-from rocklet.broker.clients import ClientChannel
-from rocklet.broker.context import BrokerContext
+from rocklet.broker.clients import ClientChannel, ClientManager
+from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.identity import BrokerIdentity
+from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.processors.admin_topics import SLAVE_REFUSAL, store_time_at
+from rocklet.broker.processors.refusal import refuse_bad_group
+from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -40,6 +44,7 @@ from rocklet.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.admin import DeleteSubscriptionGroupRequestHeader
 from rocklet.protocol.headers.consumer import GetConsumeStatsRequestHeader, ResetOffsetRequestHeader
+from rocklet.store.message_store import MessageStore
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.errors import RemotingError
 
@@ -55,18 +60,42 @@ class GroupAdmin:
     """Serves the group admin codes. Event loop only.
 
     Args:
-        ctx: The broker's collaborators.
+        store: The message store (queue offsets and store times).
+        topics: Topic configs.
+        groups: Subscription group configs.
+        offsets: Committed consumer offsets.
+        clients: Consumer channels (online members are told of an offset reset).
+        identity: This broker's name and whether it is a master.
     """
 
-    def __init__(self, ctx: BrokerContext) -> None:
-        self._ctx = ctx
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        clients: ClientManager,
+        identity: BrokerIdentity,
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._groups = groups
+        self._offsets = offsets
+        self._clients = clients
+        self._identity = identity
 
     async def update(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace a group's config."""
-        if not self._ctx.is_master:
+        if not self._identity.is_master:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=SLAVE_REFUSAL)
         config = SubscriptionGroupConfig.from_json(cmd.body)
-        self._ctx.groups.update(config)
+        # SYSTEM_ERROR: 4.9.4's admin refusal (RocketMQ 5 answers INVALID_PARAMETER, a
+        # code 4.x tools do not know).
+        refusal = refuse_bad_group(cmd, config.group_name, ResponseCode.SYSTEM_ERROR)
+        if refusal is not None:
+            return refusal
+        self._groups.update(config)
         log.info(
             "subscription group updated by admin", group=config.group_name, peer=rctx.peer_address
         )
@@ -74,7 +103,7 @@ class GroupAdmin:
 
     async def all_configs(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every group config with the table's version."""
-        groups = self._ctx.groups
+        groups = self._groups
         wrapper = SubscriptionGroupWrapper(
             {c.group_name: c for c in groups.all()}, groups.data_version
         )
@@ -82,12 +111,12 @@ class GroupAdmin:
 
     async def delete(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """DELETE_SUBSCRIPTIONGROUP: forget a group (and its offsets when asked)."""
-        if not self._ctx.is_master:
+        if not self._identity.is_master:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=SLAVE_REFUSAL)
         header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(cmd.ext_fields)
-        self._ctx.groups.delete(header.group_name)
+        self._groups.delete(header.group_name)
         if header.remove_offset:
-            self._ctx.offsets.remove_group(header.group_name)
+            self._offsets.remove_group(header.group_name)
         log.info(
             "subscription group deleted by admin", group=header.group_name, peer=rctx.peer_address
         )
@@ -96,49 +125,51 @@ class GroupAdmin:
     async def consume_stats(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_CONSUME_STATS: a group's progress on one topic, or on every topic it has."""
         header = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)
-        ctx, group = self._ctx, header.consumer_group
-        topics = [header.topic] if header.topic else ctx.offsets.topics_of(group)
-        info = ctx.clients.consumer_group(group)
+        group, broker_name = header.consumer_group, self._identity.broker_name
+        topics = [header.topic] if header.topic else self._offsets.topics_of(group)
+        info = self._clients.consumer_group(group)
         table: dict[MessageQueue, OffsetWrapper] = {}
         for topic in topics:
-            config = ctx.topics.find(topic)
+            config = self._topics.find(topic)
             if config is None:
                 continue
             # An online group that does not subscribe to the topic has no stats on it.
             if info is not None and info.subscriptions and topic not in info.subscriptions:
                 continue
-            committed = ctx.offsets.offsets_of(group, topic)
+            committed = self._offsets.offsets_of(group, topic)
             for queue_id in range(config.read_queue_nums):
-                table[MessageQueue(topic, ctx.config.broker_name, queue_id)] = self._progress(
+                table[MessageQueue(topic, broker_name, queue_id)] = self._progress(
                     topic, queue_id, committed.get(queue_id, 0)
                 )
         return cmd.make_response(ResponseCode.SUCCESS, body=ConsumeStats(table).to_json())
 
     def _progress(self, topic: str, queue_id: int, consumer_offset: int) -> OffsetWrapper:
-        store = self._ctx.store
+        store = self._store
         consumer_offset = max(0, consumer_offset)
         last = store_time_at(store, topic, queue_id, consumer_offset - 1) if consumer_offset else 0
         return OffsetWrapper(max(0, store.max_offset(topic, queue_id)), consumer_offset, last)
 
     async def all_offsets(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_ALL_CONSUMER_OFFSET: the whole offset table, queue ids unquoted as fastjson."""
-        table = {f"{t}@{g}": queues for t, g, queues in self._ctx.offsets.entries()}
+        table = {f"{t}@{g}": queues for t, g, queues in self._offsets.entries()}
         body = fastjson.dumps({"offsetTable": table}, unquoted_int_keys=True).encode()
         return cmd.make_response(ResponseCode.SUCCESS, body=body)
 
     async def reset_offset(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET: move a group's offsets to a time and tell it."""
         header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        ctx = self._ctx
-        config = ctx.topics.find(header.topic)
+        refusal = refuse_bad_group(cmd, header.group, ResponseCode.SYSTEM_ERROR)
+        if refusal is not None:
+            return refusal  # its offsets would be committed
+        config = self._topics.find(header.topic)
         if config is None:
             return cmd.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 remark=f"[reset-offset] reset offset failed, no topic in this broker. "
                 f"topic={header.topic}",
             )
-        committed = ctx.offsets.offsets_of(header.group, header.topic)
-        info = ctx.clients.consumer_group(header.group)
+        committed = self._offsets.offsets_of(header.group, header.topic)
+        info = self._clients.consumer_group(header.group)
         if not committed and info is None:
             return cmd.make_response(
                 ResponseCode.SYSTEM_ERROR,
@@ -146,7 +177,7 @@ class GroupAdmin:
             )
         table = self._reset_table(header, config.write_queue_nums, committed)
         for mq, offset in table.items():
-            ctx.offsets.commit(header.group, mq.topic, mq.queue_id, offset)
+            self._offsets.commit(header.group, mq.topic, mq.queue_id, offset)
         log.info(
             "offsets reset by admin", group=header.group, topic=header.topic, peer=rctx.peer_address
         )
@@ -158,7 +189,7 @@ class GroupAdmin:
     def _reset_table(
         self, header: ResetOffsetRequestHeader, queue_nums: int, committed: dict[int, int]
     ) -> dict[MessageQueue, int]:
-        store, broker = self._ctx.store, self._ctx.config.broker_name
+        store, broker = self._store, self._identity.broker_name
         table: dict[MessageQueue, int] = {}
         for queue_id in range(queue_nums):
             if header.timestamp == -1:
@@ -188,9 +219,8 @@ class GroupAdmin:
             log.info("reset notice not sent", client=channel.client_id, error=str(exc))
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, admin: GroupAdmin) -> None:
     """Register the group admin codes."""
-    admin = GroupAdmin(ctx)
     registry.register_all(
         {
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update,

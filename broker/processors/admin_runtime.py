@@ -28,9 +28,8 @@ import struct
 from pathlib import Path
 from typing import Final
 
-from rocklet.broker.clients import ClientChannel
+from rocklet.broker.clients import ClientChannel, ClientManager
 from rocklet.broker.config import BrokerConfig, parse_properties, property_name
-from rocklet.broker.context import BrokerContext
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.cluster import KVTable
@@ -49,6 +48,7 @@ from rocklet.protocol.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HA
 from rocklet.store.message_store import MessageStore
 from rocklet.store.schedule import read_delay_offsets
 from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.clock import Clock
 from rocklet.transport.errors import RemotingError, RequestTimeoutError
 
 __all__ = ["RuntimeAdmin", "config_properties", "human_bytes", "register"]
@@ -188,22 +188,30 @@ class RuntimeAdmin:
     """Serves the runtime admin codes. Event loop only.
 
     Args:
-        ctx: The broker's collaborators.
+        config: The broker's configuration (reported whole by GET_BROKER_CONFIG).
+        store: The message store (runtime facts).
+        clients: Client channels (connection lists, relayed running info).
+        clock: Time source (boot time and uptime).
     """
 
-    def __init__(self, ctx: BrokerContext) -> None:
-        self._ctx = ctx
-        self._boot_ms = ctx.clock.now_ms()
-        self._puts_at_boot = _client_puts(ctx.store)
+    def __init__(
+        self, *, config: BrokerConfig, store: MessageStore, clients: ClientManager, clock: Clock
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._clients = clients
+        self._clock = clock
+        self._boot_ms = clock.now_ms()
+        self._puts_at_boot = _client_puts(store)
 
     async def runtime_info(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_RUNTIME_INFO: runtime facts as a KVTable."""
-        table = await asyncio.to_thread(self._runtime_table, self._ctx.clock.now_ms())
+        table = await asyncio.to_thread(self._runtime_table, self._clock.now_ms())
         return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())
 
     def _runtime_table(self, now_ms: int) -> dict[str, str]:
         """Build the table (worker thread: reads files and takes the store lock)."""
-        store = self._ctx.store
+        store = self._store
         uptime_s = max(0, now_ms - self._boot_ms) // 1000
         days, rest = divmod(uptime_s, 86_400)
         info = {
@@ -226,7 +234,7 @@ class RuntimeAdmin:
 
     async def broker_config(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CONFIG: ``key=value`` lines of the configuration."""
-        text = "".join(f"{k}={v}\n" for k, v in config_properties(self._ctx.config).items())
+        text = "".join(f"{k}={v}\n" for k, v in config_properties(self._config).items())
         version = DataVersion(0, self._boot_ms).to_json().decode()
         header = GetBrokerConfigResponseHeader(version=version)
         return cmd.make_response(
@@ -236,7 +244,7 @@ class RuntimeAdmin:
     async def update_config(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """UPDATE_BROKER_CONFIG: accepted only when it changes nothing."""
         wanted = parse_properties(cmd.body.decode("utf-8", "replace"))
-        current = config_properties(self._ctx.config)
+        current = config_properties(self._config)
         changed = sorted(k for k, v in wanted.items() if current.get(k) != v.strip())
         if changed:
             return cmd.make_response(
@@ -248,7 +256,7 @@ class RuntimeAdmin:
 
     async def delay_offsets(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_ALL_DELAY_OFFSET: delivered offset per delay level, as delayOffset.json."""
-        table = await asyncio.to_thread(_delay_offsets, self._ctx.store)
+        table = await asyncio.to_thread(_delay_offsets, self._store)
         body = fastjson.dumps({"offsetTable": dict(sorted(table.items()))}, unquoted_int_keys=True)
         return cmd.make_response(ResponseCode.SUCCESS, body=body.encode())
 
@@ -257,7 +265,7 @@ class RuntimeAdmin:
     ) -> RemotingCommand:
         """GET_CONSUMER_CONNECTION_LIST: a consumer group's channels and subscriptions."""
         header = GetConsumerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
-        info = self._ctx.clients.consumer_group(header.consumer_group)
+        info = self._clients.consumer_group(header.consumer_group)
         if info is None:
             return cmd.make_response(
                 ResponseCode.CONSUMER_NOT_ONLINE,
@@ -277,7 +285,7 @@ class RuntimeAdmin:
     ) -> RemotingCommand:
         """GET_PRODUCER_CONNECTION_LIST: a producer group's channels."""
         header = GetProducerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
-        channels = self._ctx.clients.producer_channels(header.producer_group)
+        channels = self._clients.producer_channels(header.producer_group)
         if not channels:
             return cmd.make_response(
                 ResponseCode.SYSTEM_ERROR,
@@ -290,7 +298,7 @@ class RuntimeAdmin:
         """GET_CONSUMER_RUNNING_INFO: ask the consumer itself and pass its answer on."""
         header = GetConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields)
         group, client_id = header.consumer_group, header.client_id
-        info = self._ctx.clients.consumer_group(group)
+        info = self._clients.consumer_group(group)
         channel = None
         if info is not None:
             channel = next((c for c in info.channels.values() if c.client_id == client_id), None)
@@ -324,9 +332,8 @@ class RuntimeAdmin:
         )
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, admin: RuntimeAdmin) -> None:
     """Register the runtime admin codes."""
-    admin = RuntimeAdmin(ctx)
     registry.register_all(
         {
             RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,

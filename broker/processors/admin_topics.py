@@ -23,8 +23,11 @@ from typing import Final
 import structlog
 
 from rocklet.broker.clients import ClientManager
-from rocklet.broker.context import BrokerContext
+from rocklet.broker.identity import BrokerIdentity
+from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.processors.refusal import Refused
+from rocklet.broker.registration import RegistrationTracker
+from rocklet.broker.topics import TopicConfigManager
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
 from rocklet.protocol.bodies.cluster import GroupList
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -107,15 +110,36 @@ class TopicAdmin:
     """Serves the topic admin codes. Event loop only.
 
     Args:
-        ctx: The broker's collaborators.
+        store: The message store (queue offsets and store times).
+        topics: Topic configs.
+        offsets: Committed consumer offsets (dropped with a deleted topic).
+        clients: Consumer channels (who subscribes to a topic).
+        registration: Which topic table the name servers have.
+        identity: This broker's names (its own topics) and whether it is a master.
+        register_timeout_ms: ``registerBrokerTimeoutMills``: the longest an admin
+            change waits for the name servers.
     """
 
-    def __init__(self, ctx: BrokerContext) -> None:
-        self._ctx = ctx
-        cfg = ctx.config
-        self._own_topics = frozenset(
-            {cfg.broker_cluster_name, cfg.broker_name, f"{cfg.broker_cluster_name}_REPLY_TOPIC"}
-        )
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        offsets: ConsumerOffsetManager,
+        clients: ClientManager,
+        registration: RegistrationTracker,
+        identity: BrokerIdentity,
+        register_timeout_ms: int,
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._offsets = offsets
+        self._clients = clients
+        self._registration = registration
+        self._identity = identity
+        self._register_timeout_s = register_timeout_ms / 1000
+        cluster = identity.cluster_name
+        self._own_topics = frozenset({cluster, identity.broker_name, f"{cluster}_REPLY_TOPIC"})
 
     def _is_system(self, topic: str) -> bool:
         return (
@@ -130,7 +154,7 @@ class TopicAdmin:
             raise Refused(
                 ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic."
             )
-        if not self._ctx.is_master:
+        if not self._identity.is_master:
             raise Refused(ResponseCode.SYSTEM_ERROR, SLAVE_REFUSAL)
 
     async def create(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -141,7 +165,7 @@ class TopicAdmin:
             config = _topic_config(header)
         except Refused as refused:
             return refused.answer(cmd)
-        self._ctx.topics.update(config)
+        self._topics.update(config)
         log.info("topic updated by admin", topic=header.topic, peer=rctx.peer_address)
         await self._registered()
         return cmd.make_response(ResponseCode.SUCCESS)
@@ -153,8 +177,8 @@ class TopicAdmin:
             self._check_name(header.topic)
         except Refused as refused:
             return refused.answer(cmd)
-        self._ctx.topics.delete(header.topic)
-        self._ctx.offsets.remove_topic(header.topic)
+        self._topics.delete(header.topic)
+        self._offsets.remove_topic(header.topic)
         log.info("topic deleted by admin", topic=header.topic, peer=rctx.peer_address)
         await self._registered()
         return cmd.make_response(ResponseCode.SUCCESS)
@@ -163,36 +187,37 @@ class TopicAdmin:
         # Answer once the name servers have the new table, as RocketMQ does, so a
         # client that asks for the route next finds it. A name server that does not
         # answer in time delays the admin call, never fails it.
-        timeout_s = self._ctx.config.register_broker_timeout_ms / 1000
-        await self._ctx.registration.wait_for(self._ctx.topics.data_version.counter, timeout_s)
+        await self._registration.wait_for(
+            self._topics.data_version.counter, self._register_timeout_s
+        )
 
     async def all_configs(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_ALL_TOPIC_CONFIG: every topic config with the table's data version."""
-        return cmd.make_response(ResponseCode.SUCCESS, body=self._ctx.topics.wrapper().to_json())
+        return cmd.make_response(ResponseCode.SUCCESS, body=self._topics.wrapper().to_json())
 
     async def stats(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_TOPIC_STATS_INFO: offset range and last store time per write queue."""
         header = GetTopicStatsInfoRequestHeader.from_ext_fields(cmd.ext_fields)
-        ctx = self._ctx
-        config = ctx.topics.find(header.topic)
+        store = self._store
+        config = self._topics.find(header.topic)
         if config is None:
             return cmd.make_response(
                 ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{header.topic}] not exist"
             )
         table: dict[MessageQueue, TopicOffset] = {}
         for queue_id in range(config.write_queue_nums):
-            low = max(0, ctx.store.min_offset(header.topic, queue_id))
-            high = max(0, ctx.store.max_offset(header.topic, queue_id))
-            last = store_time_at(ctx.store, header.topic, queue_id, high - 1) if high > 0 else 0
-            mq = MessageQueue(header.topic, ctx.config.broker_name, queue_id)
+            low = max(0, store.min_offset(header.topic, queue_id))
+            high = max(0, store.max_offset(header.topic, queue_id))
+            last = store_time_at(store, header.topic, queue_id, high - 1) if high > 0 else 0
+            mq = MessageQueue(header.topic, self._identity.broker_name, queue_id)
             table[mq] = TopicOffset(low, high, last)
         return cmd.make_response(ResponseCode.SUCCESS, body=TopicStatsTable(table).to_json())
 
     async def consumed_by(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """QUERY_TOPIC_CONSUME_BY_WHO: online subscribers and groups with offsets."""
         header = QueryTopicConsumeByWhoRequestHeader.from_ext_fields(cmd.ext_fields)
-        groups = subscribed_groups(self._ctx.clients, header.topic)
-        groups.update(self._ctx.offsets.groups_of(header.topic))
+        groups = subscribed_groups(self._clients, header.topic)
+        groups.update(self._offsets.groups_of(header.topic))
         return cmd.make_response(
             ResponseCode.SUCCESS, body=GroupList(tuple(sorted(groups))).to_json()
         )
@@ -218,9 +243,8 @@ def _topic_config(header: CreateTopicRequestHeader) -> TopicConfig:
     )
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, admin: TopicAdmin) -> None:
     """Register the topic admin codes."""
-    admin = TopicAdmin(ctx)
     registry.register_all(
         {
             RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create,

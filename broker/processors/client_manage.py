@@ -23,7 +23,6 @@ from typing import Final
 import structlog
 
 from rocklet.broker.clients import ClientChannel, ClientManager
-from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
@@ -36,7 +35,7 @@ from rocklet.protocol.headers.consumer import (
     GetConsumerListByGroupRequestHeader,
     UnregisterClientRequestHeader,
 )
-from rocklet.protocol.names import RETRY_PREFIX, check_topic_name
+from rocklet.protocol.names import RETRY_PREFIX, check_group_name, check_topic_name
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.clock import Clock
 from rocklet.transport.connection import Connection
@@ -75,8 +74,17 @@ class ClientManageProcessor:
         self._clock = clock
 
     async def heart_beat(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-        """Register the client's producer and consumer groups (``heartBeat``)."""
+        """Register the client's producer and consumer groups (``heartBeat``).
+
+        A group name that breaks RocketMQ's rules refuses the whole heartbeat before
+        anything is registered: SUBSCRIPTION_GROUP_NOT_EXIST for a consumer group,
+        SYSTEM_ERROR for a producer group (RocketMQ 4.9.4 registers any name).
+        """
         data = HeartbeatData.from_json(cmd.body)
+        refusal = _refuse_bad_groups(cmd, data)
+        if refusal is not None:
+            log.warning("heartbeat refused", peer=rctx.peer_address, remark=refusal.remark)
+            return refusal
         conn = rctx.connection
         self._watch(conn, data.client_id)
         now = self._clock.now_ms()
@@ -178,6 +186,20 @@ class ClientManageProcessor:
         self._topics.create_system_topic(retry_topic, max(1, config.retry_queue_nums))
 
 
+def _refuse_bad_groups(cmd: RemotingCommand, data: HeartbeatData) -> RemotingCommand | None:
+    for consumer in data.consumer_data_set:
+        problem = check_group_name(consumer.group_name)
+        if problem is not None:
+            return cmd.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=f"consumer group: {problem}"
+            )
+    for producer in data.producer_data_set:
+        problem = check_group_name(producer.group_name)
+        if problem is not None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"producer group: {problem}")
+    return None
+
+
 def _check_body_subscription(body: bytes) -> SubscriptionData | None:
     """Read ``CheckClientRequestBody`` (``{clientId, group, subscriptionData}``)."""
     if not body:
@@ -192,9 +214,8 @@ def _check_body_subscription(body: bytes) -> SubscriptionData | None:
     return None if raw is None else SubscriptionData.from_dict(raw)
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, processor: ClientManageProcessor) -> None:
     """Register HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, CHECK_CLIENT_CONFIG."""
-    processor = ClientManageProcessor(ctx.clients, ctx.groups, ctx.topics, ctx.clock)
     registry.register(RequestCode.HEART_BEAT, processor.heart_beat)
     registry.register(RequestCode.UNREGISTER_CLIENT, processor.unregister_client)
     registry.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, processor.consumer_list)

@@ -9,13 +9,16 @@ RocketMQ 4.9 splits these between ``ConsumerManageProcessor`` (14, 15) and
 their only users. Every answer that carries a header carries it as an extFields object
 of decimal strings: the C++ client dereferences that object without a check and reads
 numbers as 0 (§1.6).
+
+A commit or a lock naming a group RocketMQ's name rules reject is refused with
+SUBSCRIPTION_GROUP_NOT_EXIST (RocketMQ 4.9.4 would save it; its clients never send one).
 """
 
 from __future__ import annotations
 
-from rocklet.broker.context import BrokerContext
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.broker.processors.refusal import refuse_bad_group
 from rocklet.protocol.bodies.consumer import (
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -91,6 +94,9 @@ class ConsumerManageProcessor:
         an answer it drops; Java clients send it with the bit and get none.
         """
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        refusal = refuse_bad_group(cmd, h.consumer_group)
+        if refusal is not None:
+            return refusal  # it would be saved in consumerOffset.json
         self._offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return cmd.make_response(ResponseCode.SUCCESS)
 
@@ -127,6 +133,9 @@ class ConsumerManageProcessor:
     async def lock_batch(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """Lock (or renew) queues for a client; answer the subset it now holds."""
         req = LockBatchRequestBody.from_json(cmd.body)
+        refusal = refuse_bad_group(cmd, req.consumer_group)
+        if refusal is not None:
+            return refusal
         held = self._locks.try_lock(req.consumer_group, req.mq_set, req.client_id)
         body = LockBatchResponseBody(tuple(sorted(held))).to_json()
         return cmd.make_response(ResponseCode.SUCCESS, body=body)
@@ -134,13 +143,15 @@ class ConsumerManageProcessor:
     async def unlock_batch(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """Release the queues this client holds among those named."""
         req = UnlockBatchRequestBody.from_json(cmd.body)
+        refusal = refuse_bad_group(cmd, req.consumer_group)
+        if refusal is not None:
+            return refusal
         self._locks.unlock(req.consumer_group, req.mq_set, req.client_id)
         return cmd.make_response(ResponseCode.SUCCESS)
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, p: ConsumerManageProcessor) -> None:
     """Register the offset, queue-metadata and lock codes."""
-    p = ConsumerManageProcessor(ctx.store, ctx.offsets, ctx.locks)
     registry.register_all(
         {
             RequestCode.QUERY_CONSUMER_OFFSET: p.query_consumer_offset,

@@ -13,10 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-from rocklet.broker.context import BrokerContext
-from rocklet.broker.metrics import NULL_METRICS
+from rocklet.broker.clients import ClientManager
+from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.identity import BrokerIdentity
+from rocklet.broker.long_polling import PullHoldService
+from rocklet.broker.metrics import NULL_METRICS, MetricsSink
+from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.status_codes import pull_response_code
+from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
@@ -26,6 +31,8 @@ from rocklet.protocol.headers.pull import (
     PullSysFlag,
     pull_response_fields,
 )
+from rocklet.protocol.names import check_group_name
+from rocklet.store.message_store import MessageStore
 from rocklet.store.results import GetMessageStatus, GetResult
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.connection import Reply
@@ -45,14 +52,47 @@ class PullProcessor:
     """Serves PULL_MESSAGE. Event loop only.
 
     Args:
-        ctx: The broker's collaborators.
+        store: The message store.
+        topics: Topic configs.
+        groups: Subscription group configs (created on first pull when allowed).
+        offsets: Committed consumer offsets (a pull may commit one).
+        clients: Consumer channels (the heartbeat's subscription of Java consumers).
+        holds: Where pulls wait for new messages.
+        metrics: Where served gets are counted.
+        identity: This broker's name and permissions.
+        long_polling: ``longPollingEnable``.
+        short_polling_time_ms: ``shortPollingTimeMills``: the hold without long polling.
+        max_transfer_count: ``maxTransferCountOnMessageInMemory``.
     """
 
-    def __init__(self, ctx: BrokerContext) -> None:
-        self._ctx = ctx
-        self._long_polling = ctx.config.long_polling_enable
-        self._short_poll_s = ctx.config.short_polling_time_ms / 1000
-        self._max_count = ctx.config.max_transfer_count_on_message_in_memory
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        clients: ClientManager,
+        holds: PullHoldService,
+        metrics: MetricsSink,
+        identity: BrokerIdentity,
+        long_polling: bool,
+        short_polling_time_ms: int,
+        max_transfer_count: int,
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._groups = groups
+        self._offsets = offsets
+        self._clients = clients
+        self._holds = holds
+        self._metrics = metrics
+        self._broker_name = identity.broker_name
+        self._readable = identity.readable
+        self._is_master = identity.is_master
+        self._long_polling = long_polling
+        self._short_poll_s = short_polling_time_ms / 1000
+        self._max_count = max_transfer_count
         self._codes_cache: dict[str | None, frozenset[int] | None] = {}
 
     async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | Reply:
@@ -63,41 +103,42 @@ class PullProcessor:
         except Refused as refused:
             return refused.answer(cmd)
         flags = h.sys_flag
-        if flags & _COMMIT_OFFSET and self._ctx.is_master:
-            self._ctx.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if flags & _COMMIT_OFFSET and self._is_master:
+            self._offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         result = self._read(h, codes)
         code = pull_response_code(result.status, h.queue_offset)
         if code == ResponseCode.PULL_NOT_FOUND and flags & _SUSPEND:
             timeout_s = (
                 h.suspend_timeout_millis / 1000 if self._long_polling else self._short_poll_s
             )
-            if await self._ctx.holds.wait(h.topic, h.queue_id, h.queue_offset, timeout_s, codes):
+            if await self._holds.wait(h.topic, h.queue_id, h.queue_offset, timeout_s, codes):
                 result = self._read(h, codes)
                 code = pull_response_code(result.status, h.queue_offset)
-        metrics = self._ctx.metrics
+        metrics = self._metrics
         # The null sink ignores the counts: no summing of buffer sizes for it.
         if code == ResponseCode.SUCCESS and result.buffers and metrics is not NULL_METRICS:
             metrics.on_get(h.consumer_group, h.topic, len(result.buffers), result.total_bytes)
         return self._answer(cmd, code, result)
 
     def _check(self, h: PullMessageRequestHeader) -> Set[int] | None:
-        ctx = self._ctx
-        if not ctx.config.broker_permission & _READ:
+        if not self._readable:
             raise Refused(
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{ctx.config.broker_name}] pulling message is forbidden",
+                f"the broker[{self._broker_name}] pulling message is forbidden",
             )
-        group = ctx.groups.find(h.consumer_group)
+        group = self._groups.find(h.consumer_group)
         if group is None:
+            # An invalid name is never auto-created: say which rule it breaks.
             raise Refused(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
+                check_group_name(h.consumer_group)
+                or f"subscription group [{h.consumer_group}] does not exist",
             )
         if not group.consume_enable:
             raise Refused(
                 ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}"
             )
-        topic = ctx.topics.find(h.topic)
+        topic = self._topics.find(h.topic)
         if topic is None:
             raise Refused(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
@@ -123,7 +164,7 @@ class PullProcessor:
         if h.sys_flag & _SUBSCRIPTION:
             return self._codes_of(h.subscription)
         # Java consumers do not send their expression: use the heartbeat's.
-        sub = self._ctx.clients.subscription(h.consumer_group, h.topic)
+        sub = self._clients.subscription(h.consumer_group, h.topic)
         if sub is None:
             raise Refused(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
@@ -150,7 +191,7 @@ class PullProcessor:
 
     def _read(self, h: PullMessageRequestHeader, codes: Set[int] | None) -> GetResult:
         max_count = max(1, min(h.max_msg_nums, self._max_count))
-        return self._ctx.store.get_messages(
+        return self._store.get_messages(
             h.topic, h.queue_id, h.queue_offset, max_count, tag_codes=codes
         )
 
@@ -166,7 +207,7 @@ class PullProcessor:
         return cmd.make_response(code, remark=result.status.value, ext_fields=header)
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, processor: PullProcessor) -> None:
     """Register PULL_MESSAGE."""
     # Eager: a pull that finds messages answers without a task; a held one suspends.
-    registry.register(RequestCode.PULL_MESSAGE, PullProcessor(ctx).process, eager=True)
+    registry.register(RequestCode.PULL_MESSAGE, processor.process, eager=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from rocklet.broker.context import BrokerContext
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import MessageFormatError
@@ -106,8 +105,7 @@ def _is_record_at(view: memoryview, offset: int) -> bool:
         return False
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, processor: QueryProcessor) -> None:
     """Register QUERY_MESSAGE and VIEW_MESSAGE_BY_ID."""
-    processor = QueryProcessor(ctx.store, ctx.config.default_query_max_num)
     registry.register(RequestCode.QUERY_MESSAGE, processor.query_message)
     registry.register(RequestCode.VIEW_MESSAGE_BY_ID, processor.view_message)

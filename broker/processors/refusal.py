@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.names import check_group_name
 
-__all__ = ["Refused"]
+__all__ = ["Refused", "refuse_bad_group"]
 
 
 class Refused(Exception):
@@ -24,3 +25,27 @@ class Refused(Exception):
     def answer(self, request: RemotingCommand) -> RemotingCommand:
         """Build the response to ``request``."""
         return request.make_response(self.code, remark=self.remark)
+
+
+def refuse_bad_group(
+    request: RemotingCommand,
+    group: str,
+    code: ResponseCode = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+) -> RemotingCommand | None:
+    """The answer to a request naming a group RocketMQ's name rules reject.
+
+    RocketMQ 4.9.4's broker checks no group name (only its clients do), so a group no
+    client could name would be stored, created or registered. Such a group cannot
+    exist: SUBSCRIPTION_GROUP_NOT_EXIST by default, or the request family's refusal
+    code; the remark is the rule (``check_group_name``, names shown escaped).
+
+    Args:
+        request: The request to answer.
+        group: The group name it carries.
+        code: The response code for this request family.
+
+    Returns:
+        The refusal, or ``None`` when the name is valid.
+    """
+    problem = check_group_name(group)
+    return None if problem is None else request.make_response(code, remark=problem)

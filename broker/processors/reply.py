@@ -21,10 +21,11 @@ from typing import Final
 
 import structlog
 
-from rocklet.broker.context import BrokerContext
+from rocklet.broker.clients import ClientManager
+from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.processors.send import peer_host
-from rocklet.protocol.bodies.route import Perm
+from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.send import (
@@ -36,8 +37,10 @@ from rocklet.protocol.headers.transaction import ReplyMessageRequestHeader
 from rocklet.protocol.message_id import make_offset_msg_id
 from rocklet.protocol.names import check_topic_name
 from rocklet.protocol.properties import Prop, decode_properties, encode_properties
+from rocklet.store.message_store import MessageStore
 from rocklet.store.results import MessageToStore
 from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.clock import Clock
 from rocklet.transport.errors import RemotingError
 
 __all__ = ["PUSH_TIMEOUT_S", "ReplyProcessor", "register"]
@@ -46,21 +49,36 @@ log = structlog.get_logger(__name__)
 
 #: How long the requester has to acknowledge a pushed reply.
 PUSH_TIMEOUT_S: Final = 3.0
-#: ``BrokerConfig.storeReplyMessageEnable``; not a field of our config, read from extra.
-_STORE_REPLY_KEY: Final = "storeReplyMessageEnable"
 
 
 class ReplyProcessor:
     """Serves the reply codes. Event loop only.
 
     Args:
-        ctx: The broker's collaborators.
+        store: The message store (replies are stored when ``store_replies``).
+        topics: Topic configs (the reply topic may be auto-created).
+        clients: Client channels (the requester is found by its client id).
+        clock: Time source (``PUSH_REPLY_TIME``, ``storeTimestamp``).
+        identity: This broker's name, address, permissions and record host field.
+        store_replies: ``storeReplyMessageEnable``.
     """
 
-    def __init__(self, ctx: BrokerContext) -> None:
-        self._ctx = ctx
-        flag = ctx.config.extra.get(_STORE_REPLY_KEY, "true")
-        self._store_replies = flag.strip().lower() == "true"
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        clients: ClientManager,
+        clock: Clock,
+        identity: BrokerIdentity,
+        store_replies: bool,
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._clients = clients
+        self._clock = clock
+        self._identity = identity
+        self._store_replies = store_replies
 
     async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """Push a reply to its requester and answer the replier."""
@@ -73,23 +91,23 @@ class ReplyProcessor:
         pushed, remark = await self._push(rctx, header, dict(props), cmd.body)
         ext = SendMessageResponseHeader(msg_id="0", queue_id=queue_id, queue_offset=0)
         if self._store_replies:
-            ext = self._store(rctx, header, props, cmd.body, queue_id) or ext
+            ext = self._store_reply(rctx, header, props, cmd.body, queue_id) or ext
         if not pushed:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
         return cmd.make_response(ResponseCode.SUCCESS, ext_fields=ext.to_ext_fields())
 
     def _check(self, header: SendMessageRequestHeader) -> int:
         """``msgCheck`` for a reply: broker and topic writable, queue in range."""
-        ctx = self._ctx
-        if not ctx.is_master or not ctx.config.broker_permission & Perm.WRITE:
+        if not self._identity.writable:
             raise Refused(
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{ctx.config.broker_name}] sending message is forbidden",
+                f"the broker[{self._identity.broker_name}] sending message is forbidden",
             )
         problem = check_topic_name(header.topic)
         if problem is not None:
             raise Refused(ResponseCode.SYSTEM_ERROR, problem)
-        config = ctx.topics.find(header.topic) or ctx.topics.create_for_send(
+        topics = self._topics
+        config = topics.find(header.topic) or topics.create_for_send(
             header.topic, header.default_topic, header.default_topic_queue_nums
         )
         if config is None:
@@ -113,10 +131,10 @@ class ReplyProcessor:
         client_id = props.get(Prop.REPLY_TO_CLIENT)
         if not client_id:
             return False, f"reply message properties[{Prop.REPLY_TO_CLIENT}] is null"
-        target = self._ctx.clients.find_client(client_id)
+        target = self._clients.find_client(client_id)
         if target is None or not target.connection.is_open:
             return False, f"push reply message fail, channel of <{client_id}> not found."
-        now = self._ctx.clock.now_ms()
+        now = self._clock.now_ms()
         props[Prop.PUSH_REPLY_TIME] = str(now)
         host, port = rctx.peer
         push_header = ReplyMessageRequestHeader(
@@ -129,7 +147,7 @@ class ReplyProcessor:
             born_timestamp=header.born_timestamp,
             flag=header.flag,
             born_host=f"{host}:{port}",
-            store_host=self._ctx.broker_addr,
+            store_host=self._identity.addr,
             store_timestamp=now,
             properties=encode_properties(props).decode(),
             reconsume_times=header.reconsume_times,
@@ -150,7 +168,7 @@ class ReplyProcessor:
             return False, f"push reply message to {client_id} fail."
         return True, ""
 
-    def _store(
+    def _store_reply(
         self,
         rctx: RequestContext,
         header: SendMessageRequestHeader,
@@ -159,8 +177,8 @@ class ReplyProcessor:
         queue_id: int,
     ) -> SendMessageResponseHeader | None:
         """Store the reply on its topic; returns where, or None if the store refused."""
-        ctx = self._ctx
-        result = ctx.store.put_message(
+        store_host = self._identity.store_host
+        result = self._store.put_message(
             MessageToStore(
                 topic=header.topic,
                 queue_id=queue_id,
@@ -170,7 +188,7 @@ class ReplyProcessor:
                 sys_flag=header.sys_flag,
                 born_timestamp=header.born_timestamp,
                 born_host=peer_host(rctx.peer),
-                store_host=ctx.store_host,
+                store_host=store_host,
                 reconsume_times=header.reconsume_times,
             )
         )
@@ -178,14 +196,13 @@ class ReplyProcessor:
             log.warning("storing a reply failed", topic=header.topic, status=result.status.value)
             return None
         return SendMessageResponseHeader(
-            msg_id=make_offset_msg_id(ctx.store_host, result.wrote_offset),
+            msg_id=make_offset_msg_id(store_host, result.wrote_offset),
             queue_id=queue_id,
             queue_offset=result.queue_offset,
         )
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, processor: ReplyProcessor) -> None:
     """Register the reply codes."""
-    processor = ReplyProcessor(ctx)
     for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
         registry.register(code, processor.process)

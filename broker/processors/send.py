@@ -21,9 +21,11 @@ from concurrent.futures import Future
 
 import structlog
 
-from rocklet.broker.context import BrokerContext
+from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
+from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.batch import decode_batch
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.bodies.topic import TopicConfig
@@ -47,7 +49,7 @@ from rocklet.protocol.names import (
     check_topic_name,
 )
 from rocklet.protocol.properties import Prop, decode_properties
-from rocklet.store.config import FlushDiskType
+from rocklet.store.message_store import MessageStore
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus, PutResult
 from rocklet.transport import ProcessorRegistry, RequestContext
 
@@ -87,16 +89,41 @@ class SendProcessor:
     """Serves the send codes. Event loop only.
 
     Args:
-        ctx: The broker's collaborators.
+        store: The message store.
+        topics: Topic configs (auto-created from the template, retry and system topics).
+        groups: Subscription group configs (a retry message's group).
+        identity: This broker's name, permissions and record host field.
+        sync_flush: ``flushDiskType`` is SYNC_FLUSH: answer once the put is durable.
+        sync_flush_timeout_ms: ``syncFlushTimeout``.
+        reject_transactions: ``rejectTransactionMessage``.
+        max_message_size: ``maxMessageSize``, named in the remark of a refused put.
     """
 
-    def __init__(self, ctx: BrokerContext) -> None:
-        self._ctx = ctx
-        self._cluster = ctx.config.broker_cluster_name
-        self._sync_flush = ctx.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self._sync_timeout_s = ctx.config.sync_flush_timeout_ms / 1000
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        identity: BrokerIdentity,
+        sync_flush: bool,
+        sync_flush_timeout_ms: int,
+        reject_transactions: bool,
+        max_message_size: int,
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._groups = groups
+        self._broker_name = identity.broker_name
+        self._cluster = identity.cluster_name
+        self._writable = identity.writable
+        self._store_host = identity.store_host
+        self._store_host_hex = identity.store_host.hex().upper()
+        self._sync_flush = sync_flush
+        self._sync_timeout_s = sync_flush_timeout_ms / 1000
+        self._reject_transactions = reject_transactions
+        self._max_message_size = max_message_size
         self._checked_topics: set[str] = set()
-        self._store_host_hex = ctx.store_host.hex().upper()
 
     async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """Store the message(s) of a send request and answer where they went.
@@ -111,8 +138,7 @@ class SendProcessor:
             msgs = self._messages(header, cmd, queue_id, self._born_host(rctx), cmd.version)
         except Refused as refused:
             return refused.answer(cmd)
-        ctx = self._ctx
-        result = ctx.store.put_messages(msgs)
+        result = self._store.put_messages(msgs)
         if result.status is not PutMessageStatus.PUT_OK:
             refused_code, why = self._refusal(result)
             return cmd.make_response(refused_code, remark=why)
@@ -130,7 +156,7 @@ class SendProcessor:
         )
         offsets = result.record_offsets
         if len(offsets) == 1:
-            msg_id = make_offset_msg_id(ctx.store_host, offsets[0])
+            msg_id = make_offset_msg_id(self._store_host, offsets[0])
         else:
             # make_offset_msg_id's text, with the host's half formatted once per batch
             # (commitlog offsets are never negative).
@@ -149,11 +175,10 @@ class SendProcessor:
 
     # -- checks ------------------------------------------------------------------------
     def _check(self, header: SendMessageRequestHeader) -> TopicConfig:
-        ctx = self._ctx
-        if not ctx.is_master or not ctx.config.broker_permission & _WRITE:
+        if not self._writable:
             raise Refused(
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{ctx.config.broker_name}] sending message is forbidden",
+                f"the broker[{self._broker_name}] sending message is forbidden",
             )
         topic = header.topic
         if topic not in self._checked_topics:
@@ -167,12 +192,13 @@ class SendProcessor:
             raise Refused(
                 ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
             )
-        config = ctx.topics.find(topic)
+        topics = self._topics
+        config = topics.find(topic)
         if config is None:
             if topic.startswith(RETRY_PREFIX):
-                config = ctx.topics.create_system_topic(topic, 1)
+                config = topics.create_system_topic(topic, 1)
             else:
-                config = ctx.topics.create_for_send(
+                config = topics.create_for_send(
                     topic, header.default_topic, header.default_topic_queue_nums
                 )
         if config is None:
@@ -216,11 +242,10 @@ class SendProcessor:
             topic, queue_id = self._retry_or_dlq(topic, queue_id, reconsume, header, version)
         sys_flag = header.sys_flag
         if props.get(Prop.TRAN_MSG) == "true":
-            if self._ctx.config.reject_transaction_message:
+            if self._reject_transactions:
                 raise Refused(
                     ResponseCode.NO_PERMISSION,
-                    f"the broker[{self._ctx.config.broker_name}] sending transaction message "
-                    "is forbidden",
+                    f"the broker[{self._broker_name}] sending transaction message is forbidden",
                 )
             # A half message waits in the half topic until END_TRANSACTION commits it
             # (TransactionalMessageBridge.parseHalfMessageInner).
@@ -228,7 +253,7 @@ class SendProcessor:
             props[Prop.REAL_QID] = str(queue_id)
             topic, queue_id = TRANS_HALF_TOPIC, 0
             sys_flag &= ~_TRANSACTION_TYPE
-            self._ctx.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
+            self._topics.create_system_topic(TRANS_HALF_TOPIC, 1)
         return [
             MessageToStore(
                 topic,
@@ -239,7 +264,7 @@ class SendProcessor:
                 sys_flag,
                 header.born_timestamp,
                 born_host,
-                self._ctx.store_host,
+                self._store_host,
                 reconsume,
             )
         ]
@@ -257,7 +282,7 @@ class SendProcessor:
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
         topic, sys_flag = header.topic, header.sys_flag
         born_timestamp, reconsume = header.born_timestamp, header.reconsume_times
-        store_host = self._ctx.store_host
+        store_host = self._store_host
         properties = self._properties
         out = []
         for flag, item_body, raw_props in items:
@@ -296,7 +321,7 @@ class SendProcessor:
     ) -> tuple[str, int]:
         """A retry-topic message past its max reconsume times goes to the DLQ."""
         group = topic.removeprefix(RETRY_PREFIX)
-        config = self._ctx.groups.find(group)
+        config = self._groups.find(group)
         if config is None:
             raise Refused(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
@@ -307,7 +332,7 @@ class SendProcessor:
         if reconsume <= max_times:
             return topic, queue_id
         dlq = f"{DLQ_PREFIX}{group}"
-        self._ctx.topics.create_system_topic(dlq, 1)
+        self._topics.create_system_topic(dlq, 1)
         return dlq, 0
 
     def _refusal(self, result: PutResult) -> tuple[ResponseCode, str]:
@@ -316,7 +341,7 @@ class SendProcessor:
         if result.status is PutMessageStatus.MESSAGE_ILLEGAL:
             return code, (
                 "the message is illegal, maybe the body is over the max message size "
-                f"({self._ctx.config.max_message_size} bytes) or the topic too long"
+                f"({self._max_message_size} bytes) or the topic too long"
             )
         if result.status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
             return code, "the message properties are longer than 32767 bytes"
@@ -333,9 +358,8 @@ class SendProcessor:
         return ResponseCode.SUCCESS, None
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
-    """Register the send codes."""
-    processor = SendProcessor(ctx)
+def register(registry: ProcessorRegistry, processor: SendProcessor) -> None:
+    """Register the send codes (eager: an ASYNC_FLUSH send answers without a task)."""
     for code in (
         RequestCode.SEND_MESSAGE,
         RequestCode.SEND_MESSAGE_V2,

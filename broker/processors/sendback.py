@@ -3,7 +3,8 @@
 Follows RocketMQ 4.9's ``SendMessageProcessor.asyncConsumerSendMsgBack``
 (remoting-protocol.md §3.6):
 
-1. the group must exist (created with defaults when ``autoCreateSubscriptionGroup`` is
+1. the group name must pass RocketMQ's rules (else SUBSCRIPTION_GROUP_NOT_EXIST), the
+   group must exist (created with defaults when ``autoCreateSubscriptionGroup`` is
    on) and the broker must be writable; a group with no retry queues is answered
    SUCCESS and nothing happens;
 2. ``%RETRY%<group>`` is created with the group's ``retryQueueNums`` (perm RW);
@@ -25,7 +26,9 @@ from __future__ import annotations
 import random
 from typing import Final
 
-from rocklet.broker.context import BrokerContext
+from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.identity import BrokerIdentity
+from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.bodies.topic import TopicConfig
@@ -35,8 +38,9 @@ from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
 from rocklet.protocol.message import StoredMessage, decode_message, pack_host
 from rocklet.protocol.message_id import make_offset_msg_id
-from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX, check_topic_name
+from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX, check_group_name, check_topic_name
 from rocklet.protocol.properties import Prop
+from rocklet.store.message_store import MessageStore
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus
 from rocklet.transport import ProcessorRegistry, RequestContext
 
@@ -62,12 +66,25 @@ class SendBackProcessor:
     """Serves CONSUMER_SEND_MSG_BACK. Event loop only.
 
     Args:
-        ctx: The broker's collaborators (store, topics, groups, config, store host).
+        store: The message store (the original is read back; the copy is stored).
+        topics: Topic configs (retry and dead-letter topics are created).
+        groups: Subscription group configs.
+        identity: This broker's name, permissions and record host field.
     """
 
-    def __init__(self, ctx: BrokerContext) -> None:
-        self._ctx = ctx
-        self._levels = len(ctx.store.config.delay_levels_ms)
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        identity: BrokerIdentity,
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._groups = groups
+        self._identity = identity
+        self._levels = len(store.config.delay_levels_ms)
 
     async def process(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """Store a failed message again in the group's retry topic or dead-letter queue."""
@@ -81,35 +98,37 @@ class SendBackProcessor:
             msg = self._copy(h, group, retry, original, cmd.version)
         except _Refused as refused:
             return cmd.make_response(refused.code, remark=refused.remark)
-        result = self._ctx.store.put_message(msg)
+        result = self._store.put_message(msg)
         if result.status is not PutMessageStatus.PUT_OK:
             # Java answers every store failure of a send-back with SYSTEM_ERROR.
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=result.status.value)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     def _check(self, group_name: str) -> SubscriptionGroupConfig:
-        ctx = self._ctx
+        problem = check_group_name(group_name)
+        if problem is not None:
+            raise _Refused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, problem)
         # The group's topics must be storable (%RETRY% is the longer prefix, so this
         # covers %DLQ% too) before a group config is created for them.
         problem = check_topic_name(f"{RETRY_PREFIX}{group_name}")
         if problem is not None:
             raise _Refused(ResponseCode.SYSTEM_ERROR, problem)
-        group = ctx.groups.find(group_name)
+        group = self._groups.find(group_name)
         if group is None:
             raise _Refused(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group not exist, {group_name}",
             )
-        if not ctx.is_master or not ctx.config.broker_permission & Perm.WRITE:
+        if not self._identity.writable:
             raise _Refused(
                 ResponseCode.NO_PERMISSION,
-                f"the broker[{ctx.config.broker_name}] sending message is forbidden",
+                f"the broker[{self._identity.broker_name}] sending message is forbidden",
             )
         return group
 
     def _original(self, offset: int) -> StoredMessage:
         """The message at a commit-log offset; anything else there is "not found"."""
-        view = self._ctx.store.read_record(offset)
+        view = self._store.read_record(offset)
         msg: StoredMessage | None = None
         if view is not None:
             try:
@@ -154,13 +173,13 @@ class SendBackProcessor:
             sys_flag=original.sys_flag,
             born_timestamp=original.born_timestamp,
             born_host=_packed(original.born_host),
-            store_host=self._ctx.store_host,
+            store_host=self._identity.store_host,
             reconsume_times=original.reconsume_times + 1,
         )
 
     def _topic(self, name: str, queue_nums: int) -> TopicConfig:
         """Get or create a group topic (``createTopicInSendMessageBackMethod``)."""
-        config = self._ctx.topics.create_system_topic(name, queue_nums, _RW)
+        config = self._topics.create_system_topic(name, queue_nums, _RW)
         if not config.perm & Perm.WRITE:
             raise _Refused(
                 ResponseCode.NO_PERMISSION, f"the topic[{name}] sending message is forbidden"
@@ -179,6 +198,6 @@ def _offset_msg_id(msg: StoredMessage) -> str:
     return make_offset_msg_id(_packed(msg.store_host), msg.physical_offset)
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, processor: SendBackProcessor) -> None:
     """Register CONSUMER_SEND_MSG_BACK."""
-    registry.register(RequestCode.CONSUMER_SEND_MSG_BACK, SendBackProcessor(ctx).process)
+    registry.register(RequestCode.CONSUMER_SEND_MSG_BACK, processor.process)

@@ -23,9 +23,10 @@ from typing import Final
 
 import structlog
 
-from rocklet.broker.context import BrokerContext
+from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
+from rocklet.broker.topics import TopicConfigManager
 from rocklet.broker.transaction_check import make_op_message, pack_peer_host
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
@@ -34,8 +35,10 @@ from rocklet.protocol.headers.transaction import EndTransactionRequestHeader, Tr
 from rocklet.protocol.message import TRANSACTION_MASK, StoredMessage, SysFlag, decode_message
 from rocklet.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.protocol.properties import Prop
+from rocklet.store.message_store import MessageStore
 from rocklet.store.results import MessageToStore
 from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.clock import Clock
 
 __all__ = ["EndTransactionProcessor", "register"]
 
@@ -48,16 +51,31 @@ class EndTransactionProcessor:
     """Serves END_TRANSACTION. Event loop only.
 
     Args:
-        ctx: The broker's collaborators.
+        store: The message store (the half is read; the committed copy and the op
+            record are stored).
+        topics: Topic configs (the op topic is created).
+        clock: Time source (the op record's born time).
+        identity: Whether this broker is a master, and its record host field.
     """
 
-    def __init__(self, ctx: BrokerContext) -> None:
-        self._ctx = ctx
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        clock: Clock,
+        identity: BrokerIdentity,
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._clock = clock
+        self._is_master = identity.is_master
+        self._store_host = identity.store_host
 
     async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """Commit, roll back or leave pending the half message the request names."""
         header = EndTransactionRequestHeader.from_ext_fields(cmd.ext_fields)
-        if not self._ctx.is_master:
+        if not self._is_master:
             return cmd.make_response(
                 ResponseCode.SLAVE_NOT_AVAILABLE, remark="end transaction is forbidden on a slave"
             )
@@ -87,7 +105,7 @@ class EndTransactionProcessor:
         return cmd.make_response(ResponseCode.SUCCESS)
 
     def _find_half(self, header: EndTransactionRequestHeader) -> StoredMessage:
-        view = self._ctx.store.read_record(header.commit_log_offset)
+        view = self._store.read_record(header.commit_log_offset)
         if view is None:
             raise Refused(ResponseCode.SYSTEM_ERROR, _NOT_FOUND)
         try:
@@ -130,7 +148,7 @@ class EndTransactionProcessor:
             reconsume_times=half.reconsume_times,
             prepared_transaction_offset=header.commit_log_offset,
         )
-        result = self._ctx.store.put_message(final)
+        result = self._store.put_message(final)
         if not result.ok:
             raise Refused(
                 PUT_STATUS_TO_RESPONSE[result.status],
@@ -139,16 +157,17 @@ class EndTransactionProcessor:
 
     def _resolve(self, half: StoredMessage) -> None:
         """Write the op record that tells the check-back this half is done."""
-        ctx = self._ctx
-        ctx.topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
-        op = make_op_message(half.queue_id, half.queue_offset, ctx.store_host, ctx.clock.now_ms())
-        result = ctx.store.put_message(op)
+        self._topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
+        op = make_op_message(
+            half.queue_id, half.queue_offset, self._store_host, self._clock.now_ms()
+        )
+        result = self._store.put_message(op)
         if not result.ok:
             # The outcome stands (a committed message is already stored); without its op
             # record the half is only checked back once more.
             log.error("writing the transaction op record failed", status=result.status.value)
 
 
-def register(registry: ProcessorRegistry, ctx: BrokerContext) -> None:
+def register(registry: ProcessorRegistry, processor: EndTransactionProcessor) -> None:
     """Register END_TRANSACTION."""
-    registry.register(RequestCode.END_TRANSACTION, EndTransactionProcessor(ctx).process)
+    registry.register(RequestCode.END_TRANSACTION, processor.process)

@@ -140,7 +140,7 @@ async def test_reply_is_pushed_to_the_requester_and_stored(tmp_path: Path) -> No
 
 async def test_reply_to_an_unknown_or_missing_client_is_an_error(tmp_path: Path) -> None:
     async with (
-        running_cluster(tmp_path, extra={"storeReplyMessageEnable": "false"}) as cluster,
+        running_cluster(tmp_path, store_reply_message_enable=False) as cluster,
         requester(cluster, "refuser", answer=ResponseCode.SYSTEM_ERROR) as req,
         await open_connection("127.0.0.1", cluster.broker.port) as replier,
     ):
@@ -163,7 +163,7 @@ async def test_reply_to_an_unknown_or_missing_client_is_an_error(tmp_path: Path)
 
 async def test_v1_reply_not_stored_answers_msg_id_zero(tmp_path: Path) -> None:
     async with (
-        running_cluster(tmp_path, extra={"storeReplyMessageEnable": "false"}) as cluster,
+        running_cluster(tmp_path, store_reply_message_enable=False) as cluster,
         requester(cluster, "requester-2") as req,
         await open_connection("127.0.0.1", cluster.broker.port) as replier,
     ):

@@ -109,6 +109,19 @@ def test_json_header_always_carries_an_ext_fields_object() -> None:
     assert obj["remark"] == "r"
 
 
+def test_lone_surrogates_are_sent_as_json_escapes() -> None:
+    # A peer may send "\ud800" escaped; a remark echoing it has no UTF-8 form, so the
+    # header carries the escape back instead of failing to encode (no answer at all).
+    cmd = RemotingCommand(code=1, flag=1, remark="group \ud800\n", ext_fields={"g": "\udfff"})
+    frame = encode_command(cmd)
+    assert b"\\ud800" in frame and b"\\udfff" in frame
+    decoder = FrameDecoder()
+    decoder.feed(frame)
+    decoded = decoder.next_command()
+    assert decoded is not None
+    assert decoded.remark == "group \ud800\n" and decoded.ext_fields == {"g": "\udfff"}
+
+
 def test_binary_header_without_remark_or_ext_is_21_bytes() -> None:
     cmd = RemotingCommand(code=105, opaque=2, serialize_type=SerializeType.ROCKETMQ)
     frame = encode_command(cmd)

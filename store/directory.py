@@ -1,0 +1,199 @@
+"""Claiming a store directory: one process at a time, and only where it can write.
+
+RocketMQ keeps a ``lock`` file in ``storePathRootDir`` and holds a ``FileLock`` on it
+while the broker runs, so a second broker on the same directory refuses to start instead
+of recovering the live store (and deleting the first one's ``abort`` marker). Rocklet
+does the same with ``flock(LOCK_EX | LOCK_NB)`` on ``<store>/lock``. The kernel drops the
+lock when its holder dies, even on SIGKILL, so a crash never leaves a stale lock to clean
+up; the file itself stays. The holder writes its pid, host, start time and program into
+the file, so the refused process can say who holds the store.
+
+Java's ``FileLock`` is a POSIX record lock, which Linux keeps apart from ``flock``: this
+lock keeps Rocklet processes apart, not a Java broker from a Rocklet one.
+
+:func:`check_writable` probes a directory the way the store and the broker will use it
+(create, write, fsync, remove), so an unwritable directory is reported at start, before
+anything was created there that could not be saved later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import os
+import socket
+from pathlib import Path
+from typing import Final, Self
+
+__all__ = [
+    "LOCK_FILE",
+    "StoreDirectoryError",
+    "StoreInUseError",
+    "StoreLock",
+    "check_writable",
+]
+
+#: The lock file's name in the store root (RocketMQ's name too).
+LOCK_FILE: Final = "lock"
+#: How to pick another directory, for the messages below.
+_ELSEWHERE: Final = "choose another data directory (--data-dir or storePathRootDir)"
+
+
+class StoreDirectoryError(Exception):
+    """A store directory cannot be used; the message names it and says what to do."""
+
+
+class StoreInUseError(StoreDirectoryError):
+    """Another live process holds the store directory's lock.
+
+    Attributes:
+        path: The store root.
+        holder: What the holder wrote into the lock file (``pid``, ``host``,
+            ``started``, ``program``); empty when it had not written it yet.
+    """
+
+    def __init__(self, path: Path, holder: dict[str, str]) -> None:
+        self.path = path
+        self.holder = holder
+        super().__init__(
+            f"the store {path} is in use by {_describe(holder)}; stop it or {_ELSEWHERE}"
+        )
+
+
+def _describe(holder: dict[str, str]) -> str:
+    if "pid" not in holder:
+        return "another process (it has not written its details yet)"
+    who = f"pid {holder['pid']}"
+    if holder.get("host") and holder["host"] != socket.gethostname():
+        who += f" on {holder['host']}"  # a shared file system: the pid is not ours
+    what = holder.get("program", "a process")
+    if holder.get("started"):
+        what += f" started {holder['started']}"
+    return f"{who} ({what})"
+
+
+def _parse_holder(text: str) -> dict[str, str]:
+    holder: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            holder[key.strip()] = value.strip()
+    return holder
+
+
+class StoreLock:
+    """The exclusive lock on a store root, held until :meth:`release` or process exit.
+
+    Build with :meth:`acquire`. Any thread; :meth:`release` is idempotent.
+    """
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self._path = path
+        self._fd: int | None = fd
+
+    @property
+    def path(self) -> Path:
+        """The lock file."""
+        return self._path
+
+    @classmethod
+    def acquire(cls, root: Path, program: str) -> Self:
+        """Create the store root if needed and take its lock without waiting.
+
+        Args:
+            root: The store root (``storePathRootDir``).
+            program: What holds the lock, for the message another process will show
+                (e.g. ``"rocklet broker"``).
+
+        Returns:
+            The held lock.
+
+        Raises:
+            StoreInUseError: Another process holds it.
+            StoreDirectoryError: The root or the lock file cannot be created or opened.
+        """
+        path = root / LOCK_FILE
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            # No O_TRUNC: the holder's details must survive until we hold the lock.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreDirectoryError(_cannot_write(root, "the store", exc)) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+            os.close(fd)
+            raise StoreInUseError(root, _parse_holder(text)) from None
+        except OSError as exc:
+            os.close(fd)
+            raise StoreDirectoryError(_cannot_write(root, "the store", exc)) from None
+        lock = cls(path, fd)
+        lock._write_holder(program)
+        return lock
+
+    def _write_holder(self, program: str) -> None:
+        # Wall-clock time on purpose: a person reads it next to `ps` output.
+        started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        text = f"pid={os.getpid()}\nhost={socket.gethostname()}\nstarted={started}\n"
+        text += f"program={program}\n"
+        assert self._fd is not None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, text.encode(), 0)
+
+    def release(self) -> None:
+        """Empty the holder's details and drop the lock (the file stays, as in RocketMQ).
+
+        The file is not removed: a process waiting on the old file would lock a file
+        nobody else sees, and two processes would hold "the" lock.
+        """
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)  # before unlocking: the next holder's details are its own
+        os.close(fd)  # closing the last descriptor releases the flock
+
+    def __enter__(self) -> Self:
+        """Use as a context manager; :meth:`release` on exit."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Release the lock."""
+        self.release()
+
+
+def _cannot_write(directory: Path, purpose: str, exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    return (
+        f"cannot write to {directory} ({purpose}): {reason}; make it writable for the "
+        f"user running rocklet (uid {os.getuid()}) or {_ELSEWHERE}"
+    )
+
+
+def check_writable(directory: Path, purpose: str) -> None:
+    """Create the directory if needed and prove a file can be written and synced there.
+
+    Args:
+        directory: The directory to probe.
+        purpose: What the directory holds, for the message (e.g. ``"the store"``).
+
+    Raises:
+        StoreDirectoryError: It cannot be created, or a probe file cannot be created,
+            written, synced or removed; the message names the directory and the fix.
+    """
+    probe = directory / f".write-probe-{os.getpid()}"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"rocklet")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        probe.unlink()
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+        raise StoreDirectoryError(_cannot_write(directory, purpose, exc)) from None

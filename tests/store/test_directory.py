@@ -1,0 +1,86 @@
+"""The store directory's lock and write probe, on real files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rocklet.store.config import StoreConfig
+from rocklet.store.directory import (
+    StoreDirectoryError,
+    StoreInUseError,
+    StoreLock,
+    check_writable,
+)
+from rocklet.store.message_store import MessageStore
+from rocklet.store.results import MessageToStore
+from tests.readonly import read_only_directory
+
+
+def small(root: Path) -> StoreConfig:
+    return StoreConfig(
+        store_path=root,
+        commitlog_file_size_bytes=1 << 20,
+        consume_queue_entries_per_file=1000,
+        index_hash_slots=100,
+        index_max_entries=400,
+    )
+
+
+def message(body: bytes) -> MessageToStore:
+    return MessageToStore("T", 0, body)
+
+
+def test_a_second_open_is_refused_and_leaves_the_live_store_alone(tmp_path: Path) -> None:
+    with MessageStore.open(small(tmp_path)) as store:
+        assert store.put_message(message(b"one")).ok
+        abort = tmp_path / "abort"
+        before = abort.stat().st_mtime_ns
+        with pytest.raises(StoreInUseError) as refused:
+            MessageStore.open(small(tmp_path))
+        text = str(refused.value)
+        assert f"the store {tmp_path} is in use by pid {os.getpid()} (rocklet store started " in (
+            text
+        )
+        assert "stop it or choose another data directory" in text
+        assert refused.value.holder["program"] == "rocklet store"
+        # The refused open ran no recovery: the marker of the running store is intact,
+        # and it keeps working.
+        assert abort.exists() and abort.stat().st_mtime_ns == before
+        assert store.put_message(message(b"two")).ok
+    assert (tmp_path / "lock").read_text() == ""  # released, the file stays
+    with MessageStore.open(small(tmp_path)) as reopened:
+        assert reopened.max_offset("T", 0) == 2
+        assert "pid=" in (tmp_path / "lock").read_text()
+
+
+def test_release_is_idempotent_and_frees_the_lock(tmp_path: Path) -> None:
+    lock = StoreLock.acquire(tmp_path, "test")
+    lock.release()
+    lock.release()
+    with StoreLock.acquire(tmp_path, "again") as again:
+        assert "program=again" in again.path.read_text()
+
+
+def test_holder_details_not_written_yet(tmp_path: Path) -> None:
+    # The holder locks before it writes its details: a refusal in between still says
+    # something sensible.
+    with StoreLock.acquire(tmp_path, "first") as lock:
+        lock.path.write_text("")
+        with pytest.raises(StoreInUseError, match="another process"):
+            StoreLock.acquire(tmp_path, "second")
+
+
+def test_a_read_only_root_is_reported_with_the_fix(tmp_path: Path) -> None:
+    root = tmp_path / "ro"
+    with read_only_directory(root):
+        with pytest.raises(StoreDirectoryError) as refused:
+            StoreLock.acquire(root, "test")
+        assert f"cannot write to {root} (the store)" in str(refused.value)
+        assert "make it writable" in str(refused.value)
+        with pytest.raises(StoreDirectoryError, match=r"cannot write to .*sub"):
+            check_writable(root / "sub", "something")
+    check_writable(root, "the store")
+    assert list(root.iterdir()) == []  # the probe cleans up after itself

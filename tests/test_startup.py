@@ -1,0 +1,125 @@
+"""The first hour, as real ``rocklet`` processes: what stops a broker at start, and why.
+
+A second process on a live store directory, a store or config directory that cannot be
+written, and a ``broker.conf`` with typos or keys Rocklet does not implement: each is
+reported at start with a line a person can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocklet.protocol import ResponseCode
+from rocklet.transport.connection import open_connection
+from tests.readonly import read_only_directory
+from tests.test_cli import (
+    BROKER_LISTENING,
+    TIMEOUT,
+    run_to_end,
+    send_request,
+    spawn,
+    wait_for_line,
+)
+
+
+def standalone_args(data: Path) -> tuple[str, ...]:
+    return ("standalone", "--data-dir", str(data), "--namesrv-port", "0", "--listen-port", "0")
+
+
+async def stop(proc: asyncio.subprocess.Process) -> int:
+    proc.send_signal(signal.SIGTERM)
+    assert proc.stdout is not None
+    await asyncio.wait_for(proc.stdout.read(), TIMEOUT)  # drain until it exits
+    return await asyncio.wait_for(proc.wait(), TIMEOUT)
+
+
+async def test_a_second_process_on_a_live_store_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = await spawn(*standalone_args(data))
+    try:
+        port = int((await wait_for_line(first, BROKER_LISTENING)).group(1))
+        abort = data / "abort"
+        marker = abort.stat().st_mtime_ns
+
+        code, out = await run_to_end(*standalone_args(data))
+
+        assert code == 1, out
+        assert (
+            f"the store {data} is in use by pid {first.pid} (rocklet standalone started " in out
+        ), out
+        assert "stop it or choose another data directory (--data-dir" in out
+        # It touched nothing: no recovery, no name server, no listener.
+        assert "store recovered" not in out and "listening" not in out
+        assert abort.exists() and abort.stat().st_mtime_ns == marker
+        async with await open_connection("127.0.0.1", port) as conn:
+            answer = await conn.request(send_request("StillServing", b"hi"), TIMEOUT)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert await stop(first) == 0
+        assert not abort.exists()  # the first one's clean stop
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+
+
+@pytest.mark.parametrize("where", ["store", "config"])
+async def test_an_unwritable_directory_stops_the_start(tmp_path: Path, where: str) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    target = data if where == "store" else data / "config"
+    with read_only_directory(target):
+        code, out = await run_to_end(*standalone_args(data))
+    assert code == 1, out
+    assert f"cannot write to {target} (" in out, out
+    assert "make it writable for the user running rocklet" in out
+    assert "broker listening" not in out
+    if where == "config":
+        # Said before the store was opened: nothing was created that would be lost.
+        assert "store recovered" not in out
+        assert not (data / "commitlog").exists()
+
+
+async def test_config_typos_and_unimplemented_keys_are_warned_about(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "brokerClusterName=FirstHour\n"
+        "mapedFileSizeCommitLog=1048576\n"  # RocketMQ 3.x's spelling: a typo in 4.9.4
+        "sendMessageThreadPoolNums=16\n"  # RocketMQ's, not Rocklet's
+        "maxHashSlotNum=100\nmaxIndexNum=400\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "rocklet",
+        "standalone",
+        "-c",
+        str(conf),
+        *standalone_args(tmp_path / "data")[1:],
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        before: list[str] = []
+        while not any("broker listening" in line for line in before):
+            line = await asyncio.wait_for(proc.stderr.readline(), TIMEOUT)
+            assert line, f"exited before listening: {''.join(before)}"
+            before.append(line.decode())
+        text = "".join(before)
+        assert "unknown config key ignored; did you mean mappedFileSizeCommitLog?" in text
+        assert "key=mapedFileSizeCommitLog" in text
+        ignored = [line for line in before if "does not implement" in line]
+        assert len(ignored) == 1 and "sendMessageThreadPoolNums" in ignored[0]
+        assert "mapedFileSizeCommitLog" not in ignored[0]  # a typo is not "ignored"
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.communicate(), TIMEOUT)
+        assert proc.returncode == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
