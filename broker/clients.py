@@ -4,7 +4,7 @@ RocketMQ keeps these in ``ProducerManager`` and ``ConsumerManager``: one entry p
 (group, channel) refreshed by HEART_BEAT, removed by UNREGISTER_CLIENT, by the channel
 closing, or after ``channelExpiredTimeout`` (120 s) without a heartbeat. When the set of
 a consumer group's channels changes, every member is told to rebalance
-(NOTIFY_CONSUMER_IDS_CHANGED, remoting-protocol.md §3.13) through ``on_group_changed``.
+(NOTIFY_CONSUMER_IDS_CHANGED, docs/protocol.md) through ``on_group_changed``.
 
 Subscriptions are stored with tag hashes recomputed from the expression: the C++
 client's heartbeat carries ``atoi(tag)`` codes, useless for filtering.

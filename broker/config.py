@@ -1,4 +1,4 @@
-"""Broker and name server configuration, read from RocketMQ ``rocklet.broker.conf`` files.
+"""Broker and name server configuration, read from RocketMQ ``broker.conf`` files.
 
 Files use Java properties syntax and RocketMQ's property names (``brokerClusterName``,
 ``listenPort``, ``flushDiskType``, ...), so existing files keep working. Each property
@@ -12,9 +12,9 @@ value that does not parse is a :class:`ConfigError`
 naming the key and the value, where Java would die with a bare
 ``NumberFormatException``.
 
-This module and the CLI are the only places that read the environment
-(style.md §8 item 13): ``NAMESRV_ADDR`` fills ``namesrvAddr`` when neither the file nor
-the command line sets it, as in RocketMQ.
+This module and the CLI are the only places that read the environment: ``NAMESRV_ADDR``
+fills ``namesrvAddr`` when neither the file nor the command line sets it, as in
+RocketMQ.
 """
 
 from __future__ import annotations
@@ -407,7 +407,7 @@ def load_broker_config(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
-    """Read a ``rocklet.broker.conf``, then apply overrides and the ``NAMESRV_ADDR`` fallback.
+    """Read a ``broker.conf``, then apply overrides and the ``NAMESRV_ADDR`` fallback.
 
     Args:
         path: The file; ``None`` for RocketMQ's defaults.

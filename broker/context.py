@@ -2,7 +2,7 @@
 
 Only the app and :mod:`rocklet.broker.wiring` read it. Each processor is built from the
 narrow pieces it uses and never holds this object (a service locator hides what a
-processor depends on; style.md §9 A1); ``tests/broker/test_narrow_processors.py``
+processor depends on); ``tests/broker/test_narrow_processors.py``
 keeps it so.
 """
 

@@ -6,7 +6,7 @@ the push half: the store's dispatch listener calls :meth:`PullHoldService.notify
 every message it indexes, which wakes exactly the pulls parked on that queue whose
 offset is now readable and whose subscription matches the tag hash. A parked pull
 costs one future, not a polling loop, and the C++ client (which re-pulls at once on
-PULL_NOT_FOUND) is kept from spinning (remoting-protocol.md §3.4, §6.3 item 9).
+PULL_NOT_FOUND) is kept from spinning (docs/protocol.md).
 
 Everything here runs on the event loop; the store calls :meth:`notify` from the thread
 that appended, which is the loop too (puts happen on the loop).

@@ -1,4 +1,4 @@
-"""Broker-to-client notifications (NOTIFY_CONSUMER_IDS_CHANGED, remoting-protocol.md §3.13)."""
+"""Broker-to-client notifications (NOTIFY_CONSUMER_IDS_CHANGED, docs/protocol.md)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ store:
   stops the walk: everything after it is younger still. An older one is put back at the
   end of the half queue with ``TRANSACTION_CHECK_TIMES`` + 1, and the copy is sent to one
   live channel of its producer group (``PGROUP``) as a oneway CHECK_TRANSACTION_STATE
-  (remoting-protocol.md §3.12); the producer answers with END_TRANSACTION naming the
+  (docs/protocol.md); the producer answers with END_TRANSACTION naming the
   copy. A half checked ``transactionCheckMax`` times, or older than the store's file
   reservation time, is discarded: moved to ``TRANS_CHECK_MAX_TIME_TOPIC`` (4.9.4's
   ``DefaultTransactionalMessageCheckListener.resolveDiscardMsg``), never delivered.

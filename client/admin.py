@@ -1,7 +1,7 @@
 """Administration: topics, consumer progress, running info, message lookup, cluster info.
 
 The subset of RocketMQ's ``DefaultMQAdminExt`` (mqadmin) a Python user needs, over the
-same requests (remoting-protocol.md §3.5, §3.15, §5.3):
+same requests (docs/protocol.md):
 
 - topics: create on every master of a cluster (UPDATE_AND_CREATE_TOPIC), delete on the
   brokers and the name servers, list (name server), per-queue offset ranges

@@ -1,6 +1,6 @@
 """Errors raised by the SDK.
 
-Three families, kept apart (style.md §8 item 4):
+Three families, kept apart:
 
 - :class:`TransportError` and its subclasses: the connection failed or an answer did
   not come in time. The request's outcome is unknown: it may still have run.

@@ -21,7 +21,7 @@ What it does:
   NOTIFY_CONSUMER_IDS_CHANGED (40), GET_CONSUMER_RUNNING_INFO (307),
   RESET_CONSUMER_CLIENT_OFFSET (220), CHECK_TRANSACTION_STATE (39) and
   PUSH_REPLY_MESSAGE_TO_CLIENT (326, to the waiting request future).
-- **Background failures** reach the user (style.md §8 item 11): expected transient
+- **Background failures** reach the user: expected transient
   ones (a broker down, a name server timeout) are logged; anything else is logged and
   passed to the :meth:`on_error` callbacks or, when none is registered, kept and
   raised by the next :meth:`check_errors` (which producers call on each send).

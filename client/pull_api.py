@@ -2,7 +2,7 @@
 
 Shared by the push consumer's pull loops and the pull / lite-pull consumers
 (RocketMQ's ``PullAPIWrapper``). The body of a found pull is back-to-back stored
-records (remoting-protocol.md §3.4, §4.1); :func:`decode_messages` turns them into
+records (docs/protocol.md); :func:`decode_messages` turns them into
 :class:`~rocklet.client.message.MessageExt` in one pass, unpacking each record's fixed part
 with one ``struct`` call, dropping records whose tag the subscription does not want
 *before* building them (the broker filters by tag hash, which collides, so clients

@@ -1,8 +1,8 @@
 """Request-reply (RocketMQ 4.6+ ``DefaultMQProducer.request`` / ``MessageUtil``).
 
-The requester sends an ordinary message with three extra properties (remoting-protocol.md
-§3.8): ``CORRELATION_ID`` (a fresh UUID), ``REPLY_TO_CLIENT`` (its client id) and
-``TTL`` (the timeout, ms). The broker stamps ``CLUSTER`` on it. A consumer handles it
+The requester sends an ordinary message with three extra properties (docs/protocol.md):
+``CORRELATION_ID`` (a fresh UUID), ``REPLY_TO_CLIENT`` (its client id) and ``TTL`` (the
+timeout, ms). The broker stamps ``CLUSTER`` on it. A consumer handles it
 and the responder sends a reply message to ``<CLUSTER>_REPLY_TOPIC`` with
 ``MSG_TYPE=reply`` and the same three properties, using SEND_REPLY_MESSAGE_V2 (325).
 The broker pushes that reply to the requester's connection as

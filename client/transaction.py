@@ -1,6 +1,6 @@
 """Transactional messages (RocketMQ's ``TransactionMQProducer``).
 
-Two-phase send, remoting-protocol.md §3.12:
+Two-phase send, docs/protocol.md:
 
 1. The *half message* is sent with ``TRAN_MSG=true``, ``PGROUP=<group>`` and sysFlag
    TRANSACTION_PREPARED; the broker keeps it in ``RMQ_SYS_TRANS_HALF_TOPIC``, invisible

@@ -19,7 +19,7 @@ __all__ = [
 #: ``flag`` bit 0: the command is a response (``RemotingCommand.RPC_TYPE``).
 FLAG_RESPONSE: Final = 0b01
 #: ``flag`` bit 1: the sender expects no answer (``RPC_ONEWAY``). The C++ 1.2 client
-#: never sets it on the wire (remoting-protocol.md §1.4), so servers must not rely on it.
+#: never sets it on the wire (docs/protocol.md), so servers must not rely on it.
 FLAG_ONEWAY: Final = 0b10
 #: What we put in ``language``. Java clients only check it for logging; "JAVA" is what
 #: every client has seen from a real broker.
@@ -36,7 +36,7 @@ class RemotingCommand:
     """One remoting command.
 
     ``ext_fields`` always holds strings: decoders normalise the JSON numbers and
-    booleans that some clients send (remoting-protocol.md §1.6), and encoders emit
+    booleans that some clients send (docs/protocol.md), and encoders emit
     strings because the C++ client reads nothing else. Typed views of the fields are
     the header classes in :mod:`rocklet.protocol.headers`.
 
@@ -83,7 +83,7 @@ class RemotingCommand:
         """Build the answer to this request.
 
         The answer echoes the opaque and uses the request's own serialization, because
-        the C++ and Node clients cannot read a binary header (remoting-protocol.md §1.5).
+        the C++ and Node clients cannot read a binary header (docs/protocol.md).
 
         Args:
             code: Response code.

@@ -5,7 +5,7 @@ own JSON text, unquoted:
 
 * integer keys, e.g. ``BrokerData.brokerAddrs`` (``HashMap<Long, String>``) becomes
   ``{"brokerAddrs":{0:"10.0.0.5:10911"}}``, and ``consumerOffset.json`` becomes
-  ``{"offsetTable":{"T@G":{0:12,1:3}}}`` (remoting-protocol.md §5.1; apache/rocketmq
+  ``{"offsetTable":{"T@G":{0:12,1:3}}}`` (docs/protocol.md; apache/rocketmq
   issues #1445, #1506, #3369);
 * object keys, e.g. ``ConsumeStats.offsetTable`` (``HashMap<MessageQueue, ...>``)
   becomes ``{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{...}}}``.

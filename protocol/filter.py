@@ -4,7 +4,7 @@ Brokers filter by tag *hash* (the consume queue stores ``String.hashCode()`` of 
 and clients re-check the tag string, because hashes collide. RocketMQ's
 ``FilterAPI.buildSubscriptionData`` splits on ``||``, trims, and drops empty items;
 ``*`` or an empty expression means every message. The C++ client's heartbeat sends
-bogus codes (``atoi(tag)``), so brokers recompute them here (remoting-protocol.md §3.7).
+bogus codes (``atoi(tag)``), so brokers recompute them here (docs/protocol.md).
 """
 
 from __future__ import annotations

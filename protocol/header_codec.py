@@ -18,7 +18,7 @@ Layout of the ROCKETMQ binary header (``RocketMQSerializable.java``), big-endian
 
 Decoders accept what the official clients send: numbers, booleans and strings as
 extFields values, which are normalised to strings the way Java's fastjson does
-(remoting-protocol.md §1.6). Encoders always emit an ``extFields`` object of strings.
+(docs/protocol.md). Encoders always emit an ``extFields`` object of strings.
 
 Integer ranges: ``opaque``, ``flag`` and (in JSON and msgpack) ``code`` and ``version``
 are Java ``int`` fields, so every type carries them as int32; the binary layout narrows

@@ -1,6 +1,6 @@
 """Stored-message codec: the record layout shared by the commitlog and pull bodies.
 
-Layout of one record (magic v1, IPv4 hosts; remoting-protocol.md §4.1), big-endian:
+Layout of one record (magic v1, IPv4 hosts; docs/protocol.md), big-endian:
 
     ======  =====  =============================================================
     offset  size   field

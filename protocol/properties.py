@@ -14,7 +14,7 @@ from typing import Final
 
 __all__ = ["MAX_PROPERTIES_SIZE", "Prop", "decode_properties", "encode_properties"]
 
-#: Properties are stored behind a signed int16 length (remoting-protocol.md §4.1).
+#: Properties are stored behind a signed int16 length (docs/protocol.md).
 MAX_PROPERTIES_SIZE: Final = 32767
 
 _NAME_SEP: Final = "\x01"

@@ -12,7 +12,7 @@ broker-a                10911       5557               broker-a/
 broker-b                10921       5558               broker-b/
 ======================  ==========  =================  ============
 
-Each broker gets a generated ``rocklet.broker.conf`` in its directory (extra properties can be
+Each broker gets a generated ``broker.conf`` in its directory (extra properties can be
 added); every child logs JSON lines to ``<data-dir>/logs/<name>.log``. The supervisor
 learns each child's ports from its "listening" log line, so port 0 works (tests), and a
 stopped broker restarts on the same ports with the same data (:meth:`LocalCluster.start_broker`).
@@ -92,7 +92,7 @@ class LocalCluster:
         broker_ports: Listen port of broker-a and broker-b (0: any free port).
         metrics_ports: Metrics port of broker-a and broker-b, or ``None`` for no
             metrics endpoints.
-        broker_properties: Extra ``rocklet.broker.conf`` properties for both brokers.
+        broker_properties: Extra ``broker.conf`` properties for both brokers.
         startup_timeout_s: Longest wait for a child to report it is listening.
     """
 
@@ -166,7 +166,7 @@ class LocalCluster:
     async def start_broker(self, name: str) -> None:
         """Start (or restart) one broker on its ports and data directory.
 
-        Its ``rocklet.broker.conf`` is (re)written first, with the ports it used last, so a
+        Its ``broker.conf`` is (re)written first, with the ports it used last, so a
         restarted broker keeps its address. Returns once it registered with the name
         server (``rocklet broker`` logs "broker listening" after the first registration).
 

@@ -2,7 +2,7 @@
 
 :class:`Cluster` wraps one SDK client instance for the lifetime of one ``asyncio.run``
 (driver calls) or one partition read (executors): Spark runs the connector's methods
-in several short-lived Python processes (spark-connector.md Part 1 §4), so nothing is
+in several short-lived Python processes (docs/spark.md Part 1 §4), so nothing is
 opened before it is needed and everything is closed before the method returns.
 
 It answers: which queues a subscription covers now (routes from the name server, topic

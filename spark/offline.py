@@ -3,10 +3,10 @@
 ``spark.read.format("rocklet").load("/path/to/store")`` reads every record of every
 commitlog segment, one Spark partition per segment, with the broker source's schema.
 It is for audits and backfills: it reads a RocketMQ 4.x store (the layout Rocklet
-keeps, store-format.md) as well as Rocklet's own, without starting anything. Read a
+keeps, docs/store-format.md) as well as Rocklet's own, without starting anything. Read a
 stopped store or a copy: a segment being written may end in a half-written record.
 
-Walking a segment (store-format.md; RocketMQ's ``CommitLog.checkMessageAndReturnSize``):
+Walking a segment (docs/store-format.md; RocketMQ's ``CommitLog.checkMessageAndReturnSize``):
 records follow each other from byte 0; a record whose magic is BLANK_MAGIC is the
 filler that pads a segment's end when the next record did not fit; four zero bytes
 where a record would start mean nothing was written past there (segments are

@@ -1,7 +1,7 @@
 """Queue ranges: the source's input partitions, how they are planned and read.
 
 A :class:`QueueRange` is ``[start, end)`` of one queue plus everything an executor
-needs to read it. Executors only see the pickled partition (spark-connector.md Part 1
+needs to read it. Executors only see the pickled partition (docs/spark.md Part 1
 §4: state set on the driver is not visible in ``read()``), so it is self-contained.
 
 Reading is deterministic for a given range, which is what lets Spark replay a

@@ -28,7 +28,7 @@ async def _loop_exception_guard() -> AsyncIterator[None]:
     """Fail the test when the event loop saw an exception nobody handled.
 
     asyncio only logs exceptions from callbacks and never-retrieved task results;
-    a background failure must fail the test instead (style.md §8 item 11).
+    a background failure must fail the test instead.
     """
     loop = asyncio.get_running_loop()
     seen: list[dict[str, Any]] = []

@@ -8,7 +8,7 @@ remoting server for every accepted socket.
 
 What it does, and why:
 
-- Correlation lives here, not in the command (style.md §8 item 12): the connection
+- Correlation lives here, not in the command: the connection
   allocates opaques and keeps ``opaque -> Future``; answers may come in any order, and
   each request has its own timeout that removes its entry. RocketMQ's static
   ``requestId`` counter is the counter-example.
@@ -67,7 +67,7 @@ Buffer: TypeAlias = bytes | bytearray | memoryview
 _OPAQUE_MASK: Final = 0x7FFFFFFF
 #: How long close() lets queued bytes drain before it aborts the socket.
 DEFAULT_LINGER_S: Final = 1.0
-#: The C++ client's connect timeout (remoting-protocol.md §6).
+#: The C++ client's connect timeout (docs/protocol.md).
 DEFAULT_CONNECT_TIMEOUT_S: Final = 3.0
 #: A coalescing connection writes at once when this many bytes wait (the transport's
 #: default high-water mark): a big answer is not held back, and flow control sees the

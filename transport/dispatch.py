@@ -3,7 +3,7 @@
 The rules follow Java's ``NettyRemotingAbstract.processRequestCommand``:
 
 - an unknown code is answered with REQUEST_CODE_NOT_SUPPORTED and the remark
-  ``" request type N not supported"`` (remoting-protocol.md §1.4);
+  ``" request type N not supported"`` (docs/protocol.md);
 - a header or message-format error raised by a processor is answered with the error's
   own response code and its text as the remark, as Java answers a
   ``RemotingCommandException``;

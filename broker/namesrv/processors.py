@@ -1,7 +1,7 @@
 """The name server's request processors (RocketMQ's ``DefaultRequestProcessor``).
 
 Each processor reads a typed header, consults the :class:`RouteInfoManager` or the
-:class:`KVConfigManager` and answers with the bodies of remoting-protocol.md §5. Header
+:class:`KVConfigManager` and answers with the bodies docs/protocol.md describes. Header
 and body errors propagate to the dispatcher, which answers SYSTEM_ERROR with the reason.
 """
 

@@ -2,8 +2,7 @@
 
 Codes: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38) and
 CHECK_CLIENT_CONFIG (46). Follows RocketMQ 4.9's ``ClientManageProcessor`` and
-``ConsumerManageProcessor.getConsumerListByGroup`` (remoting-protocol.md §3.7, §3.9,
-§3.10):
+``ConsumerManageProcessor.getConsumerListByGroup`` (docs/protocol.md):
 
 - a heartbeat registers the connection under each producer and consumer group it names;
   for each consumer group the subscription group is looked up (created with defaults

@@ -2,7 +2,7 @@
 
 Codes: QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), SEARCH_OFFSET_BY_TIMESTAMP
 (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32),
-LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (remoting-protocol.md §3.11, §3.14).
+LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (docs/protocol.md).
 
 RocketMQ 4.9 splits these between ``ConsumerManageProcessor`` (14, 15) and
 ``AdminBrokerProcessor`` (the rest); they are one family here because consumers are

@@ -6,7 +6,7 @@ caught up and allowed to suspend, park the pull in
 :class:`~rocklet.broker.long_polling.PullHoldService` until a matching message arrives
 or ``suspendTimeoutMillis`` passes, then read again and answer. The response body is
 the stored records themselves, written from the mapped commitlog without decoding
-(remoting-protocol.md §3.4).
+(docs/protocol.md).
 """
 
 from __future__ import annotations

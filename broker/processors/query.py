@@ -1,6 +1,6 @@
 """Queries: QUERY_MESSAGE (12) by key and VIEW_MESSAGE_BY_ID (33) by commit-log offset.
 
-Follows RocketMQ 4.9's ``QueryMessageProcessor`` (remoting-protocol.md §3.5). Both answer
+Follows RocketMQ 4.9's ``QueryMessageProcessor`` (docs/protocol.md). Both answer
 with stored records exactly as they sit in the commitlog: the views of the mapped
 segments are written after the response header without a copy (RocketMQ's
 ``QueryMessageTransfer`` / ``OneMessageTransfer``). The C++ client never sends either

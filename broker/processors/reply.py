@@ -1,6 +1,6 @@
 """Request-reply processor: SEND_REPLY_MESSAGE (324) and SEND_REPLY_MESSAGE_V2 (325).
 
-Follows RocketMQ 4.9's ``ReplyMessageProcessor`` (remoting-protocol.md §3.8). A replier
+Follows RocketMQ 4.9's ``ReplyMessageProcessor`` (docs/protocol.md). A replier
 sends its reply with the send header; the broker finds the requester's connection by the
 ``REPLY_TO_CLIENT`` property (the requester's client id) and pushes the reply to it as
 PUSH_REPLY_MESSAGE_TO_CLIENT (326): the send fields plus ``bornHost``, ``storeHost``

@@ -5,8 +5,8 @@ validate the topic and queue, auto-create the topic from its template, redirect 
 message past its max reconsume times to the group's dead-letter queue, turn a
 transaction's half message into RMQ_SYS_TRANS_HALF_TOPIC, add the CLUSTER property and
 drop WAIT, store, and answer msgId / queueId / queueOffset. The C++ client's batch is
-code 10 with ``batch="1"``; it is stored as its individual messages (remoting-protocol.md
-§3.1), unlike RocketMQ 4.9.4, which stores the blob as one message.
+code 10 with ``batch="1"``; it is stored as its individual messages (docs/protocol.md),
+unlike RocketMQ 4.9.4, which stores the blob as one message.
 
 Under SYNC_FLUSH the answer waits for the group commit without blocking the event loop:
 the store's durability future is awaited, and other connections keep being served.

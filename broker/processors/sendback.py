@@ -1,7 +1,7 @@
 """CONSUMER_SEND_MSG_BACK (36): a message the consumer failed goes to retry or dead letter.
 
 Follows RocketMQ 4.9's ``SendMessageProcessor.asyncConsumerSendMsgBack``
-(remoting-protocol.md §3.6):
+(docs/protocol.md):
 
 1. the group name must pass RocketMQ's rules (else SUBSCRIPTION_GROUP_NOT_EXIST), the
    group must exist (created with defaults when ``autoCreateSubscriptionGroup`` is

@@ -1,6 +1,6 @@
 """Transaction processor: END_TRANSACTION (37).
 
-Follows RocketMQ 4.9's ``EndTransactionProcessor`` (remoting-protocol.md §3.12). The
+Follows RocketMQ 4.9's ``EndTransactionProcessor`` (docs/protocol.md). The
 half message is looked up by ``commitLogOffset`` and checked against the request
 (producer group, queue offset, commit-log offset, as ``checkPrepareMessage`` does).
 

@@ -1,6 +1,6 @@
 """HEART_BEAT (34) bodies: who a client is and which groups and subscriptions it has.
 
-Two dialects arrive (remoting-protocol.md §3.7):
+Two dialects arrive (docs/protocol.md):
 
 * **C++ 1.2** (jsoncpp): enums as integers (ordinals), ``subVersion`` as a string,
   empty sets omitted rather than ``[]``, no ``classFilterMode``/``expressionType``/

@@ -1,4 +1,4 @@
-"""REGISTER_BROKER (103) bodies, plain JSON or compressed (remoting-protocol.md §5.2).
+"""REGISTER_BROKER (103) bodies, plain JSON or compressed (docs/protocol.md).
 
 Plain (``compressed=false``)::
 

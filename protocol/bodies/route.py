@@ -1,4 +1,4 @@
-"""Topic route bodies: GET_ROUTEINFO_BY_TOPIC (105) answers (remoting-protocol.md §5.1).
+"""Topic route bodies: GET_ROUTEINFO_BY_TOPIC (105) answers (docs/protocol.md).
 
 The JSON is exactly what a Java name server writes, members in fastjson's alphabetical
 order::

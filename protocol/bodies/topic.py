@@ -1,7 +1,7 @@
 """Topic configuration bodies: ``TopicConfig``, ``DataVersion`` and their wrapper.
 
 ``TopicConfigSerializeWrapper`` is the GET_ALL_TOPIC_CONFIG (21) answer and the core of
-a broker's registration (remoting-protocol.md §3.15, §5.2)::
+a broker's registration (docs/protocol.md)::
 
     {"dataVersion":{"counter":N,"timestamp":ms},
      "topicConfigTable":{"T":{"order":false,"perm":6,"readQueueNums":4,

@@ -5,7 +5,7 @@ attribute travels as. Field types are ``str``, ``int`` or ``bool``, optionally
 ``| None``; a field without a default is required. Conversion follows Java's
 ``RemotingCommand.decodeCommandCustomHeader``: a missing required field is an error
 ("the custom field <x> is null"), numbers are parsed as decimal, and booleans accept
-``"true"``/``"false"`` and the C++ client's ``"1"``/``"0"`` (remoting-protocol.md §1.6).
+``"true"``/``"false"`` and the C++ client's ``"1"``/``"0"`` (docs/protocol.md).
 Everything leaves as strings, because the C++ client reads nothing else.
 """
 
@@ -118,7 +118,7 @@ def _compile_parser(
         elif spec.parse is _parse_int:
             value = "int(v)"
         elif spec.parse is _parse_bool:
-            # "1"/"0": the C++ client's spelling (remoting-protocol.md §1.6).
+            # "1"/"0": the C++ client's spelling (docs/protocol.md).
             value = (
                 f'(True if v == "true" or v == "1" else False if v == "false" or v == "0"'
                 f" else p{i}({spec.key!r}, v))"

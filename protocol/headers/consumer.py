@@ -1,6 +1,6 @@
 """Consumer-side headers: send-back, offsets, queue metadata and group management.
 
-Covers remoting-protocol.md §3.6 (CONSUMER_SEND_MSG_BACK), §3.9-§3.11 (UNREGISTER_CLIENT,
+Covers docs/protocol.md (CONSUMER_SEND_MSG_BACK), §3.9-§3.11 (UNREGISTER_CLIENT,
 GET_CONSUMER_LIST_BY_GROUP, offsets), §3.13 (NOTIFY_CONSUMER_IDS_CHANGED) and §3.16
 (broker-to-client requests), plus the admin consume-stats queries.
 """

@@ -1,4 +1,4 @@
-"""PULL_MESSAGE (11) headers (remoting-protocol.md §3.4)."""
+"""PULL_MESSAGE (11) headers (docs/protocol.md)."""
 
 from __future__ import annotations
 

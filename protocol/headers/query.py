@@ -1,4 +1,4 @@
-"""QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33) headers (remoting-protocol.md §3.5)."""
+"""QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33) headers (docs/protocol.md)."""
 
 from __future__ import annotations
 

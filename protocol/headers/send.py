@@ -1,4 +1,4 @@
-"""SEND_MESSAGE family headers (remoting-protocol.md §3.1, §3.2).
+"""SEND_MESSAGE family headers (docs/protocol.md).
 
 The same request header travels in two spellings:
 
@@ -155,7 +155,7 @@ class SendMessageResponseHeader(Header):
 
     ``msgId`` is the offset msgId (comma-joined ids for a batch); Java's client unboxes
     ``queueId`` and ``queueOffset`` and reads ``MSG_REGION`` without a null check, and
-    the C++ client reads only string values (remoting-protocol.md §1.6, §3.1), so all
+    the C++ client reads only string values (docs/protocol.md), so all
     are always emitted as strings.
     """
 

@@ -1,4 +1,4 @@
-"""Transaction and request-reply headers (remoting-protocol.md §3.8, §3.12)."""
+"""Transaction and request-reply headers (docs/protocol.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Hostile and broken input against a running broker.
 
-Every case gets the documented answer (remoting-protocol.md §1.4, §1.6: an error code and
+Every case gets the documented answer (docs/protocol.md: an error code and
 a remark on a request that could be framed) or a closed connection (a frame that cannot
 be delimited or whose header does not parse, as Java's ``NettyDecoder`` closes the
 channel). Meanwhile another client keeps being served, and afterwards every message

@@ -35,7 +35,7 @@ def recorded_request(code: int) -> dict[str, Any]:
 
 def cpp_request(code: int, ext: dict[str, str], body: bytes = b"") -> RemotingCommand:
     """A request as the C++ 1.2 client frames it: language CPP, version 63, remark "",
-    and the credential trio it always sends (remoting-protocol.md §1.2, §3.7)."""
+    and the credential trio it always sends (docs/protocol.md)."""
     trio = {k: v for k, (_kind, v) in recorded_request(RequestCode.HEART_BEAT)["extFields"].items()}
     return RemotingCommand(
         code, ext_fields={**trio, **ext}, body=body, remark="", language="CPP", version=63

@@ -43,7 +43,7 @@ def queue_request(code: int, topic: str, queue_id: int, **extra: str) -> Remotin
 
 
 def lock_body(group: str, client_id: str, queue_ids: list[int]) -> bytes:
-    # The C++ LockBatchBody: queueId a JSON number (remoting-protocol.md §3.14).
+    # The C++ LockBatchBody: queueId a JSON number (docs/protocol.md).
     mqs = [{"brokerName": "broker-a", "queueId": q, "topic": "OT"} for q in queue_ids]
     body = {"clientId": client_id, "consumerGroup": group, "mqSet": mqs}
     return json.dumps(body, separators=(",", ":")).encode()

@@ -1,5 +1,5 @@
 """QUERY_MESSAGE and VIEW_MESSAGE_BY_ID against a real broker, with Java's request shapes
-(the C++ client never sends them: remoting-protocol.md §3.5)."""
+(the C++ client never sends them: docs/protocol.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Request-reply through a real broker: SEND_REPLY_MESSAGE(_V2) -> PUSH_REPLY_MESSAGE_TO_CLIENT.
 
-The replier sends what Java's ``MessageUtil.createReplyMessage`` builds (remoting-protocol.md
-§3.8): topic ``<cluster>_REPLY_TOPIC`` and the CORRELATION_ID / REPLY_TO_CLIENT / TTL /
-MSG_TYPE properties. The requester is a connection registered by HEART_BEAT as a
+The replier sends what Java's ``MessageUtil.createReplyMessage`` builds (docs/protocol.md):
+topic ``<cluster>_REPLY_TOPIC`` and the CORRELATION_ID / REPLY_TO_CLIENT / TTL / MSG_TYPE
+properties. The requester is a connection registered by HEART_BEAT as a
 producer, whose handler records what the broker pushes to it.
 """
 

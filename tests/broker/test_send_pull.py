@@ -17,7 +17,7 @@ from rocklet.transport.connection import Connection, open_connection
 from tests.cluster import Cluster, running_cluster
 
 
-# What the C++ 1.2 client sends (remoting-protocol.md §3.1): numbers for some fields,
+# What the C++ 1.2 client sends (docs/protocol.md): numbers for some fields,
 # strings for others, "0"/"1" booleans, a WAIT property.
 def cpp_send(
     topic: str,

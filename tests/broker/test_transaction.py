@@ -1,6 +1,6 @@
 """Transactions through a real broker: half messages, END_TRANSACTION and the check-back.
 
-The frames are those of the C++ client (remoting-protocol.md §3.12): the half message is
+The frames are those of the C++ client (docs/protocol.md): the half message is
 a SEND_MESSAGE with sysFlag 4 and TRAN_MSG / PGROUP properties, END_TRANSACTION takes
 the commit-log offset from the offset msgId of the send and carries booleans as "0"/"1".
 Check rounds are run with an explicit ``now_ms``; nothing waits on the periodic timer.

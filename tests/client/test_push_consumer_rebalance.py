@@ -1,7 +1,7 @@
 """Rebalancer decisions against a fake broker: start offsets, hand-over, locks, resets.
 
 The fake implements the instance's public ``invoke`` with the broker's documented
-answers (remoting-protocol.md §3.10, §3.11, §3.14), so each rule of
+answers (docs/protocol.md), so each rule of
 ``RebalancePushImpl`` can be driven precisely; the real broker is used by the other
 consumer tests.
 """

@@ -9,7 +9,7 @@ tests are arranged to never wait for them:
 
 * consumers of a new group start after the messages exist: the broker answers
   QUERY_CONSUMER_OFFSET with "0" for a new group, so they read from the start
-  (remoting-protocol.md §3.11) instead of asking GET_MAX_OFFSET;
+  (docs/protocol.md) instead of asking GET_MAX_OFFSET;
 * consumers start only once the name server routes their topic (and the retry topic
   when a retry is expected), because the client fetches routes once at start;
 * when consumers must be running before the messages are sent (broadcasting, whose

@@ -316,7 +316,7 @@ def test_topic_config_wrapper_is_the_reference_form() -> None:
 
 
 def test_cluster_info_in_java_name_server_form() -> None:
-    # No capture holds a 106 answer; this is remoting-protocol.md §5.3's, which a Java
+    # No capture holds a 106 answer; this is docs/protocol.md's, which a Java
     # name server always writes with unquoted broker ids.
     body = (
         b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"10.0.0.5:10911",1:"10.0.0.6:10911"},'

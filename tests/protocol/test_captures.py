@@ -33,7 +33,7 @@ from tests.protocol.pcap_streams import Connection, connections, read_segments, 
 JSONL_FILES = sorted(CAPTURES.glob("*.jsonl"))
 PCAP_NAMES = ["cpp-client-smoke", "java-client-smoke", "ali-ons-smoke"]
 SERVER_ROLES = {9876: "namesrv", 10911: "broker"}
-#: extFields the C++ client sends as JSON numbers (remoting-protocol.md §1.6).
+#: extFields the C++ client sends as JSON numbers (docs/protocol.md).
 CPP_NUMERIC_FIELDS = {
     "queueId",
     "sysFlag",

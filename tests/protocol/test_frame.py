@@ -102,7 +102,7 @@ def test_json_header_is_shaped_like_fastjson_output() -> None:
 
 
 def test_json_header_always_carries_an_ext_fields_object() -> None:
-    # The C++ client dereferences a missing extFields (remoting-protocol.md §1.6).
+    # The C++ client dereferences a missing extFields (docs/protocol.md).
     header = encode_command(RemotingCommand(code=0, flag=1, remark="r"))[8:]
     obj = json.loads(header)
     assert obj["extFields"] == {}
@@ -171,7 +171,7 @@ def test_java_broker_json_response_from_the_reference() -> None:
 
 
 def test_cpp_header_with_trailing_newline() -> None:
-    # jsoncpp's FastWriter ends the document with "\n" (remoting-protocol.md §1.2).
+    # jsoncpp's FastWriter ends the document with "\n" (docs/protocol.md).
     header = (
         b'{"code":10,"extFields":{"batch":"0","queueId":0,"sysFlag":0,"topic":"TestTopic"},'
         b'"flag":0,"language":"CPP","opaque":1,"remark":"","version":63}\n'
@@ -218,7 +218,7 @@ _JAVA_EXT = {
 @pytest.mark.parametrize("stype", [SerializeType.JSON, SerializeType.MSGPACK])
 def test_ext_values_are_normalised_to_java_strings(stype: SerializeType) -> None:
     # ali-ons sends raw JS numbers and booleans; Java's fastjson sees their text and
-    # drops nulls (remoting-protocol.md §1.6).
+    # drops nulls (docs/protocol.md).
     obj = {"code": 310, "extFields": _LOOSE_EXT, "language": "JAVA", "opaque": 3, "version": 121}
     header = json.dumps(obj).encode() if stype == 0 else msgpack.packb(obj)
     expected = RemotingCommand(

@@ -54,7 +54,7 @@ HEADER_CLASSES: list[type[Header]] = sorted(
     ),
     key=lambda cls: cls.__name__,
 )
-#: ACL signing fields every C++ request carries (remoting-protocol.md §7); no header has them.
+#: ACL signing fields every C++ request carries (docs/protocol.md); no header has them.
 ACL_KEYS = {"AccessKey", "OnsChannel", "Signature"}
 
 

@@ -70,7 +70,7 @@ def _walk_commitlog(store: Path) -> Iterator[GoldenRecord | int]:
                 assert not data[pos:].strip(b"\x00")
                 break
             if magic == BLANK_MAGIC:
-                # The filler's size runs exactly to the segment end (store-format.md).
+                # The filler's size runs exactly to the segment end (docs/store-format.md).
                 assert pos + size == len(data)
                 yield base + pos
                 break

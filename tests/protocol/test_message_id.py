@@ -10,7 +10,7 @@ from rocklet.protocol import MessageFormatError
 from rocklet.protocol.message import pack_host
 from rocklet.protocol.message_id import OffsetMessageId, make_offset_msg_id, parse_offset_msg_id
 
-DOC_EXAMPLE = "7F00000100002A9F0000000000000C8A"  # remoting-protocol.md §4.5
+DOC_EXAMPLE = "7F00000100002A9F0000000000000C8A"  # docs/protocol.md
 
 
 def test_reference_example() -> None:

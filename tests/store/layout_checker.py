@@ -1,4 +1,4 @@
-"""Test-side checker of RocketMQ's store layout, written from store-format.md.
+"""Test-side checker of RocketMQ's store layout, written from docs/store-format.md.
 
 It does not use the store package: it reads the files with struct and zlib only, and
 checks every invariant the format document states, so it can judge both stores we
