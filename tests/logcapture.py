@@ -1,4 +1,4 @@
-"""Capture the SDK's log events (they go through stdlib logging, see client/_log.py)."""
+"""Capture the SDK's log events (stdlib records whose msg is the event dict: transport/logs.py)."""
 
 from __future__ import annotations
 
