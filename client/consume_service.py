@@ -28,6 +28,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias
 
+from rocklet.client.brokers import BrokerInvoker
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.errors import (
     BrokerError,
@@ -70,21 +71,7 @@ BROKER_DELAY_LEVEL: Final = 0
 _RELOCK_DELAY_S: Final = 3.0
 
 
-class BackInvoker(Protocol):
-    """The slice of the client instance a send-back needs."""
-
-    async def invoke(
-        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
-    ) -> RemotingCommand:
-        """Send a request to ``addr`` and return the answer."""
-        ...
-
-    def master_addr(self, broker_name: str) -> str | None:
-        """A broker group's master address."""
-        ...
-
-
-def make_send_back(invoker: BackInvoker, group: str, max_reconsume_times: int) -> SendBack:
+def make_send_back(invoker: BrokerInvoker, group: str, max_reconsume_times: int) -> SendBack:
     """Build the CONSUMER_SEND_MSG_BACK sender of a consumer group.
 
     The request goes to the master of the broker the message came from, or to its
@@ -102,7 +89,7 @@ def make_send_back(invoker: BackInvoker, group: str, max_reconsume_times: int) -
     """
 
     async def send_back(msg: MessageExt, delay_level: int) -> None:
-        addr = invoker.master_addr(msg.broker_name) or msg.store_addr
+        addr = invoker.routes.master_addr(msg.broker_name) or msg.store_addr
         header = ConsumerSendMsgBackRequestHeader(
             offset=msg.commit_log_offset,
             group=group,

@@ -195,7 +195,7 @@ class LitePullConsumer(PullConsumerBase):
             for mq in self._assigned:
                 await self._start_assigned(mq)
             return
-        await instance.send_heartbeat()
+        await instance.groups.send_heartbeat()
         bg = self._background
         await bg.run_step(self._rebalance)
         bg.when_asked(self._rebalance_wanted, self._rebalance_s, self._rebalance, "rebalance")

@@ -8,7 +8,7 @@ producers and consumers of the process. What a send does, following RocketMQ 4.9
 1. Validate the message and stamp a UNIQ_KEY (:class:`~rocklet.client.message.UniqKeyGenerator`).
 2. Compress a body over ``compress_over`` bytes with zlib and set sysFlag bit 0.
 3. Pick a queue: round-robin over the topic's writable queues, skipping brokers the
-   :class:`~rocklet.client.routes.LatencyFaultTolerance` says were slow or failing lately.
+   :class:`~rocklet.client.fault.LatencyFaultTolerance` says were slow or failing lately.
 4. Send SEND_MESSAGE_V2 (310; SEND_BATCH_MESSAGE 320 for a batch) to that broker's
    master. Many concurrent sends share the one connection (pipelining): each is one
    request with its own opaque, so throughput is bound by CPU, not round trips.
@@ -40,6 +40,7 @@ from rocklet.client.errors import (
     TransportError,
     error_for_code,
 )
+from rocklet.client.fault import LatencyFaultTolerance
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import (
     MAX_MESSAGE_SIZE,
@@ -52,7 +53,7 @@ from rocklet.client.message import (
     validate_message,
 )
 from rocklet.client.request_reply import REPLY_MESSAGE_FLAG
-from rocklet.client.routes import DEFAULT_TOPIC_QUEUE_NUMS, LatencyFaultTolerance
+from rocklet.client.routes import DEFAULT_TOPIC_QUEUE_NUMS
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.codes import RequestCode, ResponseCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
@@ -197,14 +198,14 @@ class Producer:
         instance = get_instance(self.config.namesrv, self.config.instance_name)
         try:
             await instance.start()
-            instance.register_producer(self.config.group, self)
+            instance.groups.register_producer(self.config.group, self)
         except BaseException:
             await instance.release()
             raise
         self._instance = instance
         self._ids = UniqKeyGenerator(instance.client_ip)
         self._status = ProducerStatus.RUNNING
-        await instance.send_heartbeat()
+        await instance.groups.send_heartbeat()
 
     async def close(self) -> None:
         """Leave the group on the brokers and release the instance; idempotent."""
@@ -213,9 +214,9 @@ class Producer:
             return
         self._status = ProducerStatus.CLOSED
         instance, self._instance = self._instance, None
-        instance.unregister_producer(self.config.group)
+        instance.groups.unregister_producer(self.config.group)
         try:
-            await instance.unregister_client(self.config.group, None)
+            await instance.groups.unregister_client(self.config.group, None)
         finally:
             await instance.release()
 
@@ -296,7 +297,7 @@ class Producer:
         queues = await self._queues(msg.topic)
         mq = self._select(msg.topic, queues, None)
         addr = await self._master(mq)
-        guessed = self.instance.routed_by_template(msg.topic)
+        guessed = self.instance.routes.routed_by_template(msg.topic)
         cmd = self._command(
             RequestCode.SEND_MESSAGE_V2,
             mq,
@@ -359,7 +360,10 @@ class Producer:
             RequestReplyTimeoutError: No reply in time.
             BrokerError, TransportError, NoRouteError: The request could not be sent.
         """
-        return await request_reply.request(self, msg, timeout_ms)
+        instance = self.instance
+        return await request_reply.request(
+            self.send_with_properties, instance.replies, instance.client_id, msg, timeout_ms
+        )
 
     async def reply(self, request_msg: MessageExt, body: bytes) -> SendResult:
         """Answer a request message received by a consumer.
@@ -447,11 +451,11 @@ class Producer:
         )
 
     async def _queues(self, topic: str) -> list[MessageQueue]:
-        instance = self.instance
-        queues = await instance.publish_queues(topic)
+        routes = self.instance.routes
+        queues = await routes.publish_queues(topic)
         if not queues:
-            await instance.topic_route(topic, refresh=True)
-            queues = await instance.publish_queues(topic)
+            await routes.topic_route(topic, refresh=True)
+            queues = await routes.publish_queues(topic)
             if not queues:
                 raise NoRouteError(topic, "no writable queue (is the topic created?)")
         return queues
@@ -472,11 +476,11 @@ class Producer:
         return self._fault.select(queues, position, time.monotonic(), avoid)
 
     async def _master(self, mq: MessageQueue) -> str:
-        instance = self.instance
-        addr = instance.master_addr(mq.broker_name)
+        routes = self.instance.routes
+        addr = routes.master_addr(mq.broker_name)
         if addr is None:
-            await instance.topic_route(mq.topic, refresh=True)
-            addr = instance.master_addr(mq.broker_name)
+            await routes.topic_route(mq.topic, refresh=True)
+            addr = routes.master_addr(mq.broker_name)
             if addr is None:
                 raise NoRouteError(mq.topic, f"broker {mq.broker_name!r} has no master")
         return addr
@@ -528,7 +532,8 @@ class Producer:
         deadline = loop.time() + self._timeout_s
         # The cached route answers without waiting; _queues also handles a topic
         # without writable queues yet.
-        queues = await instance.publish_queues(topic) or await self._queues(topic)
+        routes = instance.routes
+        queues = await routes.publish_queues(topic) or await self._queues(topic)
         batch = code == RequestCode.SEND_BATCH_MESSAGE
         half = bool(sys_flag & _TRANSACTION_PREPARED)
         avoid: str | None = None
@@ -537,13 +542,13 @@ class Producer:
             mq = fixed or self._select(topic, queues, avoid)
             # Queues guessed from the TBW102 template: let the broker pick one it has
             # (not for half messages, whose answer may not name the queue: see below).
-            guessed = fixed is None and not half and instance.routed_by_template(topic)
+            guessed = fixed is None and not half and routes.routed_by_template(topic)
             started = loop.time()
             remaining = deadline - started
             if remaining <= 0:
                 break
             try:
-                addr = instance.master_addr(mq.broker_name) or await self._master(mq)
+                addr = routes.master_addr(mq.broker_name) or await self._master(mq)
                 answer = await instance.invoke(
                     addr,
                     self._command(
@@ -560,7 +565,7 @@ class Producer:
                 avoid = mq.broker_name
                 if isinstance(exc, TopicNotExistError):
                     # The broker lost the topic (or never had it): ask the name server.
-                    await instance.topic_route(topic, refresh=True)
+                    await routes.topic_route(topic, refresh=True)
                     queues = await self._queues(topic)
                 _log.debug(
                     "send attempt failed", topic=topic, broker=mq.broker_name, error=str(exc)

@@ -288,7 +288,7 @@ class PushConsumer:
         instance = self._given_instance or get_instance(self.namesrv, self._instance_name)
         try:
             await instance.start()
-            instance.register_consumer(self.group, self)
+            instance.groups.register_consumer(self.group, self)
         except BaseException:
             if self._given_instance is None:
                 await instance.release()
@@ -303,7 +303,7 @@ class PushConsumer:
         self._start_ms = time.time_ns() // 1_000_000
         self._service.start()
         await self._fetch_routes()
-        await instance.send_heartbeat()
+        await instance.groups.send_heartbeat()
         await self._background.run_step(self._rebalance)
         bg = self._background
         bg.when_asked(self._rebalance_wanted, self._rebalance_s, self._rebalance, "rebalance")
@@ -333,8 +333,8 @@ class PushConsumer:
         # written must not leave the consumer registered); the failure is raised last.
         await self._cleanup(service.close(), "closing the consume service")
         await self._cleanup(rebalancer.release_all(), "releasing queues")
-        instance.unregister_consumer(self.group)
-        await self._cleanup(instance.unregister_client(None, self.group), "unregistering")
+        instance.groups.unregister_consumer(self.group)
+        await self._cleanup(instance.groups.unregister_client(None, self.group), "unregistering")
         if self._remove_error_cb is not None:
             self._remove_error_cb()
         if self._given_instance is None:
@@ -518,7 +518,7 @@ class PushConsumer:
         assert self._instance is not None and self._rebalancer is not None
         self._rebalancer.subscriptions.update(self._all_subscriptions())
         await self._fetch_routes()
-        await self._instance.send_heartbeat()
+        await self._instance.groups.send_heartbeat()
         self.rebalance_soon()
 
     async def _persist(self) -> None:

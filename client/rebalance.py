@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Literal, Protocol, TypeAlias
 
 from rocklet.client.allocate import AllocateStrategy
+from rocklet.client.brokers import MasterLookup
 from rocklet.client.errors import BrokerError, NoRouteError, TransportError, error_for_code
 from rocklet.client.message import MessageExt
 from rocklet.client.offset_store import OffsetStore
@@ -60,6 +61,7 @@ __all__ = [
     "QueueAdded",
     "QueueRemoved",
     "RebalanceInstance",
+    "RebalanceRoutes",
     "Rebalancer",
     "retry_topic",
     "subscription",
@@ -93,16 +95,8 @@ def subscription(topic: str, expression: str) -> SubscriptionData:
     )
 
 
-class RebalanceInstance(Protocol):
-    """The slice of :class:`~rocklet.client.instance.ClientInstance` a rebalance uses."""
-
-    client_id: str
-
-    async def invoke(
-        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
-    ) -> RemotingCommand:
-        """Send a request to ``addr`` and return the answer."""
-        ...
+class RebalanceRoutes(MasterLookup, Protocol):
+    """The route look-ups a rebalance uses (:class:`~rocklet.client.routes.RouteCache`)."""
 
     async def topic_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData | None:
         """A topic's route (cached)."""
@@ -112,8 +106,24 @@ class RebalanceInstance(Protocol):
         """A topic's readable queues."""
         ...
 
-    def master_addr(self, broker_name: str) -> str | None:
-        """A broker group's master address."""
+
+class RebalanceInstance(Protocol):
+    """The slice of :class:`~rocklet.client.instance.ClientInstance` a rebalance uses."""
+
+    @property
+    def client_id(self) -> str:
+        """This client's id in the group."""
+        ...
+
+    @property
+    def routes(self) -> RebalanceRoutes:
+        """The cached routes."""
+        ...
+
+    async def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """Send a request to ``addr`` and return the answer."""
         ...
 
 
@@ -192,12 +202,12 @@ class Rebalancer:
         return changed
 
     async def _rebalance_topic(self, topic: str) -> bool:
-        mqs = await self._instance.subscribe_queues(topic)
+        mqs = await self._instance.routes.subscribe_queues(topic)
         if not mqs:
             # Not routed when last asked (a retry topic appears only after the first
             # heartbeat): ask the name server again rather than wait for the 30 s refresh.
-            await self._instance.topic_route(topic, refresh=True)
-            mqs = await self._instance.subscribe_queues(topic)
+            await self._instance.routes.topic_route(topic, refresh=True)
+            mqs = await self._instance.routes.subscribe_queues(topic)
         if not mqs:
             # Still no route: keep what we have, as Java does, rather than drop it all.
             _log.debug("no queues to rebalance", group=self._group, topic=topic)
@@ -223,7 +233,7 @@ class Rebalancer:
             BrokerError: The broker refused (e.g. no consumer registered yet).
             TransportError: The broker could not be reached.
         """
-        route = await self._instance.topic_route(topic)
+        route = await self._instance.routes.topic_route(topic)
         if route is None:
             return []
         addrs = [a for bd in route.broker_datas if (a := bd.master_addr) is not None]
@@ -336,7 +346,7 @@ class Rebalancer:
         return await search_offset(self._instance, self._addr(mq), mq, self._consume_from)
 
     def _addr(self, mq: MessageQueue) -> str:
-        addr = self._instance.master_addr(mq.broker_name)
+        addr = self._instance.routes.master_addr(mq.broker_name)
         if addr is None:
             raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
         return addr
@@ -406,7 +416,7 @@ class Rebalancer:
                     pq.set_locked(mq in locked)
 
     async def _lock_batch(self, broker_name: str, mqs: Sequence[MessageQueue]) -> set[MessageQueue]:
-        addr = self._instance.master_addr(broker_name)
+        addr = self._instance.routes.master_addr(broker_name)
         if addr is None:
             return set()
         body = LockBatchRequestBody(self._group, self._instance.client_id, tuple(mqs))
@@ -428,7 +438,7 @@ class Rebalancer:
             mqs: The queues.
         """
         for broker_name, group in _by_broker(mqs).items():
-            addr = self._instance.master_addr(broker_name)
+            addr = self._instance.routes.master_addr(broker_name)
             if addr is None:
                 continue
             body = UnlockBatchRequestBody(self._group, self._instance.client_id, tuple(group))

@@ -76,14 +76,15 @@ async def test_routes_are_cached_shared_and_unknown_topics_use_the_template(
         assert first is not None and first is second  # one fetch served both
         assert await inst.topic_route("TBW102") is first  # cached
         assert await inst.topic_route("TBW102", refresh=True) == first
-        assert inst.broker_addrs() == [f"127.0.0.1:{cluster.broker.port}"]
-        assert inst.master_addr("broker-a") == f"127.0.0.1:{cluster.broker.port}"
+        assert inst.routes.broker_addrs() == [f"127.0.0.1:{cluster.broker.port}"]
+        assert inst.routes.master_addr("broker-a") == f"127.0.0.1:{cluster.broker.port}"
 
         assert await inst.topic_route("NotThere") is None
-        queues = await inst.publish_queues("NotThere")
+        queues = await inst.routes.publish_queues("NotThere")
         assert queues == [MessageQueue("NotThere", "broker-a", i) for i in range(4)]
-        assert await inst.subscribe_queues("NotThere") == []
-        assert await inst.publish_queues("TBW102") is await inst.publish_queues("TBW102")
+        assert await inst.routes.subscribe_queues("NotThere") == []
+        template = await inst.routes.publish_queues("TBW102")
+        assert await inst.routes.publish_queues("TBW102") is template
 
 
 async def test_a_dead_address_fails_fast_during_backoff(tmp_path: Path) -> None:
@@ -131,10 +132,10 @@ async def test_heartbeat_registers_the_consumer_and_notify_triggers_rebalance(
         await first.topic_route("TBW102")
         await second.topic_route("TBW102")
         watcher = FakeConsumer("CG_NOTIFY")
-        first.register_consumer("CG_NOTIFY", watcher)
-        await first.send_heartbeat()
+        first.groups.register_consumer("CG_NOTIFY", watcher)
+        await first.groups.send_heartbeat()
 
-        addr = first.broker_addrs()[0]
+        addr = first.routes.broker_addrs()[0]
         header = GetConsumerListByGroupRequestHeader("CG_NOTIFY")
         cmd = RemotingCommand(
             RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext_fields=header.to_ext_fields()
@@ -143,8 +144,8 @@ async def test_heartbeat_registers_the_consumer_and_notify_triggers_rebalance(
         assert first.client_id.encode() in answer.body
 
         # A second member joins: the broker tells the first to rebalance (code 40).
-        second.register_consumer("CG_NOTIFY", FakeConsumer("CG_NOTIFY"))
-        await second.send_heartbeat()
+        second.groups.register_consumer("CG_NOTIFY", FakeConsumer("CG_NOTIFY"))
+        await second.groups.send_heartbeat()
         await asyncio.wait_for(watcher.rebalanced.wait(), WAIT_S)
 
 
@@ -157,10 +158,10 @@ async def test_running_info_is_relayed_and_failures_reach_the_error_callback(
         Admin(cluster.namesrv_addr, instance_name="admin") as admin,
     ):
         await inst.topic_route("TBW102")
-        inst.register_consumer("CG_INFO", FakeConsumer("CG_INFO"))
+        inst.groups.register_consumer("CG_INFO", FakeConsumer("CG_INFO"))
         broken = FakeConsumer("CG_BROKEN", fail_running_info=True)
-        inst.register_consumer("CG_BROKEN", broken)
-        await inst.send_heartbeat()
+        inst.groups.register_consumer("CG_BROKEN", broken)
+        await inst.groups.send_heartbeat()
 
         info = await admin.consumer_running_info("CG_INFO", inst.client_id)
         assert info.properties["owner"] == "CG_INFO"
@@ -183,7 +184,7 @@ async def test_running_info_is_relayed_and_failures_reach_the_error_callback(
 async def test_close_is_idempotent_and_fails_waiting_replies(tmp_path: Path) -> None:
     inst = ClientInstance("127.0.0.1:1")
     await inst.start()
-    waiting = inst.expect_reply("corr-1")
+    waiting = inst.replies.expect("corr-1")
     await inst.close()
     await inst.close()
     with pytest.raises(ClientStateError):

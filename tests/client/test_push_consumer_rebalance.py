@@ -105,6 +105,10 @@ class FakeBroker:
                 del self.lock_owner[q]
         return cmd.make_response(0)
 
+    @property
+    def routes(self) -> FakeBroker:
+        return self  # it answers the route look-ups too
+
     async def topic_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData | None:
         return TopicRouteData(
             (QueueData("broker-a", 4, 4),), (BrokerData("c", "broker-a", {0: "broker-a:1"}),)
