@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import struct
-import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +61,7 @@ from rocklet.protocol.headers.send import SendMessageResponseHeader
 from rocklet.protocol.message import SysFlag, java_string_hash
 from rocklet.protocol.names import AUTO_CREATE_TOPIC
 from rocklet.protocol.properties import MAX_PROPERTIES_SIZE, Prop
+from rocklet.transport.clock import SYSTEM_CLOCK, Clock
 from rocklet.transport.logs import get_logger
 
 __all__ = ["MessageQueueSelector", "Producer", "ProducerConfig", "ProducerStatus", "hash_selector"]
@@ -153,14 +153,24 @@ class Producer:
     Args:
         group: Producer group.
         namesrv: Name server address(es). Default: ``"127.0.0.1:9876"``.
+        instance: Use this client instance (and its clock) instead of the shared one.
         **options: Further :class:`ProducerConfig` fields (``send_timeout_ms``,
             ``retry_times``, ``compress_over``...).
     """
 
-    def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", **options: Any) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        instance: ClientInstance | None = None,
+        **options: Any,
+    ) -> None:
         self.config = ProducerConfig(group, namesrv, **options)
         self._status = ProducerStatus.CREATED
+        self._given_instance = instance
         self._instance: ClientInstance | None = None
+        self._clock: Clock = SYSTEM_CLOCK  # the instance's, once started
         self._ids: UniqKeyGenerator | None = None
         self._fault = LatencyFaultTolerance()
         self._round_robin: dict[str, int] = {}
@@ -195,15 +205,18 @@ class Producer:
             return
         if self._status is ProducerStatus.CLOSED:
             raise ClientStateError("a closed producer cannot be started again")
-        instance = get_instance(self.config.namesrv, self.config.instance_name)
+        config = self.config
+        instance = self._given_instance or get_instance(config.namesrv, config.instance_name)
         try:
             await instance.start()
-            instance.groups.register_producer(self.config.group, self)
+            instance.groups.register_producer(config.group, self)
         except BaseException:
-            await instance.release()
+            if self._given_instance is None:
+                await instance.release()
             raise
         self._instance = instance
-        self._ids = UniqKeyGenerator(instance.client_ip)
+        self._clock = instance.clock
+        self._ids = UniqKeyGenerator(instance.client_ip, instance.clock.now_ms())
         self._status = ProducerStatus.RUNNING
         await instance.groups.send_heartbeat()
 
@@ -218,7 +231,8 @@ class Producer:
         try:
             await instance.groups.unregister_client(self.config.group, None)
         finally:
-            await instance.release()
+            if self._given_instance is None:
+                await instance.release()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -473,7 +487,7 @@ class Producer:
                 if mq.broker_name != avoid:
                     return mq
             return queues[position % len(queues)]
-        return self._fault.select(queues, position, time.monotonic(), avoid)
+        return self._fault.select(queues, position, self._clock.monotonic_ms() / 1000, avoid)
 
     async def _master(self, mq: MessageQueue) -> str:
         routes = self.instance.routes
@@ -507,7 +521,7 @@ class Producer:
             # -1: "any queue", which both RocketMQ's and Rocklet's brokers honour.
             "e": "-1" if any_queue else str(mq.queue_id),
             "f": str(sys_flag),
-            "g": str(int(time.time() * 1000)),
+            "g": str(self._clock.now_ms()),  # bornTimestamp
             "h": str(flag),
             "i": props,
             "j": "0",
@@ -528,6 +542,8 @@ class Producer:
         fixed: MessageQueue | None = None,
     ) -> SendResult:
         instance = self.instance
+        # The send budget is kept on the event loop's clock, the one the request
+        # timeouts below run on; the injected clock times fault isolation.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout_s
         # The cached route answers without waiting; _queues also handles a topic
@@ -560,7 +576,8 @@ class Producer:
             except (TransportError, BrokerError, NoRouteError) as exc:
                 if isinstance(exc, BrokerError) and not exc.retriable:
                     raise  # about this message, not the broker: no isolation, no retry
-                self._fault.update(mq.broker_name, 0.0, time.monotonic(), failed=True)
+                now_s = self._clock.monotonic_ms() / 1000
+                self._fault.update(mq.broker_name, 0.0, now_s, failed=True)
                 failures.append(exc)
                 avoid = mq.broker_name
                 if isinstance(exc, TopicNotExistError):
@@ -571,9 +588,9 @@ class Producer:
                     "send attempt failed", topic=topic, broker=mq.broker_name, error=str(exc)
                 )
                 continue
-            self._fault.update(
-                mq.broker_name, (loop.time() - started) * 1000, time.monotonic(), failed=False
-            )
+            latency_ms = (loop.time() - started) * 1000
+            now_s = self._clock.monotonic_ms() / 1000
+            self._fault.update(mq.broker_name, latency_ms, now_s, failed=False)
             return result
         raise _send_failure(failures, code, self._timeout_s)
 

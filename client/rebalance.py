@@ -21,14 +21,15 @@ another try):
    and skip it this round when someone else holds it.
 
 Transient failures (a broker down, an error answer) skip the topic or queue for this
-round with a warning; the next round tries again. Event loop only.
+round with a warning; the next round tries again. A subscribed topic that does not
+exist is warned about once (until it appears), naming the topic and what to do; the
+consumer keeps asking and starts consuming it once it is created. Event loop only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Literal, Protocol, TypeAlias
@@ -54,6 +55,7 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.filter import parse_tag_expression, tag_codes
 from rocklet.protocol.headers.consumer import GetConsumerListByGroupRequestHeader
 from rocklet.protocol.names import is_retry_topic, retry_topic
+from rocklet.transport.clock import Clock
 from rocklet.transport.logs import get_logger
 
 __all__ = [
@@ -82,8 +84,15 @@ QueueAdded: TypeAlias = Callable[[MessageQueue, ProcessQueue[MessageExt], int], 
 QueueRemoved: TypeAlias = Callable[[MessageQueue, ProcessQueue[MessageExt]], None]
 
 
-def subscription(topic: str, expression: str) -> SubscriptionData:
-    """The subscription of ``topic`` to ``expression`` (tags joined by ``||``)."""
+def subscription(topic: str, expression: str, version_ms: int) -> SubscriptionData:
+    """The subscription of ``topic`` to ``expression`` (tags joined by ``||``).
+
+    Args:
+        topic: The topic.
+        expression: ``"*"`` or tags joined by ``||``.
+        version_ms: The subscription's version, wall-clock ms when it was made (a
+            broker keeps the subscription with the highest version).
+    """
     tags = parse_tag_expression(expression)
     codes = tag_codes(tags)
     return SubscriptionData(
@@ -91,7 +100,7 @@ def subscription(topic: str, expression: str) -> SubscriptionData:
         sub_string=expression.strip() or "*",
         tags_set=tuple(sorted(tags)) if tags else (),
         code_set=tuple(sorted(codes)) if codes else (),
-        sub_version=time.time_ns() // 1_000_000,
+        sub_version=version_ms,
     )
 
 
@@ -118,6 +127,11 @@ class RebalanceInstance(Protocol):
     @property
     def routes(self) -> RebalanceRoutes:
         """The cached routes."""
+        ...
+
+    @property
+    def clock(self) -> Clock:
+        """The time source of the ProcessQueues."""
         ...
 
     async def invoke(
@@ -175,6 +189,8 @@ class Rebalancer:
         # One round at a time: a round triggered by the broker must not interleave
         # with the timer's and add a queue twice.
         self._round = asyncio.Lock()
+        # Subscribed topics found missing and warned about (again once they return).
+        self._missing: set[str] = set()
 
     # -- one round --------------------------------------------------------------------
 
@@ -210,8 +226,9 @@ class Rebalancer:
             mqs = await self._instance.routes.subscribe_queues(topic)
         if not mqs:
             # Still no route: keep what we have, as Java does, rather than drop it all.
-            _log.debug("no queues to rebalance", group=self._group, topic=topic)
+            await self._no_queues(topic)
             return False
+        self._missing.discard(topic)
         if self._broadcasting:
             return await self._update(topic, set(mqs))
         cids = await self.consumer_ids(topic)
@@ -219,6 +236,31 @@ class Rebalancer:
             return False
         mine = self._strategy(self._group, self._instance.client_id, mqs, cids)
         return await self._update(topic, set(mine))
+
+    async def _no_queues(self, topic: str) -> None:
+        # Once per topic, not every round: the first hour's typo or missing topic must
+        # be visible at the default WARNING level without flooding the log. Retry
+        # topics are left out: the broker creates them with the group's first
+        # heartbeat, so their absence right after start is normal.
+        if topic in self._missing or is_retry_topic(topic):
+            _log.debug("no queues to rebalance", group=self._group, topic=topic)
+            return
+        self._missing.add(topic)
+        if await self._instance.routes.topic_route(topic) is None:
+            _log.warning(
+                "subscribed topic does not exist",
+                group=self._group,
+                topic=topic,
+                hint=f"create it (rocklet admin updateTopic -c <cluster> -t {topic}) or "
+                "check the topic name; consuming starts once it exists",
+            )
+        else:
+            _log.warning(
+                "subscribed topic has no readable queue",
+                group=self._group,
+                topic=topic,
+                hint="make it readable (perm 4 or 6); consuming starts once it is",
+            )
 
     async def consumer_ids(self, topic: str) -> list[str]:
         """Ask a broker of ``topic`` for the group's consumer ids.
@@ -275,7 +317,7 @@ class Rebalancer:
         except (TransportError, BrokerError, NoRouteError) as exc:
             _log.warning("no start offset; later", group=self._group, mq=mq, error=str(exc))
             return False
-        pq: ProcessQueue[MessageExt] = ProcessQueue()
+        pq: ProcessQueue[MessageExt] = ProcessQueue(clock=self._instance.clock)
         if self._locking:
             pq.set_locked(True)
         self.process_queues[mq] = pq

@@ -32,6 +32,7 @@ from rocklet.protocol.headers.consumer import (
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocklet.transport.clock import ManualClock
 
 ME = "10.0.0.1@1"
 OTHER = "10.0.0.2@2"
@@ -51,6 +52,7 @@ class FakeBroker:
     max_offset: int = 100
     lock_owner: dict[MessageQueue, str] = field(default_factory=dict)
     unlocked: list[MessageQueue] = field(default_factory=list)
+    clock: ManualClock = field(default_factory=ManualClock)
 
     async def invoke(
         self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
@@ -147,7 +149,11 @@ def rebalancer(
         on_removed=rec.on_removed, strategy=allocate_averagely, orderly=orderly,
         consume_from=consume_from,
     )  # fmt: skip
-    r.subscriptions = {"T": subscription("T", "*"), "%RETRY%G": subscription("%RETRY%G", "*")}
+    now = broker.clock.now_ms()
+    r.subscriptions = {
+        "T": subscription("T", "*", now),
+        "%RETRY%G": subscription("%RETRY%G", "*", now),
+    }
     return r
 
 
