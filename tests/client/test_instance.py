@@ -12,6 +12,7 @@ from rocklet.client.admin import Admin
 from rocklet.client.backoff import Backoff
 from rocklet.client.errors import BrokerError, ClientStateError, ConnectError
 from rocklet.client.instance import ClientInstance, get_instance
+from rocklet.client.routes import NEGATIVE_ROUTE_TTL_MS
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -24,6 +25,7 @@ from rocklet.protocol.bodies.running import ConsumerRunningInfo
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.consumer import GetConsumerListByGroupRequestHeader
+from rocklet.transport.clock import ManualClock
 from tests.cluster import running_cluster
 
 WAIT_S = 10.0
@@ -191,3 +193,49 @@ async def test_close_is_idempotent_and_fails_waiting_replies(tmp_path: Path) -> 
         await waiting
     with pytest.raises(ClientStateError):
         await inst.start()
+
+
+async def test_a_missing_topic_is_believed_for_the_negative_ttl_of_the_instance_clock(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    async with (
+        running_cluster(tmp_path) as cluster,
+        ClientInstance(cluster.namesrv_addr, clock=clock) as inst,
+        Admin(cluster.namesrv_addr, instance_name="admin") as admin,
+    ):
+        assert await inst.routes.topic_route("Later") is None
+        await admin.create_topic("Later", queue_nums=2)
+        # The name server knows it now, but "no route" is believed for 2 s of the
+        # instance's clock, which has not moved: no new question is asked.
+        assert await inst.routes.topic_route("Later") is None
+        assert await inst.routes.publish_queues("Later") == [
+            MessageQueue("Later", "broker-a", i)
+            for i in range(4)  # TBW102's guess
+        ]
+        clock.advance(NEGATIVE_ROUTE_TTL_MS - 1)
+        assert await inst.routes.topic_route("Later") is None
+        clock.advance(1)
+        route = await inst.routes.topic_route("Later")
+        assert route is not None and route.queue_datas[0].write_queue_nums == 2
+        assert await inst.routes.subscribe_queues("Later") == [
+            MessageQueue("Later", "broker-a", i) for i in range(2)
+        ]
+
+
+async def test_reconnect_backoff_runs_on_the_instance_clock() -> None:
+    clock = ManualClock()
+    port = dead_port()
+    backoff = Backoff(base_s=30, max_s=30)
+    async with ClientInstance(f"127.0.0.1:{port}", backoff=backoff, clock=clock) as inst:
+        cmd = RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO)
+        with pytest.raises(ConnectError) as first:
+            await inst.invoke(f"127.0.0.1:{port}", cmd)
+        assert "not reconnecting" not in str(first.value)
+        clock.advance(14_999)  # equal jitter: the wait is between 15 and 30 s
+        with pytest.raises(ConnectError, match="not reconnecting"):
+            await inst.invoke(f"127.0.0.1:{port}", cmd)
+        clock.advance(15_001)
+        with pytest.raises(ConnectError) as again:  # a real attempt again: refused
+            await inst.invoke(f"127.0.0.1:{port}", cmd)
+        assert "not reconnecting" not in str(again.value)

@@ -130,6 +130,14 @@ async def test_lifecycle_errors(tmp_path: Path) -> None:
         PushConsumer("CG", consume_batch_size=0)
     with pytest.raises(ValueError):
         PushConsumer("CG", allocate="nope")
+    with pytest.raises(ValueError, match="consume_from"):
+        PushConsumer("CG", consume_from="earliest")
+    with pytest.raises(TypeError):
+        PushConsumer("CG", consume_batch=8)  # a misspelt option fails at once
+    configured = PushConsumer("CG", orderly=True, consume_batch_size=4).config
+    assert (configured.group, configured.orderly, configured.consume_batch_size) == ("CG", True, 4)
+    with pytest.raises(AttributeError):
+        configured.orderly = False  # type: ignore[misc]  # settings are frozen
     await consumer.shutdown()
     await consumer.shutdown()  # idempotent
     with pytest.raises(ClientStateError):
