@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import struct
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Self
 
 from rocklet.client import request_reply
@@ -34,33 +32,33 @@ from rocklet.client.errors import (
     ClientStateError,
     InvalidMessageError,
     NoRouteError,
-    RequestTimeoutError,
     TopicNotExistError,
     TransportError,
-    error_for_code,
 )
 from rocklet.client.fault import LatencyFaultTolerance
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import (
-    MAX_MESSAGE_SIZE,
     Message,
     MessageExt,
     SendResult,
-    SendStatus,
     UniqKeyGenerator,
     send_properties,
     validate_message,
 )
+from rocklet.client.producer_config import ProducerConfig
 from rocklet.client.request_reply import REPLY_MESSAGE_FLAG
-from rocklet.client.routes import DEFAULT_TOPIC_QUEUE_NUMS
+from rocklet.client.send_wire import (
+    BATCH_PROPERTIES,
+    encode_batch,
+    read_send_result,
+    send_command,
+    send_failure,
+)
 from rocklet.protocol.bodies.queue import MessageQueue
-from rocklet.protocol.codes import RequestCode, ResponseCode, SerializeType
+from rocklet.protocol.codes import RequestCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
-from rocklet.protocol.errors import MessageFormatError
-from rocklet.protocol.headers.send import SendMessageResponseHeader
 from rocklet.protocol.message import SysFlag, java_string_hash
-from rocklet.protocol.names import AUTO_CREATE_TOPIC
-from rocklet.protocol.properties import MAX_PROPERTIES_SIZE, Prop
+from rocklet.protocol.properties import Prop
 from rocklet.transport.clock import SYSTEM_CLOCK, Clock
 from rocklet.transport.logs import get_logger
 
@@ -71,14 +69,6 @@ _log = get_logger(__name__)
 #: Picks the queue for an orderly send: ``(queues, message, sharding_key) -> queue``.
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 
-#: Successful send codes and the status they mean (``MQClientAPIImpl.processSendResponse``).
-_STATUS: Final[dict[int, SendStatus]] = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
-
 
 class ProducerStatus(enum.Enum):
     """Lifecycle of a producer."""
@@ -86,46 +76,6 @@ class ProducerStatus(enum.Enum):
     CREATED = "created"
     RUNNING = "running"
     CLOSED = "closed"
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerConfig:
-    """Producer settings, validated once.
-
-    Attributes:
-        group: Producer group (transaction check-backs go to the group).
-        namesrv: Name server address(es), ``;``-separated.
-        send_timeout_ms: Budget for one send, retries included. Default: 3000.
-        retry_times: Further attempts after a failed one, on other brokers. Default: 2.
-        compress_over: Bodies longer than this many bytes are zlib-compressed.
-            Default: 4096 (RocketMQ's ``compressMsgBodyOverHowmuch``).
-        compress_level: zlib level. Default: 5 (RocketMQ's).
-        max_message_size: Largest body (or batch body) accepted. Default: 4 MiB.
-        instance_name: Client instance to share. Default: ``"DEFAULT"``.
-        latency_fault: Avoid brokers that were slow or failing lately. Default: on.
-        msgpack_headers: Serialize request headers as msgpack (Rocklet brokers only:
-            they answer in kind and it saves a few microseconds per request; a
-            RocketMQ broker cannot read it). Default: off.
-    """
-
-    group: str
-    namesrv: str = "127.0.0.1:9876"
-    send_timeout_ms: int = 3000
-    retry_times: int = 2
-    compress_over: int = 4096
-    compress_level: int = 5
-    max_message_size: int = MAX_MESSAGE_SIZE
-    instance_name: str = "DEFAULT"
-    latency_fault: bool = True
-    msgpack_headers: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.group:
-            raise ValueError("a producer needs a group name")
-        if self.send_timeout_ms <= 0 or self.retry_times < 0 or self.max_message_size <= 0:
-            raise ValueError(f"invalid producer config {self!r}")
-        if not -1 <= self.compress_level <= 9:
-            raise ValueError(f"zlib level {self.compress_level} out of range")
 
 
 def hash_selector(queues: Sequence[MessageQueue], _msg: Message, key: Any) -> MessageQueue:
@@ -415,49 +365,13 @@ class Producer:
         return uniq, props, body, sys_flag
 
     async def _send_batch(self, msgs: Sequence[Message]) -> SendResult:
-        instance = self.instance
-        instance.check_errors()
-        if not msgs:
-            raise InvalidMessageError("a batch needs at least one message")
-        topic = msgs[0].topic
-        max_size = self.config.max_message_size
-        validate_message(msgs[0], max_size)
+        self.instance.check_errors()
         assert self._ids is not None
-        next_id = self._ids.next
-        uniqs: list[str] = []
-        # The batch body (protocol.batch's layout) is written as the messages are
-        # checked: one pass, no BatchItem per message. The topic was checked once
-        # above; a message's other checks run only when it could fail them.
-        body = bytearray()
-        for msg in msgs:
-            if msg.topic != topic:
-                validate_message(msg, max_size)  # an invalid topic is reported as such
-                raise InvalidMessageError("every message of a batch must have the same topic")
-            payload = msg.body
-            if not payload or len(payload) > max_size or msg.delay_level or msg.properties:
-                validate_message(msg, max_size)
-                if msg.delay_level > 0:
-                    raise InvalidMessageError("messages of a batch cannot be delayed")
-            uniq = next_id()
-            uniqs.append(uniq)
-            props = send_properties(msg, uniq).encode()
-            if len(props) > MAX_PROPERTIES_SIZE:
-                raise MessageFormatError(
-                    f"properties are {len(props)} bytes; the limit is {MAX_PROPERTIES_SIZE}"
-                )
-            body += _BATCH_ITEM_HEAD.pack(
-                _BATCH_ITEM_OVERHEAD + len(payload) + len(props), 0, 0, msg.flag, len(payload)
-            )
-            body += payload
-            body += _I16.pack(len(props))
-            body += props
-        if len(body) > max_size:
-            raise InvalidMessageError(f"the batch is {len(body)} bytes; max {max_size}")
-        # Java's MessageBatch carries WAIT but no UNIQ_KEY of its own (sendKernelImpl).
+        body, uniqs = encode_batch(msgs, self._ids.next, self.config.max_message_size)
         return await self._send(
-            topic,
-            bytes(body),
-            "WAIT\x01true",
+            msgs[0].topic,
+            body,
+            BATCH_PROPERTIES,
             0,
             0,
             ",".join(uniqs),
@@ -511,24 +425,12 @@ class Producer:
         batch: bool,
         any_queue: bool = False,
     ) -> RemotingCommand:
-        # SendMessageRequestHeaderV2's single-letter keys, built as one dict literal:
-        # this runs per send, and the typed header costs ten times as much.
-        fields = {
-            "a": self.config.group,
-            "b": mq.topic,
-            "c": AUTO_CREATE_TOPIC,
-            "d": _DEFAULT_QUEUE_NUMS,
-            # -1: "any queue", which both RocketMQ's and Rocklet's brokers honour.
-            "e": "-1" if any_queue else str(mq.queue_id),
-            "f": str(sys_flag),
-            "g": str(self._clock.now_ms()),  # bornTimestamp
-            "h": str(flag),
-            "i": props,
-            "j": "0",
-            "k": "false",
-            "m": "true" if batch else "false",
-        }
-        return RemotingCommand(code, ext_fields=fields, body=body, serialize_type=self._stype)
+        born_ms = self._clock.now_ms()
+        group, stype = self.config.group, self._stype
+        return send_command(
+            code, group, mq, body, props, sys_flag, flag, born_ms,
+            batch=batch, any_queue=any_queue, serialize_type=stype,
+        )  # fmt: skip
 
     async def _send(
         self,
@@ -572,7 +474,7 @@ class Producer:
                     ),
                     remaining,
                 )
-                result = _send_result(answer, mq, msg_id, addr, trust_queue_id=not half)
+                result = read_send_result(answer, mq, msg_id, addr, trust_queue_id=not half)
             except (TransportError, BrokerError, NoRouteError) as exc:
                 if isinstance(exc, BrokerError) and not exc.retriable:
                     raise  # about this message, not the broker: no isolation, no retry
@@ -592,50 +494,8 @@ class Producer:
             now_s = self._clock.monotonic_ms() / 1000
             self._fault.update(mq.broker_name, latency_ms, now_s, failed=False)
             return result
-        raise _send_failure(failures, code, self._timeout_s)
+        raise send_failure(failures, code, self._timeout_s)
 
 
-#: ``defaultTopicQueueNums`` as its header text.
-_DEFAULT_QUEUE_NUMS: Final = str(DEFAULT_TOPIC_QUEUE_NUMS)
 # A plain int: ``int & SysFlag.X`` goes through IntFlag's Python-level operator.
 _TRANSACTION_PREPARED: Final = int(SysFlag.TRANSACTION_PREPARED)
-#: A batch item's fixed part (protocol.batch): total size, magic, body CRC (clients
-#: send 0 for both), flag, body length; then the body, an int16 properties length and
-#: the properties.
-_BATCH_ITEM_HEAD: Final = struct.Struct(">iiiii")
-_BATCH_ITEM_OVERHEAD: Final = 22
-_I16: Final = struct.Struct(">h")
-
-
-def _send_result(
-    answer: RemotingCommand, mq: MessageQueue, msg_id: str, addr: str, *, trust_queue_id: bool
-) -> SendResult:
-    status = _STATUS.get(answer.code)
-    if status is None:
-        raise error_for_code(answer.code, answer.remark, addr=addr)
-    header = SendMessageResponseHeader.from_ext_fields(answer.ext_fields)
-    # The answer names the queue the broker used (it picks one for queueId -1). For a
-    # half message RocketMQ names the real queue asked for, while Rocklet's broker
-    # names RMQ_SYS_TRANS_HALF_TOPIC's queue 0: there, keep the queue we asked for.
-    same = header.queue_id == mq.queue_id or not trust_queue_id
-    return SendResult(
-        status,
-        msg_id,
-        header.msg_id,
-        mq if same else MessageQueue(mq.topic, mq.broker_name, header.queue_id),
-        header.queue_offset,
-        header.transaction_id,
-        header.msg_region,
-        header.trace_on,
-    )
-
-
-def _send_failure(failures: list[BaseException], code: int, timeout_s: float) -> BaseException:
-    if not failures:
-        return RequestTimeoutError(code=code, opaque=-1, timeout_s=timeout_s, peer=None)
-    last = failures[-1]
-    if len(failures) > 1:
-        last.add_note(
-            f"send failed {len(failures)} times: " + "; ".join(repr(f) for f in failures[:-1])
-        )
-    return last

@@ -114,7 +114,7 @@ class PushRuntime:
                 self._listeners,
                 self.offsets,
                 send_back,
-                locks=None if config.broadcasting else self.rebalancer,
+                locks=None if config.broadcasting else self.rebalancer.locks,
                 on_consumed=self._consumed,
                 report_error=self._background.report,
                 batch_size=config.consume_batch_size,
@@ -158,7 +158,7 @@ class PushRuntime:
         )
         bg.every(config.persist_interval_s, self._persist, "persist-offsets")
         if config.orderly and not config.broadcasting:
-            bg.every(config.lock_interval_s, self.rebalancer.lock_all, "relock")
+            bg.every(config.lock_interval_s, self.rebalancer.locks.lock_all, "relock")
         if isinstance(self._service, ConcurrentConsumeService):
             bg.every(config.consume_timeout_ms / 1000, self._clean_expired, "clean-expired")
 

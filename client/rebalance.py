@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal, Protocol, TypeAlias
 
 from rocklet.client.allocate import AllocateStrategy
@@ -41,11 +40,9 @@ from rocklet.client.message import MessageExt
 from rocklet.client.offset_store import OffsetStore
 from rocklet.client.process_queue import ProcessQueue
 from rocklet.client.pull_api import max_offset, search_offset
+from rocklet.client.queue_locks import QueueLocks
 from rocklet.protocol.bodies.consumer import (
     ConsumerListBody,
-    LockBatchRequestBody,
-    LockBatchResponseBody,
-    UnlockBatchRequestBody,
 )
 from rocklet.protocol.bodies.heartbeat import SubscriptionData
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -186,6 +183,8 @@ class Rebalancer:
         self.subscriptions: dict[str, SubscriptionData] = {}
         #: Every queue this consumer owns right now.
         self.process_queues: dict[MessageQueue, ProcessQueue[MessageExt]] = {}
+        #: Broker locks of the owned queues (orderly consumers).
+        self.locks = QueueLocks(group, instance, self.process_queues)
         # One round at a time: a round triggered by the broker must not interleave
         # with the timer's and add a queue twice.
         self._round = asyncio.Lock()
@@ -308,7 +307,7 @@ class Rebalancer:
         return changed
 
     async def _add(self, mq: MessageQueue) -> bool:
-        if self._locking and not await self.lock(mq):
+        if self._locking and not await self.locks.lock(mq):
             _log.info("queue locked by another consumer; later", group=self._group, mq=mq)
             return False
         self._offsets.remove(mq)  # a stale in-memory offset must not win over the broker's
@@ -335,7 +334,7 @@ class Rebalancer:
                 return False  # still consuming: keep it (dropped) and try next round
             try:
                 await self._commit_and_forget([mq])
-                await self.unlock([mq])
+                await self.locks.unlock([mq])
             finally:
                 pq.consume_lock.release()
         else:
@@ -427,75 +426,5 @@ class Rebalancer:
             except (TransportError, BrokerError, NoRouteError) as exc:
                 _log.warning("offset commit failed at shutdown", group=self._group, error=str(exc))
             if self._locking:
-                await self.unlock(mqs)
+                await self.locks.unlock(mqs)
             self.process_queues.clear()
-
-    # -- broker locks (orderly) -------------------------------------------------------
-
-    async def lock(self, mq: MessageQueue) -> bool:
-        """Lock one queue on its broker (LOCK_BATCH_MQ).
-
-        Args:
-            mq: The queue.
-
-        Returns:
-            Whether this client holds the lock now (also recorded on its ProcessQueue).
-        """
-        locked = await self._lock_batch(mq.broker_name, [mq])
-        ok = mq in locked
-        pq = self.process_queues.get(mq)
-        if pq is not None:
-            pq.set_locked(ok)
-        return ok
-
-    async def lock_all(self) -> None:
-        """Renew the locks of every owned queue, one request per broker (every 20 s)."""
-        for broker_name, mqs in _by_broker(self.process_queues).items():
-            locked = await self._lock_batch(broker_name, mqs)
-            for mq in mqs:
-                pq = self.process_queues.get(mq)
-                if pq is not None:
-                    pq.set_locked(mq in locked)
-
-    async def _lock_batch(self, broker_name: str, mqs: Sequence[MessageQueue]) -> set[MessageQueue]:
-        addr = self._instance.routes.master_addr(broker_name)
-        if addr is None:
-            return set()
-        body = LockBatchRequestBody(self._group, self._instance.client_id, tuple(mqs))
-        cmd = RemotingCommand(RequestCode.LOCK_BATCH_MQ, body=body.to_json())
-        try:
-            answer = await self._instance.invoke(addr, cmd)
-        except TransportError as exc:
-            _log.warning("lock request failed", group=self._group, broker=addr, error=str(exc))
-            return set()
-        if answer.code != ResponseCode.SUCCESS:
-            _log.warning("lock refused", group=self._group, broker=addr, code=answer.code)
-            return set()
-        return set(LockBatchResponseBody.from_json(answer.body).lock_ok_mq_set)
-
-    async def unlock(self, mqs: Iterable[MessageQueue]) -> None:
-        """Release broker locks (UNLOCK_BATCH_MQ), one request per broker; failures logged.
-
-        Args:
-            mqs: The queues.
-        """
-        for broker_name, group in _by_broker(mqs).items():
-            addr = self._instance.routes.master_addr(broker_name)
-            if addr is None:
-                continue
-            body = UnlockBatchRequestBody(self._group, self._instance.client_id, tuple(group))
-            cmd = RemotingCommand(RequestCode.UNLOCK_BATCH_MQ, body=body.to_json())
-            try:
-                answer = await self._instance.invoke(addr, cmd)
-            except TransportError as exc:
-                _log.warning("unlock failed", group=self._group, broker=addr, error=str(exc))
-                continue
-            if answer.code != ResponseCode.SUCCESS:
-                _log.warning("unlock refused", group=self._group, broker=addr, code=answer.code)
-
-
-def _by_broker(mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
-    out: dict[str, list[MessageQueue]] = defaultdict(list)
-    for mq in sorted(mqs):
-        out[mq.broker_name].append(mq)
-    return out
