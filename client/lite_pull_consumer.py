@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Final, NamedTuple
 
 from rocklet.client.allocate import STRATEGIES, AllocateStrategy
+from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.errors import (
     TRANSIENT_ERRORS,
     BrokerError,
@@ -30,7 +31,6 @@ from rocklet.client.message import MessageExt
 from rocklet.client.process_queue import ProcessQueue
 from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
-from rocklet.client.push_consumer import ConsumerStatus
 from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,

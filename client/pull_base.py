@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.errors import ClientStateError, NoRouteError
 from rocklet.client.handles import ConsumerHandle
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.offset_store import RemoteOffsetStore
 from rocklet.client.pull_api import max_offset, min_offset, search_offset
-from rocklet.client.push_consumer import ConsumerStatus
 from rocklet.client.rebalance import ConsumeFrom
 from rocklet.protocol.bodies.queue import MessageQueue
 

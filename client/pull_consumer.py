@@ -17,11 +17,11 @@ Both talk to brokers through the shared :class:`~rocklet.client.instance.ClientI
 
 from __future__ import annotations
 
+from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.instance import ClientInstance
 from rocklet.client.lite_pull_consumer import LitePullConsumer
 from rocklet.client.pull_api import PullResult, PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
-from rocklet.client.push_consumer import ConsumerStatus
 from rocklet.client.rebalance import subscription
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,

@@ -37,12 +37,12 @@ Example::
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, Self
 
 from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.errors import TRANSIENT_ERRORS, ClientStateError
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.listeners import Listener, ListenerTable
@@ -53,15 +53,6 @@ from rocklet.protocol.bodies.running import ConsumerRunningInfo
 from rocklet.transport.tasks import BackgroundTasks
 
 __all__ = ["ConsumerStatus", "PushConsumer", "PushConsumerConfig"]
-
-
-class ConsumerStatus(enum.Enum):
-    """Lifecycle of a consumer."""
-
-    CREATED = "created"
-    RUNNING = "running"
-    CLOSING = "closing"
-    CLOSED = "closed"
 
 
 class PushConsumer:

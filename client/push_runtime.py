@@ -17,11 +17,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Mapping
 
-from rocklet.client.consume_service import (
-    ConcurrentConsumeService,
-    OrderlyConsumeService,
-    make_send_back,
-)
+from rocklet.client.consume_concurrently import ConcurrentConsumeService
+from rocklet.client.consume_orderly import OrderlyConsumeService
+from rocklet.client.consume_service import make_send_back
 from rocklet.client.errors import BrokerError, TransportError
 from rocklet.client.instance import ClientInstance
 from rocklet.client.listeners import ListenerTable
