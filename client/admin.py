@@ -18,7 +18,6 @@ same requests (docs/protocol.md):
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
@@ -400,7 +399,7 @@ class Admin:
         self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int | None, *, unique: bool
     ) -> list[MessageExt]:
         route = await self._route(topic)
-        end = int(time.time() * 1000) if end_ms is None else end_ms
+        end = self._inst.clock.now_ms() if end_ms is None else end_ms
         header = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end, unique)
 
         async def one(addr: str, broker_name: str) -> list[MessageExt]:

@@ -2,8 +2,9 @@
 
 A broker talks to a client over the connection the client opened (RocketMQ's
 ``ClientRemotingProcessor``). Each request is handled in its own task by the
-connection; this module maps the code to the producer or consumer registered on the
-:class:`~rocklet.client.instance.ClientInstance`:
+connection; this module maps the code to the producer or consumer registered for the
+group (:class:`~rocklet.client.groups.GroupRegistry`) or to the waiting request
+(:class:`~rocklet.client.replies.ReplyWaiters`):
 
 ====  ==============================  =====================================================
 code  request                         handled by
@@ -16,15 +17,17 @@ code  request                         handled by
 ====  ==============================  =====================================================
 
 Unexpected failures are reported through the instance's error channel, then answered
-with SYSTEM_ERROR by the connection.
+with SYSTEM_ERROR by the connection. The dispatcher gets those collaborators, not the
+instance, so it depends on nothing that depends on it.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from rocklet.client.handles import ConsumerHandle, ProducerHandle
 from rocklet.client.message import MessageExt
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -43,25 +46,44 @@ from rocklet.protocol.properties import Prop, decode_properties
 from rocklet.transport.connection import Connection, HandlerResult
 from rocklet.transport.logs import get_logger
 
-if TYPE_CHECKING:
-    from rocklet.client.instance import ClientInstance
-
-__all__ = ["ServerRequestDispatcher", "reply_message_from_push"]
+__all__ = ["GroupLookup", "ServerRequestDispatcher", "reply_message_from_push"]
 
 _log = get_logger(__name__)
 
 _Handler = Callable[[Connection, RemotingCommand], Awaitable[HandlerResult]]
 
 
+class GroupLookup(Protocol):
+    """Finds the producer or consumer registered for a group."""
+
+    def producer(self, group: str) -> ProducerHandle | None:
+        """The registered producer of ``group``."""
+        ...
+
+    def consumer(self, group: str) -> ConsumerHandle | None:
+        """The registered consumer of ``group``."""
+        ...
+
+
 class ServerRequestDispatcher:
     """Routes broker-initiated requests to the instance's producers and consumers.
 
     Args:
-        instance: The instance whose registrations answer.
+        groups: Finds the producer or consumer of a group.
+        deliver_reply: Completes the request waiting for a reply:
+            ``(correlation_id, reply) -> whether someone waited``.
+        report_error: Receives unexpected failures: ``(exception, where)``.
     """
 
-    def __init__(self, instance: ClientInstance) -> None:
-        self._instance = instance
+    def __init__(
+        self,
+        groups: GroupLookup,
+        deliver_reply: Callable[[str, MessageExt], bool],
+        report_error: Callable[[BaseException, str], None],
+    ) -> None:
+        self._groups = groups
+        self._deliver_reply = deliver_reply
+        self._report_error = report_error
         self._handlers: dict[int, _Handler] = {
             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._notify_ids_changed,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self._running_info,
@@ -89,19 +111,19 @@ class ServerRequestDispatcher:
         try:
             return await handler(conn, cmd)
         except Exception as exc:
-            self._instance.report_error(exc, where=f"handling request code {cmd.code}")
+            self._report_error(exc, f"handling request code {cmd.code}")
             raise
 
     async def _notify_ids_changed(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         header = NotifyConsumerIdsChangedRequestHeader.from_ext_fields(cmd.ext_fields)
-        consumer = self._instance.consumer(header.consumer_group)
+        consumer = self._groups.consumer(header.consumer_group)
         if consumer is not None:
             consumer.rebalance_soon()
         return None
 
     async def _running_info(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         header = GetConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields)
-        consumer = self._instance.consumer(header.consumer_group)
+        consumer = self._groups.consumer(header.consumer_group)
         if consumer is None:
             # ClientRemotingProcessor.getConsumerRunningInfo's wording.
             return cmd.make_response(
@@ -113,7 +135,7 @@ class ServerRequestDispatcher:
 
     async def _reset_offset(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        consumer = self._instance.consumer(header.group)
+        consumer = self._groups.consumer(header.group)
         if consumer is not None:
             body = ResetOffsetBody.from_json(cmd.body)
             await consumer.reset_offset(dict(body.offset_table))
@@ -123,7 +145,7 @@ class ServerRequestDispatcher:
         header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)
         msg = MessageExt.from_stored(decode_message(cmd.body))
         group = msg.properties.get(Prop.PGROUP)
-        producer = None if group is None else self._instance.producer(group)
+        producer = None if group is None else self._groups.producer(group)
         if producer is None:
             # Java logs and ignores it too; the broker asks again later.
             _log.warning("check-back for an unknown producer group", group=group)
@@ -136,7 +158,7 @@ class ServerRequestDispatcher:
     async def _push_reply(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         msg = reply_message_from_push(cmd)
         correlation_id = msg.properties.get(Prop.CORRELATION_ID, "")
-        if not self._instance.deliver_reply(correlation_id, msg):
+        if not self._deliver_reply(correlation_id, msg):
             # ClientRemotingProcessor.processReplyMessage: a late reply is only logged.
             _log.warning("reply for an unknown or expired request", correlation_id=correlation_id)
         return cmd.make_response(ResponseCode.SUCCESS)

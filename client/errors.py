@@ -9,8 +9,9 @@ Three families, kept apart:
   each declaring ``code`` and ``retriable``; :func:`error_for_code` builds the right one
   and falls back to :class:`UnknownBrokerError` for codes this SDK does not know.
 - Client-side errors (:class:`NoRouteError`, :class:`ClientStateError`,
-  :class:`RequestReplyTimeoutError`, :class:`InvalidMessageError`): raised before or
-  without a broker answer.
+  :class:`RequestReplyTimeoutError`, :class:`InvalidMessageError`,
+  :class:`NotANameServerError`): raised before or without a broker answer, or when
+  the answer shows the client is set up wrong.
 
 ``retriable`` follows RocketMQ 4.9's producer: ``DefaultMQProducerImpl`` retries a send
 on another broker for TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE, SYSTEM_ERROR,
@@ -55,6 +56,7 @@ __all__ = [
     "NoMessageError",
     "NoPermissionError",
     "NoRouteError",
+    "NotANameServerError",
     "NotInCurrentUnitError",
     "PullNotFoundError",
     "PullOffsetMovedError",
@@ -108,6 +110,25 @@ class NoRouteError(ClientError):
     def __init__(self, topic: str, detail: str = "") -> None:
         super().__init__(f"no route for topic {topic!r}" + (f": {detail}" if detail else ""))
         self.topic = topic
+
+
+class NotANameServerError(ClientError):
+    """The address given as a name server is something else, usually a broker.
+
+    A broker answers a route query (GET_ROUTEINFO_BY_TOPIC) with
+    REQUEST_CODE_NOT_SUPPORTED; that answer means the client was pointed at the
+    broker's port (10911 by default) instead of the name server's (9876).
+
+    Attributes:
+        addr: The address that answered.
+    """
+
+    def __init__(self, addr: str) -> None:
+        super().__init__(
+            f"{addr} is a broker, not a name server: pass the name server address "
+            "(default port 9876) as namesrv"
+        )
+        self.addr = addr
 
 
 class ClientStateError(ClientError):

@@ -1,7 +1,7 @@
 """Listeners of a push consumer: which one gets a batch, how it is called, what it said.
 
 A listener is ``async def`` (awaited on the event loop) or a plain function (run in
-the consumer's thread pool); it receives a list of :class:`~rocklet.client.message.MessageExt`
+a thread pool); it receives a list of :class:`~rocklet.client.message.MessageExt`
 and returns a :class:`~rocklet.client.consume_result.ConsumeResult`. Listener exceptions are
 the application's: they are logged and count as a failed batch, as in the Java and
 C++ clients.
@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeAlias, cast
 
@@ -43,13 +43,27 @@ class ListenerTable:
     """Listeners by topic, and how to call them.
 
     Args:
-        executor: Runs plain-function listeners.
         failure: What an exception or a ``None`` answer counts as.
+        executor: Runs plain-function listeners. Default: a pool of ``threads``
+            threads, made when a plain listener is first called and shut down by
+            :meth:`close`.
+        threads: Size of that pool.
+        thread_name_prefix: Names its threads.
     """
 
-    def __init__(self, executor: Callable[[], Executor], failure: ConsumeResult) -> None:
-        self._executor = executor
+    def __init__(
+        self,
+        failure: ConsumeResult,
+        executor: Executor | None = None,
+        *,
+        threads: int = 20,
+        thread_name_prefix: str = "rocklet",
+    ) -> None:
         self._failure = failure
+        self._executor = executor
+        self._own_executor: ThreadPoolExecutor | None = None
+        self._threads = threads
+        self._thread_name_prefix = thread_name_prefix
         self._listeners: dict[str, tuple[Listener, bool]] = {}
         self.stats: dict[str, ConsumeStats] = {}
 
@@ -60,6 +74,26 @@ class ListenerTable:
             type(listener).__call__
         )
         self._listeners[topic] = (listener, is_async)
+
+    def __bool__(self) -> bool:
+        return bool(self._listeners)
+
+    def topics(self) -> list[str]:
+        """The topics with a listener."""
+        return list(self._listeners)
+
+    def close(self) -> None:
+        """Shut down the thread pool this table made (not one it was given)."""
+        if self._own_executor is not None:
+            self._own_executor.shutdown(wait=False, cancel_futures=True)
+
+    def _get_executor(self) -> Executor:
+        if self._executor is None:
+            self._own_executor = ThreadPoolExecutor(
+                self._threads, thread_name_prefix=self._thread_name_prefix
+            )
+            self._executor = self._own_executor
+        return self._executor
 
     @property
     def needs_threads(self) -> bool:
@@ -81,13 +115,16 @@ class ListenerTable:
             entry = next(iter(self._listeners.values()))
         listener, is_async = entry
         stats = self.stats.setdefault(topic, ConsumeStats())
+        # perf_counter, not the injected clock: this measures how long the listener
+        # ran (running info's consumeRT), which needs sub-millisecond resolution and
+        # no relation to wall-clock or test time.
         started = time.perf_counter_ns()
         try:
             if is_async:
                 result = await cast(Awaitable[ConsumeResult], listener(msgs))
             else:
                 loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self._executor(), listener, msgs)  # type: ignore[arg-type]
+                result = await loop.run_in_executor(self._get_executor(), listener, msgs)  # type: ignore[arg-type]
         except Exception:
             _log.exception("listener raised; the batch counts as failed", topic=topic)
             result = self._failure

@@ -2,7 +2,8 @@
 
 :meth:`~LitePullConsumer.subscribe` to topics (queues shared with the group by
 rebalance, as a push consumer does) or :meth:`~LitePullConsumer.assign` queues
-yourself, then ``await poll()``. One task per queue long-polls into a ProcessQueue
+yourself, then start it (``async with`` starts it and shuts it down on exit) and
+``await poll()``. One task per queue long-polls into a ProcessQueue
 (at most ``max_cached_messages``); ``poll`` returns what is ready. ``seek`` moves a
 queue; ``commit`` stores the position after the last polled message of each queue
 (sync); with ``auto_commit`` that happens every ``auto_commit_interval_s`` during
@@ -13,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Iterable
 from typing import Final, NamedTuple
 
 from rocklet.client.allocate import STRATEGIES, AllocateStrategy
+from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.errors import (
     TRANSIENT_ERRORS,
     BrokerError,
@@ -30,7 +31,6 @@ from rocklet.client.message import MessageExt
 from rocklet.client.process_queue import ProcessQueue
 from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
-from rocklet.client.push_consumer import ConsumerStatus
 from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
@@ -124,6 +124,8 @@ class LitePullConsumer(PullConsumerBase):
         self._commit_s = auto_commit_interval_s
         self._strategy = STRATEGIES[allocate] if isinstance(allocate, str) else allocate
         self._rebalance_s = rebalance_interval_s
+        self._expressions: dict[str, str] = {}
+        # Made at start, when the instance's clock gives them their version.
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._assigned: list[MessageQueue] | None = None
         self._feeds: dict[MessageQueue, _QueueFeed] = {}
@@ -131,7 +133,7 @@ class LitePullConsumer(PullConsumerBase):
         self._rebalancer: Rebalancer | None = None
         self._background = BackgroundTasks(f"rocklet-{group}", on_error, transient=TRANSIENT_ERRORS)
         self._rebalance_wanted = asyncio.Event()
-        self._last_commit = time.monotonic()
+        self._last_commit_ms = 0
 
     # -- setup ------------------------------------------------------------------------
 
@@ -145,7 +147,7 @@ class LitePullConsumer(PullConsumerBase):
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         if self._status is not ConsumerStatus.CREATED:
             raise ClientStateError("subscribe before start()")
-        self._subscriptions[topic] = subscription(topic, expression)
+        self._expressions[topic] = expression
 
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
         """Consume exactly these queues, with no rebalance.
@@ -153,7 +155,7 @@ class LitePullConsumer(PullConsumerBase):
         Raises:
             ClientStateError: Topics were subscribed, or running.
         """
-        if self._subscriptions:
+        if self._expressions:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         if self._status is not ConsumerStatus.CREATED:
             raise ClientStateError("assign before start()")
@@ -164,14 +166,35 @@ class LitePullConsumer(PullConsumerBase):
         return sorted(self._feeds)
 
     async def start(self) -> None:
-        """Start prefetching (after a first rebalance when subscribed).
+        """Start prefetching (after a first rebalance when subscribed); idempotent.
+
+        If starting fails, what was started is stopped again before the error is raised.
 
         Raises:
-            ClientStateError: Nothing assigned or subscribed, or started before.
+            ClientStateError: Nothing assigned or subscribed, or shut down before.
+            NotANameServerError: ``namesrv`` is a broker's address.
         """
-        if not self._subscriptions and not self._assigned:
-            raise ClientStateError("subscribe() or assign() before start()")
+        if self._status is ConsumerStatus.RUNNING:
+            return
+        if not self._expressions and not self._assigned:
+            raise ClientStateError(
+                "subscribe() or assign() before start() (before `async with consumer` too)"
+            )
         instance = await self._start_instance(self)
+        # No await since the group was registered: no heartbeat has described it yet.
+        now = instance.clock.now_ms()
+        self._subscriptions = {t: subscription(t, e, now) for t, e in self._expressions.items()}
+        self._last_commit_ms = instance.clock.monotonic_ms()
+        try:
+            await self._begin(instance)
+        except BaseException:
+            self._status = ConsumerStatus.CLOSING
+            await self._background.cancel_all()
+            self._drop_feeds()
+            await self._stop_instance()
+            raise
+
+    async def _begin(self, instance: ClientInstance) -> None:
         assert self._offsets is not None
         self._rebalancer = Rebalancer(
             self.group,
@@ -195,7 +218,7 @@ class LitePullConsumer(PullConsumerBase):
             for mq in self._assigned:
                 await self._start_assigned(mq)
             return
-        await instance.send_heartbeat()
+        await instance.groups.send_heartbeat()
         bg = self._background
         await bg.run_step(self._rebalance)
         bg.when_asked(self._rebalance_wanted, self._rebalance_s, self._rebalance, "rebalance")
@@ -203,7 +226,7 @@ class LitePullConsumer(PullConsumerBase):
     async def _start_assigned(self, mq: MessageQueue) -> None:
         assert self._rebalancer is not None
         offset = await self._rebalancer.compute_start_offset(mq)
-        self._queue_added(mq, ProcessQueue(), offset)
+        self._queue_added(mq, ProcessQueue(clock=self.instance.clock), offset)
 
     async def shutdown(self) -> None:
         """Stop prefetching, commit polled positions (auto-commit), leave the group.
@@ -224,9 +247,7 @@ class LitePullConsumer(PullConsumerBase):
                 self._background.report(exc, "final commit")  # raised below, after the cleanup
         self._status = ConsumerStatus.CLOSING
         await self._background.cancel_all()
-        for feed in self._feeds.values():
-            feed.pq.dropped = True
-        self._feeds.clear()
+        self._drop_feeds()
         try:
             await self._stop_instance()
         except Exception as exc:
@@ -234,7 +255,13 @@ class LitePullConsumer(PullConsumerBase):
         self._status = ConsumerStatus.CLOSED
         self._background.check_errors()
 
+    def _drop_feeds(self) -> None:
+        for feed in self._feeds.values():
+            feed.pq.dropped = True
+        self._feeds.clear()
+
     async def __aenter__(self) -> LitePullConsumer:
+        await self.start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -261,7 +288,8 @@ class LitePullConsumer(PullConsumerBase):
         """
         self.instance  # noqa: B018 - raises when not running
         self._background.check_errors()
-        if self._auto_commit and time.monotonic() - self._last_commit >= self._commit_s:
+        elapsed_ms = self.instance.clock.monotonic_ms() - self._last_commit_ms
+        if self._auto_commit and elapsed_ms >= self._commit_s * 1000:
             try:
                 await self.commit()
             except (TransportError, BrokerError, NoRouteError) as exc:
@@ -296,7 +324,7 @@ class LitePullConsumer(PullConsumerBase):
             TransportError: A broker could not be reached.
         """
         assert self._offsets is not None
-        self._last_commit = time.monotonic()
+        self._last_commit_ms = self.instance.clock.monotonic_ms()
         for mq, feed in self._feeds.items():
             self._offsets.update(mq, feed.consumed, increase_only=False)
         await self._offsets.persist(list(self._feeds))
@@ -313,7 +341,7 @@ class LitePullConsumer(PullConsumerBase):
         feed.pq.dropped = True
         if feed.task is not None:
             feed.task.cancel()
-        pq: ProcessQueue[MessageExt] = ProcessQueue()
+        pq: ProcessQueue[MessageExt] = ProcessQueue(clock=self.instance.clock)
         if self._rebalancer is not None and mq in self._rebalancer.process_queues:
             self._rebalancer.process_queues[mq] = pq
         self._queue_added(mq, pq, offset)
@@ -360,8 +388,7 @@ class LitePullConsumer(PullConsumerBase):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(feed.room.wait(), _ROOM_WAIT_S)
             return
-        sub = self._subscriptions.get(mq.topic)
-        expression = sub.sub_string if sub is not None else "*"
+        expression = self._expressions.get(mq.topic, "*")
         cmd = pull_request(
             self.group,
             mq,

@@ -23,6 +23,7 @@ from rocklet.protocol.message import StoredMessage, SysFlag, pack_host
 from rocklet.protocol.message_id import make_offset_msg_id
 from rocklet.protocol.names import AUTO_CREATE_TOPIC, check_topic_name
 from rocklet.protocol.properties import Prop
+from rocklet.transport.clock import SYSTEM_CLOCK
 
 __all__ = [
     "MAX_MESSAGE_SIZE",
@@ -267,11 +268,12 @@ class UniqKeyGenerator:
 
     Args:
         ip: This host's IPv4 address.
+        now_ms: Wall-clock time, ms (the counter's start). Default: the system clock.
     """
 
     __slots__ = ("_counter", "_prefix")
 
-    def __init__(self, ip: str = "127.0.0.1") -> None:
+    def __init__(self, ip: str = "127.0.0.1", now_ms: int | None = None) -> None:
         try:
             ip_bytes = bytes(int(part) for part in ip.split("."))
         except ValueError:
@@ -280,15 +282,17 @@ class UniqKeyGenerator:
             ip_bytes = os.urandom(4)
         prefix = ip_bytes + (os.getpid() & 0xFFFF).to_bytes(2, "big") + os.urandom(4)
         self._prefix = prefix.hex().upper()
-        self._counter = itertools.count(_ms_since_month_start() << 16)
+        if now_ms is None:
+            now_ms = SYSTEM_CLOCK.now_ms()
+        self._counter = itertools.count(_ms_since_month_start(now_ms) << 16)
 
     def next(self) -> str:
         """Return the next id."""
         return self._prefix + "%012X" % (next(self._counter) & 0xFFFFFFFFFFFF)
 
 
-def _ms_since_month_start() -> int:
-    now = time.time()
+def _ms_since_month_start(now_ms: int) -> int:
+    now = now_ms / 1000
     t = time.gmtime(now)
     month_start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, 0)) - time.timezone
     return max(0, int((now - month_start) * 1000)) & 0xFFFFFFFF

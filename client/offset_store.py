@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, Protocol
 
+from rocklet.client.brokers import BrokerInvoker
 from rocklet.client.errors import NoRouteError, error_for_code
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -46,20 +47,6 @@ _log = get_logger(__name__)
 
 #: Where broadcasting consumers keep offset files unless told otherwise.
 DEFAULT_OFFSETS_DIR: Final = Path.home() / ".rocklet" / "offsets"
-
-
-class BrokerInvoker(Protocol):
-    """The slice of :class:`~rocklet.client.instance.ClientInstance` the remote store uses."""
-
-    def master_addr(self, broker_name: str) -> str | None:
-        """The master's address of ``broker_name`` from cached routes."""
-        ...
-
-    async def invoke(
-        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
-    ) -> RemotingCommand:
-        """Send a request to ``addr`` and return the answer."""
-        ...
 
 
 class OffsetStore(Protocol):
@@ -149,7 +136,7 @@ class RemoteOffsetStore(_MemoryOffsets):
         """Nothing to load: offsets are read from the broker queue by queue."""
 
     def _addr(self, mq: MessageQueue) -> str:
-        addr = self._invoker.master_addr(mq.broker_name)
+        addr = self._invoker.routes.master_addr(mq.broker_name)
         if addr is None:
             raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
         return addr

@@ -6,25 +6,39 @@ that address fails at once with :class:`ConnectError`, so a producer moves on to
 another broker instead of paying a connect timeout on every send (RocketMQ's clients
 retry the connect on each call, which is what makes a dead broker so costly there).
 A closed connection is dropped from the pool and the next use reconnects.
+
+The pool also sends requests (:meth:`ConnectionPool.invoke`): everything else in the
+client instance reaches a broker or name server through it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from rocklet.client.backoff import Backoff, BackoffState
 from rocklet.client.errors import ClientStateError, ConnectError
+from rocklet.protocol.command import RemotingCommand
+from rocklet.transport.clock import SYSTEM_CLOCK, Clock
 from rocklet.transport.connection import Connection, RequestHandler, open_connection
 
-__all__ = ["ConnectionPool"]
+__all__ = ["ConnectionPool", "Invoke", "OpenHook", "Spawner"]
 
 #: Runs a coroutine as an owned task.
 Spawner = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
 #: Called with each newly opened connection's address before anyone else uses it.
 OpenHook = Callable[[str], Awaitable[None]]
+
+
+class Invoke(Protocol):
+    """Sends a request to ``addr`` and returns the answer (:meth:`ConnectionPool.invoke`)."""
+
+    def __call__(
+        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
+    ) -> Awaitable[RemotingCommand]:
+        """Send ``cmd`` to ``addr``; ``timeout_s`` defaults to the pool's request timeout."""
+        ...
 
 
 class ConnectionPool:
@@ -33,8 +47,10 @@ class ConnectionPool:
     Args:
         handler: Handles requests the peers send us.
         spawn: Runs connects as tasks owned by the caller.
+        request_timeout_s: Default answer timeout of :meth:`invoke`.
         connect_timeout_s: TCP connect timeout.
         backoff: Reconnect delay policy.
+        clock: Times the reconnect backoff (monotonic).
     """
 
     def __init__(
@@ -42,13 +58,17 @@ class ConnectionPool:
         handler: RequestHandler,
         spawn: Spawner,
         *,
+        request_timeout_s: float = 3.0,
         connect_timeout_s: float = 3.0,
         backoff: Backoff | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._handler = handler
         self._spawn = spawn
+        self.request_timeout_s = request_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._backoff = backoff or Backoff()
+        self._clock = clock
         self._conns: dict[str, Connection] = {}
         self._opening: dict[str, asyncio.Task[Connection]] = {}
         self._failures: dict[str, BackoffState] = {}
@@ -76,7 +96,7 @@ class ConnectionPool:
             if self._closed:
                 raise ClientStateError("client instance is closed")
             state = self._failures.get(addr)
-            now = time.monotonic()
+            now = self._clock.monotonic_ms() / 1000
             if state is not None and not state.may_attempt(now):
                 raise ConnectError(
                     f"not reconnecting to {addr} for another {state.retry_at - now:.2f} s "
@@ -87,6 +107,40 @@ class ConnectionPool:
             self._opening[addr] = opening
         # shield: one caller giving up must not cancel the connect the others wait on.
         return await asyncio.shield(opening)
+
+    async def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """Send a request over the connection to ``addr`` and wait for the answer.
+
+        Args:
+            addr: ``"host:port"``.
+            cmd: The request (opaque and flag are set by the connection).
+            timeout_s: Answer timeout. Default: ``request_timeout_s``.
+
+        Returns:
+            The answer, whatever its code.
+
+        Raises:
+            ConnectError: The connection cannot be opened (or the address is in
+                reconnect backoff).
+            ConnectionClosedError: The connection closed before the answer.
+            RequestTimeoutError: No answer in time.
+            ClientStateError: The pool is closed.
+        """
+        conn = self.peek(addr) or await self.get(addr)
+        return await conn.request(cmd, self.request_timeout_s if timeout_s is None else timeout_s)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        """Send a request that gets no answer.
+
+        Raises:
+            ConnectError: The connection cannot be opened.
+            ConnectionClosedError: The connection is closed.
+            RequestTimeoutError: The connection stayed congested too long.
+        """
+        conn = self.peek(addr) or await self.get(addr)
+        await conn.send_oneway(cmd, self.request_timeout_s)
 
     async def _open(self, addr: str) -> Connection:
         try:
@@ -102,7 +156,7 @@ class ConnectionPool:
                 )
             except ConnectError:
                 state = self._failures.setdefault(addr, BackoffState(self._backoff))
-                state.failed(time.monotonic())
+                state.failed(self._clock.monotonic_ms() / 1000)
                 raise
             self._failures.pop(addr, None)
             conn.attributes["addr"] = addr

@@ -8,7 +8,7 @@ producers and consumers of the process. What a send does, following RocketMQ 4.9
 1. Validate the message and stamp a UNIQ_KEY (:class:`~rocklet.client.message.UniqKeyGenerator`).
 2. Compress a body over ``compress_over`` bytes with zlib and set sysFlag bit 0.
 3. Pick a queue: round-robin over the topic's writable queues, skipping brokers the
-   :class:`~rocklet.client.routes.LatencyFaultTolerance` says were slow or failing lately.
+   :class:`~rocklet.client.fault.LatencyFaultTolerance` says were slow or failing lately.
 4. Send SEND_MESSAGE_V2 (310; SEND_BATCH_MESSAGE 320 for a batch) to that broker's
    master. Many concurrent sends share the one connection (pipelining): each is one
    request with its own opaque, so throughput is bound by CPU, not round trips.
@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import struct
-import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Self
 
 from rocklet.client import request_reply
@@ -35,32 +32,34 @@ from rocklet.client.errors import (
     ClientStateError,
     InvalidMessageError,
     NoRouteError,
-    RequestTimeoutError,
     TopicNotExistError,
     TransportError,
-    error_for_code,
 )
+from rocklet.client.fault import LatencyFaultTolerance
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import (
-    MAX_MESSAGE_SIZE,
     Message,
     MessageExt,
     SendResult,
-    SendStatus,
     UniqKeyGenerator,
     send_properties,
     validate_message,
 )
+from rocklet.client.producer_config import ProducerConfig
 from rocklet.client.request_reply import REPLY_MESSAGE_FLAG
-from rocklet.client.routes import DEFAULT_TOPIC_QUEUE_NUMS, LatencyFaultTolerance
+from rocklet.client.send_wire import (
+    BATCH_PROPERTIES,
+    encode_batch,
+    read_send_result,
+    send_command,
+    send_failure,
+)
 from rocklet.protocol.bodies.queue import MessageQueue
-from rocklet.protocol.codes import RequestCode, ResponseCode, SerializeType
+from rocklet.protocol.codes import RequestCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
-from rocklet.protocol.errors import MessageFormatError
-from rocklet.protocol.headers.send import SendMessageResponseHeader
 from rocklet.protocol.message import SysFlag, java_string_hash
-from rocklet.protocol.names import AUTO_CREATE_TOPIC
-from rocklet.protocol.properties import MAX_PROPERTIES_SIZE, Prop
+from rocklet.protocol.properties import Prop
+from rocklet.transport.clock import SYSTEM_CLOCK, Clock
 from rocklet.transport.logs import get_logger
 
 __all__ = ["MessageQueueSelector", "Producer", "ProducerConfig", "ProducerStatus", "hash_selector"]
@@ -70,14 +69,6 @@ _log = get_logger(__name__)
 #: Picks the queue for an orderly send: ``(queues, message, sharding_key) -> queue``.
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 
-#: Successful send codes and the status they mean (``MQClientAPIImpl.processSendResponse``).
-_STATUS: Final[dict[int, SendStatus]] = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
-
 
 class ProducerStatus(enum.Enum):
     """Lifecycle of a producer."""
@@ -85,46 +76,6 @@ class ProducerStatus(enum.Enum):
     CREATED = "created"
     RUNNING = "running"
     CLOSED = "closed"
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerConfig:
-    """Producer settings, validated once.
-
-    Attributes:
-        group: Producer group (transaction check-backs go to the group).
-        namesrv: Name server address(es), ``;``-separated.
-        send_timeout_ms: Budget for one send, retries included. Default: 3000.
-        retry_times: Further attempts after a failed one, on other brokers. Default: 2.
-        compress_over: Bodies longer than this many bytes are zlib-compressed.
-            Default: 4096 (RocketMQ's ``compressMsgBodyOverHowmuch``).
-        compress_level: zlib level. Default: 5 (RocketMQ's).
-        max_message_size: Largest body (or batch body) accepted. Default: 4 MiB.
-        instance_name: Client instance to share. Default: ``"DEFAULT"``.
-        latency_fault: Avoid brokers that were slow or failing lately. Default: on.
-        msgpack_headers: Serialize request headers as msgpack (Rocklet brokers only:
-            they answer in kind and it saves a few microseconds per request; a
-            RocketMQ broker cannot read it). Default: off.
-    """
-
-    group: str
-    namesrv: str = "127.0.0.1:9876"
-    send_timeout_ms: int = 3000
-    retry_times: int = 2
-    compress_over: int = 4096
-    compress_level: int = 5
-    max_message_size: int = MAX_MESSAGE_SIZE
-    instance_name: str = "DEFAULT"
-    latency_fault: bool = True
-    msgpack_headers: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.group:
-            raise ValueError("a producer needs a group name")
-        if self.send_timeout_ms <= 0 or self.retry_times < 0 or self.max_message_size <= 0:
-            raise ValueError(f"invalid producer config {self!r}")
-        if not -1 <= self.compress_level <= 9:
-            raise ValueError(f"zlib level {self.compress_level} out of range")
 
 
 def hash_selector(queues: Sequence[MessageQueue], _msg: Message, key: Any) -> MessageQueue:
@@ -152,14 +103,24 @@ class Producer:
     Args:
         group: Producer group.
         namesrv: Name server address(es). Default: ``"127.0.0.1:9876"``.
+        instance: Use this client instance (and its clock) instead of the shared one.
         **options: Further :class:`ProducerConfig` fields (``send_timeout_ms``,
             ``retry_times``, ``compress_over``...).
     """
 
-    def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", **options: Any) -> None:
+    def __init__(
+        self,
+        group: str,
+        namesrv: str = "127.0.0.1:9876",
+        *,
+        instance: ClientInstance | None = None,
+        **options: Any,
+    ) -> None:
         self.config = ProducerConfig(group, namesrv, **options)
         self._status = ProducerStatus.CREATED
+        self._given_instance = instance
         self._instance: ClientInstance | None = None
+        self._clock: Clock = SYSTEM_CLOCK  # the instance's, once started
         self._ids: UniqKeyGenerator | None = None
         self._fault = LatencyFaultTolerance()
         self._round_robin: dict[str, int] = {}
@@ -194,17 +155,20 @@ class Producer:
             return
         if self._status is ProducerStatus.CLOSED:
             raise ClientStateError("a closed producer cannot be started again")
-        instance = get_instance(self.config.namesrv, self.config.instance_name)
+        config = self.config
+        instance = self._given_instance or get_instance(config.namesrv, config.instance_name)
         try:
             await instance.start()
-            instance.register_producer(self.config.group, self)
+            instance.groups.register_producer(config.group, self)
         except BaseException:
-            await instance.release()
+            if self._given_instance is None:
+                await instance.release()
             raise
         self._instance = instance
-        self._ids = UniqKeyGenerator(instance.client_ip)
+        self._clock = instance.clock
+        self._ids = UniqKeyGenerator(instance.client_ip, instance.clock.now_ms())
         self._status = ProducerStatus.RUNNING
-        await instance.send_heartbeat()
+        await instance.groups.send_heartbeat()
 
     async def close(self) -> None:
         """Leave the group on the brokers and release the instance; idempotent."""
@@ -213,11 +177,12 @@ class Producer:
             return
         self._status = ProducerStatus.CLOSED
         instance, self._instance = self._instance, None
-        instance.unregister_producer(self.config.group)
+        instance.groups.unregister_producer(self.config.group)
         try:
-            await instance.unregister_client(self.config.group, None)
+            await instance.groups.unregister_client(self.config.group, None)
         finally:
-            await instance.release()
+            if self._given_instance is None:
+                await instance.release()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -296,7 +261,7 @@ class Producer:
         queues = await self._queues(msg.topic)
         mq = self._select(msg.topic, queues, None)
         addr = await self._master(mq)
-        guessed = self.instance.routed_by_template(msg.topic)
+        guessed = self.instance.routes.routed_by_template(msg.topic)
         cmd = self._command(
             RequestCode.SEND_MESSAGE_V2,
             mq,
@@ -359,7 +324,10 @@ class Producer:
             RequestReplyTimeoutError: No reply in time.
             BrokerError, TransportError, NoRouteError: The request could not be sent.
         """
-        return await request_reply.request(self, msg, timeout_ms)
+        instance = self.instance
+        return await request_reply.request(
+            self.send_with_properties, instance.replies, instance.client_id, msg, timeout_ms
+        )
 
     async def reply(self, request_msg: MessageExt, body: bytes) -> SendResult:
         """Answer a request message received by a consumer.
@@ -397,49 +365,13 @@ class Producer:
         return uniq, props, body, sys_flag
 
     async def _send_batch(self, msgs: Sequence[Message]) -> SendResult:
-        instance = self.instance
-        instance.check_errors()
-        if not msgs:
-            raise InvalidMessageError("a batch needs at least one message")
-        topic = msgs[0].topic
-        max_size = self.config.max_message_size
-        validate_message(msgs[0], max_size)
+        self.instance.check_errors()
         assert self._ids is not None
-        next_id = self._ids.next
-        uniqs: list[str] = []
-        # The batch body (protocol.batch's layout) is written as the messages are
-        # checked: one pass, no BatchItem per message. The topic was checked once
-        # above; a message's other checks run only when it could fail them.
-        body = bytearray()
-        for msg in msgs:
-            if msg.topic != topic:
-                validate_message(msg, max_size)  # an invalid topic is reported as such
-                raise InvalidMessageError("every message of a batch must have the same topic")
-            payload = msg.body
-            if not payload or len(payload) > max_size or msg.delay_level or msg.properties:
-                validate_message(msg, max_size)
-                if msg.delay_level > 0:
-                    raise InvalidMessageError("messages of a batch cannot be delayed")
-            uniq = next_id()
-            uniqs.append(uniq)
-            props = send_properties(msg, uniq).encode()
-            if len(props) > MAX_PROPERTIES_SIZE:
-                raise MessageFormatError(
-                    f"properties are {len(props)} bytes; the limit is {MAX_PROPERTIES_SIZE}"
-                )
-            body += _BATCH_ITEM_HEAD.pack(
-                _BATCH_ITEM_OVERHEAD + len(payload) + len(props), 0, 0, msg.flag, len(payload)
-            )
-            body += payload
-            body += _I16.pack(len(props))
-            body += props
-        if len(body) > max_size:
-            raise InvalidMessageError(f"the batch is {len(body)} bytes; max {max_size}")
-        # Java's MessageBatch carries WAIT but no UNIQ_KEY of its own (sendKernelImpl).
+        body, uniqs = encode_batch(msgs, self._ids.next, self.config.max_message_size)
         return await self._send(
-            topic,
-            bytes(body),
-            "WAIT\x01true",
+            msgs[0].topic,
+            body,
+            BATCH_PROPERTIES,
             0,
             0,
             ",".join(uniqs),
@@ -447,11 +379,11 @@ class Producer:
         )
 
     async def _queues(self, topic: str) -> list[MessageQueue]:
-        instance = self.instance
-        queues = await instance.publish_queues(topic)
+        routes = self.instance.routes
+        queues = await routes.publish_queues(topic)
         if not queues:
-            await instance.topic_route(topic, refresh=True)
-            queues = await instance.publish_queues(topic)
+            await routes.topic_route(topic, refresh=True)
+            queues = await routes.publish_queues(topic)
             if not queues:
                 raise NoRouteError(topic, "no writable queue (is the topic created?)")
         return queues
@@ -469,14 +401,14 @@ class Producer:
                 if mq.broker_name != avoid:
                     return mq
             return queues[position % len(queues)]
-        return self._fault.select(queues, position, time.monotonic(), avoid)
+        return self._fault.select(queues, position, self._clock.monotonic_ms() / 1000, avoid)
 
     async def _master(self, mq: MessageQueue) -> str:
-        instance = self.instance
-        addr = instance.master_addr(mq.broker_name)
+        routes = self.instance.routes
+        addr = routes.master_addr(mq.broker_name)
         if addr is None:
-            await instance.topic_route(mq.topic, refresh=True)
-            addr = instance.master_addr(mq.broker_name)
+            await routes.topic_route(mq.topic, refresh=True)
+            addr = routes.master_addr(mq.broker_name)
             if addr is None:
                 raise NoRouteError(mq.topic, f"broker {mq.broker_name!r} has no master")
         return addr
@@ -493,24 +425,12 @@ class Producer:
         batch: bool,
         any_queue: bool = False,
     ) -> RemotingCommand:
-        # SendMessageRequestHeaderV2's single-letter keys, built as one dict literal:
-        # this runs per send, and the typed header costs ten times as much.
-        fields = {
-            "a": self.config.group,
-            "b": mq.topic,
-            "c": AUTO_CREATE_TOPIC,
-            "d": _DEFAULT_QUEUE_NUMS,
-            # -1: "any queue", which both RocketMQ's and Rocklet's brokers honour.
-            "e": "-1" if any_queue else str(mq.queue_id),
-            "f": str(sys_flag),
-            "g": str(int(time.time() * 1000)),
-            "h": str(flag),
-            "i": props,
-            "j": "0",
-            "k": "false",
-            "m": "true" if batch else "false",
-        }
-        return RemotingCommand(code, ext_fields=fields, body=body, serialize_type=self._stype)
+        born_ms = self._clock.now_ms()
+        group, stype = self.config.group, self._stype
+        return send_command(
+            code, group, mq, body, props, sys_flag, flag, born_ms,
+            batch=batch, any_queue=any_queue, serialize_type=stype,
+        )  # fmt: skip
 
     async def _send(
         self,
@@ -524,11 +444,14 @@ class Producer:
         fixed: MessageQueue | None = None,
     ) -> SendResult:
         instance = self.instance
+        # The send budget is kept on the event loop's clock, the one the request
+        # timeouts below run on; the injected clock times fault isolation.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout_s
         # The cached route answers without waiting; _queues also handles a topic
         # without writable queues yet.
-        queues = await instance.publish_queues(topic) or await self._queues(topic)
+        routes = instance.routes
+        queues = await routes.publish_queues(topic) or await self._queues(topic)
         batch = code == RequestCode.SEND_BATCH_MESSAGE
         half = bool(sys_flag & _TRANSACTION_PREPARED)
         avoid: str | None = None
@@ -537,13 +460,13 @@ class Producer:
             mq = fixed or self._select(topic, queues, avoid)
             # Queues guessed from the TBW102 template: let the broker pick one it has
             # (not for half messages, whose answer may not name the queue: see below).
-            guessed = fixed is None and not half and instance.routed_by_template(topic)
+            guessed = fixed is None and not half and routes.routed_by_template(topic)
             started = loop.time()
             remaining = deadline - started
             if remaining <= 0:
                 break
             try:
-                addr = instance.master_addr(mq.broker_name) or await self._master(mq)
+                addr = routes.master_addr(mq.broker_name) or await self._master(mq)
                 answer = await instance.invoke(
                     addr,
                     self._command(
@@ -551,69 +474,28 @@ class Producer:
                     ),
                     remaining,
                 )
-                result = _send_result(answer, mq, msg_id, addr, trust_queue_id=not half)
+                result = read_send_result(answer, mq, msg_id, addr, trust_queue_id=not half)
             except (TransportError, BrokerError, NoRouteError) as exc:
                 if isinstance(exc, BrokerError) and not exc.retriable:
                     raise  # about this message, not the broker: no isolation, no retry
-                self._fault.update(mq.broker_name, 0.0, time.monotonic(), failed=True)
+                now_s = self._clock.monotonic_ms() / 1000
+                self._fault.update(mq.broker_name, 0.0, now_s, failed=True)
                 failures.append(exc)
                 avoid = mq.broker_name
                 if isinstance(exc, TopicNotExistError):
                     # The broker lost the topic (or never had it): ask the name server.
-                    await instance.topic_route(topic, refresh=True)
+                    await routes.topic_route(topic, refresh=True)
                     queues = await self._queues(topic)
                 _log.debug(
                     "send attempt failed", topic=topic, broker=mq.broker_name, error=str(exc)
                 )
                 continue
-            self._fault.update(
-                mq.broker_name, (loop.time() - started) * 1000, time.monotonic(), failed=False
-            )
+            latency_ms = (loop.time() - started) * 1000
+            now_s = self._clock.monotonic_ms() / 1000
+            self._fault.update(mq.broker_name, latency_ms, now_s, failed=False)
             return result
-        raise _send_failure(failures, code, self._timeout_s)
+        raise send_failure(failures, code, self._timeout_s)
 
 
-#: ``defaultTopicQueueNums`` as its header text.
-_DEFAULT_QUEUE_NUMS: Final = str(DEFAULT_TOPIC_QUEUE_NUMS)
 # A plain int: ``int & SysFlag.X`` goes through IntFlag's Python-level operator.
 _TRANSACTION_PREPARED: Final = int(SysFlag.TRANSACTION_PREPARED)
-#: A batch item's fixed part (protocol.batch): total size, magic, body CRC (clients
-#: send 0 for both), flag, body length; then the body, an int16 properties length and
-#: the properties.
-_BATCH_ITEM_HEAD: Final = struct.Struct(">iiiii")
-_BATCH_ITEM_OVERHEAD: Final = 22
-_I16: Final = struct.Struct(">h")
-
-
-def _send_result(
-    answer: RemotingCommand, mq: MessageQueue, msg_id: str, addr: str, *, trust_queue_id: bool
-) -> SendResult:
-    status = _STATUS.get(answer.code)
-    if status is None:
-        raise error_for_code(answer.code, answer.remark, addr=addr)
-    header = SendMessageResponseHeader.from_ext_fields(answer.ext_fields)
-    # The answer names the queue the broker used (it picks one for queueId -1). For a
-    # half message RocketMQ names the real queue asked for, while Rocklet's broker
-    # names RMQ_SYS_TRANS_HALF_TOPIC's queue 0: there, keep the queue we asked for.
-    same = header.queue_id == mq.queue_id or not trust_queue_id
-    return SendResult(
-        status,
-        msg_id,
-        header.msg_id,
-        mq if same else MessageQueue(mq.topic, mq.broker_name, header.queue_id),
-        header.queue_offset,
-        header.transaction_id,
-        header.msg_region,
-        header.trace_on,
-    )
-
-
-def _send_failure(failures: list[BaseException], code: int, timeout_s: float) -> BaseException:
-    if not failures:
-        return RequestTimeoutError(code=code, opaque=-1, timeout_s=timeout_s, peer=None)
-    last = failures[-1]
-    if len(failures) > 1:
-        last.add_note(
-            f"send failed {len(failures)} times: " + "; ".join(repr(f) for f in failures[:-1])
-        )
-    return last

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.errors import ClientStateError, NoRouteError
-from rocklet.client.instance import ClientInstance, ConsumerHandle, get_instance
+from rocklet.client.handles import ConsumerHandle
+from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.offset_store import RemoteOffsetStore
 from rocklet.client.pull_api import max_offset, min_offset, search_offset
-from rocklet.client.push_consumer import ConsumerStatus
 from rocklet.client.rebalance import ConsumeFrom
 from rocklet.protocol.bodies.queue import MessageQueue
 
@@ -57,7 +58,7 @@ class PullConsumerBase:
         instance = self._given_instance or get_instance(self.namesrv, self._instance_name)
         try:
             await instance.start()
-            instance.register_consumer(self.group, handle)
+            instance.groups.register_consumer(self.group, handle)
         except BaseException:
             if self._given_instance is None:
                 await instance.release()
@@ -69,18 +70,18 @@ class PullConsumerBase:
 
     async def _stop_instance(self) -> None:
         assert self._instance is not None
-        self._instance.unregister_consumer(self.group)
-        await self._instance.unregister_client(None, self.group)
+        self._instance.groups.unregister_consumer(self.group)
+        await self._instance.groups.unregister_client(None, self.group)
         if self._given_instance is None:
             await self._instance.release()
         self._status = ConsumerStatus.CLOSED
 
     async def _addr(self, mq: MessageQueue) -> str:
-        instance = self.instance
-        addr = instance.master_addr(mq.broker_name)
+        routes = self.instance.routes
+        addr = routes.master_addr(mq.broker_name)
         if addr is None:
-            await instance.topic_route(mq.topic, refresh=True)
-            addr = instance.master_addr(mq.broker_name)
+            await routes.topic_route(mq.topic, refresh=True)
+            addr = routes.master_addr(mq.broker_name)
         if addr is None:
             raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
         return addr
@@ -91,10 +92,11 @@ class PullConsumerBase:
         Raises:
             NoRouteError: The topic has no route.
         """
-        queues = await self.instance.subscribe_queues(topic)
+        routes = self.instance.routes
+        queues = await routes.subscribe_queues(topic)
         if not queues:
-            await self.instance.topic_route(topic, refresh=True)
-            queues = await self.instance.subscribe_queues(topic)
+            await routes.topic_route(topic, refresh=True)
+            queues = await routes.subscribe_queues(topic)
         if not queues:
             raise NoRouteError(topic)
         return list(queues)

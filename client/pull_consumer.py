@@ -17,11 +17,11 @@ Both talk to brokers through the shared :class:`~rocklet.client.instance.ClientI
 
 from __future__ import annotations
 
+from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.instance import ClientInstance
 from rocklet.client.lite_pull_consumer import LitePullConsumer
 from rocklet.client.pull_api import PullResult, PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
-from rocklet.client.push_consumer import ConsumerStatus
 from rocklet.client.rebalance import subscription
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
@@ -59,7 +59,8 @@ class PullConsumer(PullConsumerBase):
     ) -> None:
         super().__init__(group, namesrv, instance_name, instance, "last")
         self._timeout_s = pull_timeout_ms / 1000
-        self._topics: set[str] = set()
+        # Topic -> when it was first pulled: the version of its subscription.
+        self._topics: dict[str, int] = {}
 
     async def start(self) -> None:
         """Join the client instance (idempotent once running)."""
@@ -108,7 +109,7 @@ class PullConsumer(PullConsumerBase):
             TransportError: The broker could not be reached in time.
             NoRouteError: The queue's broker is unknown.
         """
-        self._topics.add(mq.topic)
+        self._topics.setdefault(mq.topic, self.instance.clock.now_ms())
         cmd = pull_request(
             self.group, mq, offset, max_nums, subscription=expression, suspend_ms=long_poll_ms
         )
@@ -137,7 +138,7 @@ class PullConsumer(PullConsumerBase):
             ConsumeType.CONSUME_ACTIVELY,
             MessageModel.CLUSTERING,
             ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-            tuple(subscription(t, "*") for t in sorted(self._topics)),
+            tuple(subscription(t, "*", v) for t, v in sorted(self._topics.items())),
         )
 
     async def running_info(self) -> ConsumerRunningInfo:

@@ -28,13 +28,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
+from rocklet.client.brokers import BrokerInvoker
 from rocklet.client.errors import BrokerError, NoRouteError, TransportError
 from rocklet.client.message import MessageExt
 from rocklet.client.offset_store import OffsetStore
 from rocklet.client.process_queue import ProcessQueue
-from rocklet.client.pull_api import PullInvoker, PullStatus, pull_request, read_pull_response
+from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
 from rocklet.protocol.bodies.heartbeat import SubscriptionData
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.filter import parse_tag_expression
@@ -69,14 +70,6 @@ class FlowLimits:
     max_span: int = 2000
 
 
-class PullInstance(PullInvoker, Protocol):
-    """What a pull loop needs from the client instance."""
-
-    def master_addr(self, broker_name: str) -> str | None:
-        """A broker group's master address."""
-        ...
-
-
 @dataclass(frozen=True, slots=True)
 class PullLoopDeps:
     """The collaborators every pull loop of one consumer shares.
@@ -100,7 +93,7 @@ class PullLoopDeps:
     """
 
     group: str
-    instance: PullInstance
+    instance: BrokerInvoker
     offset_store: OffsetStore
     subscriptions: Mapping[str, SubscriptionData]
     retry_topic: str | None
@@ -172,7 +165,7 @@ class PullLoop:
             await self._wait_progress(FLOW_CONTROL_WAIT_S)
             return
         sub = deps.subscriptions.get(mq.topic)
-        addr = deps.instance.master_addr(mq.broker_name)
+        addr = deps.instance.routes.master_addr(mq.broker_name)
         if (deps.orderly and not pq.locked) or sub is None or addr is None:
             await self._wait_progress(NOT_READY_WAIT_S)
             return

@@ -21,29 +21,28 @@ another try):
    and skip it this round when someone else holds it.
 
 Transient failures (a broker down, an error answer) skip the topic or queue for this
-round with a warning; the next round tries again. Event loop only.
+round with a warning; the next round tries again. A subscribed topic that does not
+exist is warned about once (until it appears), naming the topic and what to do; the
+consumer keeps asking and starts consuming it once it is created. Event loop only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal, Protocol, TypeAlias
 
 from rocklet.client.allocate import AllocateStrategy
+from rocklet.client.brokers import MasterLookup
 from rocklet.client.errors import BrokerError, NoRouteError, TransportError, error_for_code
 from rocklet.client.message import MessageExt
 from rocklet.client.offset_store import OffsetStore
 from rocklet.client.process_queue import ProcessQueue
 from rocklet.client.pull_api import max_offset, search_offset
+from rocklet.client.queue_locks import QueueLocks
 from rocklet.protocol.bodies.consumer import (
     ConsumerListBody,
-    LockBatchRequestBody,
-    LockBatchResponseBody,
-    UnlockBatchRequestBody,
 )
 from rocklet.protocol.bodies.heartbeat import SubscriptionData
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -53,6 +52,7 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.filter import parse_tag_expression, tag_codes
 from rocklet.protocol.headers.consumer import GetConsumerListByGroupRequestHeader
 from rocklet.protocol.names import is_retry_topic, retry_topic
+from rocklet.transport.clock import Clock
 from rocklet.transport.logs import get_logger
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "QueueAdded",
     "QueueRemoved",
     "RebalanceInstance",
+    "RebalanceRoutes",
     "Rebalancer",
     "retry_topic",
     "subscription",
@@ -80,8 +81,15 @@ QueueAdded: TypeAlias = Callable[[MessageQueue, ProcessQueue[MessageExt], int], 
 QueueRemoved: TypeAlias = Callable[[MessageQueue, ProcessQueue[MessageExt]], None]
 
 
-def subscription(topic: str, expression: str) -> SubscriptionData:
-    """The subscription of ``topic`` to ``expression`` (tags joined by ``||``)."""
+def subscription(topic: str, expression: str, version_ms: int) -> SubscriptionData:
+    """The subscription of ``topic`` to ``expression`` (tags joined by ``||``).
+
+    Args:
+        topic: The topic.
+        expression: ``"*"`` or tags joined by ``||``.
+        version_ms: The subscription's version, wall-clock ms when it was made (a
+            broker keeps the subscription with the highest version).
+    """
     tags = parse_tag_expression(expression)
     codes = tag_codes(tags)
     return SubscriptionData(
@@ -89,20 +97,12 @@ def subscription(topic: str, expression: str) -> SubscriptionData:
         sub_string=expression.strip() or "*",
         tags_set=tuple(sorted(tags)) if tags else (),
         code_set=tuple(sorted(codes)) if codes else (),
-        sub_version=time.time_ns() // 1_000_000,
+        sub_version=version_ms,
     )
 
 
-class RebalanceInstance(Protocol):
-    """The slice of :class:`~rocklet.client.instance.ClientInstance` a rebalance uses."""
-
-    client_id: str
-
-    async def invoke(
-        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
-    ) -> RemotingCommand:
-        """Send a request to ``addr`` and return the answer."""
-        ...
+class RebalanceRoutes(MasterLookup, Protocol):
+    """The route look-ups a rebalance uses (:class:`~rocklet.client.routes.RouteCache`)."""
 
     async def topic_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData | None:
         """A topic's route (cached)."""
@@ -112,8 +112,29 @@ class RebalanceInstance(Protocol):
         """A topic's readable queues."""
         ...
 
-    def master_addr(self, broker_name: str) -> str | None:
-        """A broker group's master address."""
+
+class RebalanceInstance(Protocol):
+    """The slice of :class:`~rocklet.client.instance.ClientInstance` a rebalance uses."""
+
+    @property
+    def client_id(self) -> str:
+        """This client's id in the group."""
+        ...
+
+    @property
+    def routes(self) -> RebalanceRoutes:
+        """The cached routes."""
+        ...
+
+    @property
+    def clock(self) -> Clock:
+        """The time source of the ProcessQueues."""
+        ...
+
+    async def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """Send a request to ``addr`` and return the answer."""
         ...
 
 
@@ -162,9 +183,13 @@ class Rebalancer:
         self.subscriptions: dict[str, SubscriptionData] = {}
         #: Every queue this consumer owns right now.
         self.process_queues: dict[MessageQueue, ProcessQueue[MessageExt]] = {}
+        #: Broker locks of the owned queues (orderly consumers).
+        self.locks = QueueLocks(group, instance, self.process_queues)
         # One round at a time: a round triggered by the broker must not interleave
         # with the timer's and add a queue twice.
         self._round = asyncio.Lock()
+        # Subscribed topics found missing and warned about (again once they return).
+        self._missing: set[str] = set()
 
     # -- one round --------------------------------------------------------------------
 
@@ -192,16 +217,17 @@ class Rebalancer:
         return changed
 
     async def _rebalance_topic(self, topic: str) -> bool:
-        mqs = await self._instance.subscribe_queues(topic)
+        mqs = await self._instance.routes.subscribe_queues(topic)
         if not mqs:
             # Not routed when last asked (a retry topic appears only after the first
             # heartbeat): ask the name server again rather than wait for the 30 s refresh.
-            await self._instance.topic_route(topic, refresh=True)
-            mqs = await self._instance.subscribe_queues(topic)
+            await self._instance.routes.topic_route(topic, refresh=True)
+            mqs = await self._instance.routes.subscribe_queues(topic)
         if not mqs:
             # Still no route: keep what we have, as Java does, rather than drop it all.
-            _log.debug("no queues to rebalance", group=self._group, topic=topic)
+            await self._no_queues(topic)
             return False
+        self._missing.discard(topic)
         if self._broadcasting:
             return await self._update(topic, set(mqs))
         cids = await self.consumer_ids(topic)
@@ -209,6 +235,31 @@ class Rebalancer:
             return False
         mine = self._strategy(self._group, self._instance.client_id, mqs, cids)
         return await self._update(topic, set(mine))
+
+    async def _no_queues(self, topic: str) -> None:
+        # Once per topic, not every round: the first hour's typo or missing topic must
+        # be visible at the default WARNING level without flooding the log. Retry
+        # topics are left out: the broker creates them with the group's first
+        # heartbeat, so their absence right after start is normal.
+        if topic in self._missing or is_retry_topic(topic):
+            _log.debug("no queues to rebalance", group=self._group, topic=topic)
+            return
+        self._missing.add(topic)
+        if await self._instance.routes.topic_route(topic) is None:
+            _log.warning(
+                "subscribed topic does not exist",
+                group=self._group,
+                topic=topic,
+                hint=f"create it (rocklet admin updateTopic -c <cluster> -t {topic}) or "
+                "check the topic name; consuming starts once it exists",
+            )
+        else:
+            _log.warning(
+                "subscribed topic has no readable queue",
+                group=self._group,
+                topic=topic,
+                hint="make it readable (perm 4 or 6); consuming starts once it is",
+            )
 
     async def consumer_ids(self, topic: str) -> list[str]:
         """Ask a broker of ``topic`` for the group's consumer ids.
@@ -223,7 +274,7 @@ class Rebalancer:
             BrokerError: The broker refused (e.g. no consumer registered yet).
             TransportError: The broker could not be reached.
         """
-        route = await self._instance.topic_route(topic)
+        route = await self._instance.routes.topic_route(topic)
         if route is None:
             return []
         addrs = [a for bd in route.broker_datas if (a := bd.master_addr) is not None]
@@ -256,7 +307,7 @@ class Rebalancer:
         return changed
 
     async def _add(self, mq: MessageQueue) -> bool:
-        if self._locking and not await self.lock(mq):
+        if self._locking and not await self.locks.lock(mq):
             _log.info("queue locked by another consumer; later", group=self._group, mq=mq)
             return False
         self._offsets.remove(mq)  # a stale in-memory offset must not win over the broker's
@@ -265,7 +316,7 @@ class Rebalancer:
         except (TransportError, BrokerError, NoRouteError) as exc:
             _log.warning("no start offset; later", group=self._group, mq=mq, error=str(exc))
             return False
-        pq: ProcessQueue[MessageExt] = ProcessQueue()
+        pq: ProcessQueue[MessageExt] = ProcessQueue(clock=self._instance.clock)
         if self._locking:
             pq.set_locked(True)
         self.process_queues[mq] = pq
@@ -283,7 +334,7 @@ class Rebalancer:
                 return False  # still consuming: keep it (dropped) and try next round
             try:
                 await self._commit_and_forget([mq])
-                await self.unlock([mq])
+                await self.locks.unlock([mq])
             finally:
                 pq.consume_lock.release()
         else:
@@ -336,7 +387,7 @@ class Rebalancer:
         return await search_offset(self._instance, self._addr(mq), mq, self._consume_from)
 
     def _addr(self, mq: MessageQueue) -> str:
-        addr = self._instance.master_addr(mq.broker_name)
+        addr = self._instance.routes.master_addr(mq.broker_name)
         if addr is None:
             raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
         return addr
@@ -375,75 +426,5 @@ class Rebalancer:
             except (TransportError, BrokerError, NoRouteError) as exc:
                 _log.warning("offset commit failed at shutdown", group=self._group, error=str(exc))
             if self._locking:
-                await self.unlock(mqs)
+                await self.locks.unlock(mqs)
             self.process_queues.clear()
-
-    # -- broker locks (orderly) -------------------------------------------------------
-
-    async def lock(self, mq: MessageQueue) -> bool:
-        """Lock one queue on its broker (LOCK_BATCH_MQ).
-
-        Args:
-            mq: The queue.
-
-        Returns:
-            Whether this client holds the lock now (also recorded on its ProcessQueue).
-        """
-        locked = await self._lock_batch(mq.broker_name, [mq])
-        ok = mq in locked
-        pq = self.process_queues.get(mq)
-        if pq is not None:
-            pq.set_locked(ok)
-        return ok
-
-    async def lock_all(self) -> None:
-        """Renew the locks of every owned queue, one request per broker (every 20 s)."""
-        for broker_name, mqs in _by_broker(self.process_queues).items():
-            locked = await self._lock_batch(broker_name, mqs)
-            for mq in mqs:
-                pq = self.process_queues.get(mq)
-                if pq is not None:
-                    pq.set_locked(mq in locked)
-
-    async def _lock_batch(self, broker_name: str, mqs: Sequence[MessageQueue]) -> set[MessageQueue]:
-        addr = self._instance.master_addr(broker_name)
-        if addr is None:
-            return set()
-        body = LockBatchRequestBody(self._group, self._instance.client_id, tuple(mqs))
-        cmd = RemotingCommand(RequestCode.LOCK_BATCH_MQ, body=body.to_json())
-        try:
-            answer = await self._instance.invoke(addr, cmd)
-        except TransportError as exc:
-            _log.warning("lock request failed", group=self._group, broker=addr, error=str(exc))
-            return set()
-        if answer.code != ResponseCode.SUCCESS:
-            _log.warning("lock refused", group=self._group, broker=addr, code=answer.code)
-            return set()
-        return set(LockBatchResponseBody.from_json(answer.body).lock_ok_mq_set)
-
-    async def unlock(self, mqs: Iterable[MessageQueue]) -> None:
-        """Release broker locks (UNLOCK_BATCH_MQ), one request per broker; failures logged.
-
-        Args:
-            mqs: The queues.
-        """
-        for broker_name, group in _by_broker(mqs).items():
-            addr = self._instance.master_addr(broker_name)
-            if addr is None:
-                continue
-            body = UnlockBatchRequestBody(self._group, self._instance.client_id, tuple(group))
-            cmd = RemotingCommand(RequestCode.UNLOCK_BATCH_MQ, body=body.to_json())
-            try:
-                answer = await self._instance.invoke(addr, cmd)
-            except TransportError as exc:
-                _log.warning("unlock failed", group=self._group, broker=addr, error=str(exc))
-                continue
-            if answer.code != ResponseCode.SUCCESS:
-                _log.warning("unlock refused", group=self._group, broker=addr, code=answer.code)
-
-
-def _by_broker(mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
-    out: dict[str, list[MessageQueue]] = defaultdict(list)
-    for mq in sorted(mqs):
-        out[mq.broker_name].append(mq)
-    return out

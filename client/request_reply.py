@@ -14,16 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final, TypeAlias
 
 from rocklet.client.errors import InvalidMessageError, RequestReplyTimeoutError
 from rocklet.client.message import Message, MessageExt
+from rocklet.client.replies import ReplyWaiters
 from rocklet.protocol.properties import Prop
 
-if TYPE_CHECKING:
-    from rocklet.client.producer import Producer
+__all__ = [
+    "REPLY_MESSAGE_FLAG",
+    "REPLY_TOPIC_SUFFIX",
+    "SendWithProperties",
+    "make_reply",
+    "request",
+]
 
-__all__ = ["REPLY_MESSAGE_FLAG", "REPLY_TOPIC_SUFFIX", "make_reply", "request"]
+#: Sends a message with extra system properties
+#: (:meth:`~rocklet.client.producer.Producer.send_with_properties`).
+SendWithProperties: TypeAlias = Callable[[Message, Mapping[str, str]], Awaitable[object]]
 
 #: ``MixAll.REPLY_MESSAGE_FLAG``: the MSG_TYPE of a reply.
 REPLY_MESSAGE_FLAG: Final = "reply"
@@ -31,11 +40,19 @@ REPLY_MESSAGE_FLAG: Final = "reply"
 REPLY_TOPIC_SUFFIX: Final = "_REPLY_TOPIC"
 
 
-async def request(producer: Producer, msg: Message, timeout_ms: int) -> MessageExt:
+async def request(
+    send: SendWithProperties,
+    replies: ReplyWaiters,
+    client_id: str,
+    msg: Message,
+    timeout_ms: int,
+) -> MessageExt:
     """Send ``msg`` as a request and wait for its reply.
 
     Args:
-        producer: A running producer (its client instance receives the reply).
+        send: Sends the request (a running producer's ``send_with_properties``).
+        replies: Where the reply arrives (the producer's client instance's).
+        client_id: That client instance's id, where the broker pushes the reply.
         msg: The request.
         timeout_ms: Longest wait, the send included.
 
@@ -48,26 +65,25 @@ async def request(producer: Producer, msg: Message, timeout_ms: int) -> MessageE
     """
     if timeout_ms <= 0:
         raise ValueError(f"timeout_ms must be positive, got {timeout_ms}")
-    instance = producer.instance
     correlation_id = str(uuid.uuid4())
     extra = {
         Prop.CORRELATION_ID: correlation_id,
-        Prop.REPLY_TO_CLIENT: instance.client_id,
+        Prop.REPLY_TO_CLIENT: client_id,
         Prop.TTL: str(timeout_ms),
     }
     # Register before sending: the reply can arrive before the send's own answer.
-    reply = instance.expect_reply(correlation_id)
+    reply = replies.expect(correlation_id)
     timeout = asyncio.timeout(timeout_ms / 1000)
     try:
         async with timeout:
-            await producer.send_with_properties(msg, extra)
+            await send(msg, extra)
             return await reply
     except TimeoutError:
         if timeout.expired():
             raise RequestReplyTimeoutError(correlation_id, timeout_ms) from None
         raise  # the send's own timeout, with its details
     finally:
-        instance.discard_reply(correlation_id)
+        replies.discard(correlation_id)
         if not reply.done():
             reply.cancel()
 

@@ -1,51 +1,43 @@
-"""Routing: the route cache, queues from a topic route, and latency-fault avoidance.
+"""Routes: the cache of topic routes a client instance fetched, and queues from a route.
 
-:func:`publish_queues`, :func:`subscribe_queues` and :class:`LatencyFaultTolerance` are
-pure (no I/O, no clock: callers pass monotonic times in). They are the part of
-RocketMQ's ``MQClientInstance.topicRouteData2TopicPublishInfo`` /
-``topicRouteData2TopicSubscribeInfo`` and ``MQFaultStrategy`` /
-``LatencyFaultToleranceImpl`` that decides *where* a message goes.
-:class:`RouteCache` keeps the routes fetched from the name server for a client instance.
+:func:`publish_queues` and :func:`subscribe_queues` are pure: the part of RocketMQ's
+``MQClientInstance.topicRouteData2TopicPublishInfo`` /
+``topicRouteData2TopicSubscribeInfo`` that decides which queues a topic has.
+:class:`RouteCache` keeps the routes fetched from the name server (GET_ROUTEINFO_BY_TOPIC),
+the broker table derived from them, and the queue lists derived once per route version.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
+from rocklet.client.errors import TransportError
+from rocklet.client.pool import Spawner
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import BrokerData, Perm, TopicRouteData
 from rocklet.protocol.names import AUTO_CREATE_TOPIC
+from rocklet.transport.clock import SYSTEM_CLOCK, Clock
+from rocklet.transport.logs import get_logger
 
 __all__ = [
     "DEFAULT_TOPIC_QUEUE_NUMS",
-    "NEGATIVE_ROUTE_TTL_S",
-    "LatencyFaultTolerance",
+    "NEGATIVE_ROUTE_TTL_MS",
     "RouteCache",
+    "RouteFetcher",
     "publish_queues",
     "subscribe_queues",
 ]
+
+_log = get_logger(__name__)
 
 #: ``DefaultMQProducer.defaultTopicQueueNums``: queues of an auto-created topic.
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 
 #: How long "no route for this topic" is believed before asking the name server again.
-NEGATIVE_ROUTE_TTL_S: Final = 2.0
-
-#: ``MQFaultStrategy.latencyMax`` / ``notAvailableDuration`` (ms): a broker whose call
-#: took at least ``latency`` ms is avoided for ``duration`` ms.
-_LATENCY_STEPS_MS: Final = (
-    (15000, 600000),
-    (3000, 180000),
-    (2000, 120000),
-    (1000, 60000),
-    (550, 30000),
-    (100, 0),
-    (50, 0),
-)
+NEGATIVE_ROUTE_TTL_MS: Final = 2000
 
 
 def publish_queues(
@@ -103,108 +95,9 @@ def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
 
 
 @dataclass(slots=True)
-class _FaultItem:
-    latency_ms: float
-    available_at: float
-
-
-class LatencyFaultTolerance:
-    """Which brokers to avoid because they were slow or failed recently.
-
-    ``MQFaultStrategy`` with ``sendLatencyFaultEnable``: after each send the producer
-    records the broker and how long the call took; a call that failed counts as
-    taking 30 s. A latency of at least 550 ms makes the broker unavailable for 30 s,
-    and more for slower calls (the table above); below that the broker stays
-    available. Selection round-robins over the queues and skips unavailable brokers;
-    when every broker is unavailable it picks the least bad one, as Java's
-    ``pickOneAtLeast`` does, so a send is always attempted.
-
-    Times are monotonic seconds supplied by the caller.
-    """
-
-    __slots__ = ("_items",)
-
-    #: Latency charged for a failed call, ms (``MQFaultStrategy``: isolation => 30 s).
-    FAILURE_LATENCY_MS: Final = 30000.0
-
-    def __init__(self) -> None:
-        self._items: dict[str, _FaultItem] = {}
-
-    def update(self, broker_name: str, latency_ms: float, now: float, *, failed: bool) -> None:
-        """Record one call's outcome.
-
-        Args:
-            broker_name: The broker group called.
-            latency_ms: How long the call took.
-            now: Monotonic time of the outcome, seconds.
-            failed: Whether the call failed (charged :attr:`FAILURE_LATENCY_MS`).
-        """
-        latency = self.FAILURE_LATENCY_MS if failed else latency_ms
-        duration_ms = _not_available_ms(latency)
-        if duration_ms == 0 and broker_name not in self._items:
-            return  # the common case: a fast broker we never had trouble with
-        self._items[broker_name] = _FaultItem(latency, now + duration_ms / 1000)
-
-    def is_available(self, broker_name: str, now: float) -> bool:
-        """Whether ``broker_name`` may be used at ``now``."""
-        item = self._items.get(broker_name)
-        return item is None or now >= item.available_at
-
-    def remove(self, broker_name: str) -> None:
-        """Forget a broker's record (e.g. after a fast successful call)."""
-        self._items.pop(broker_name, None)
-
-    def select(
-        self,
-        queues: Sequence[MessageQueue],
-        start: int,
-        now: float,
-        avoid: str | None = None,
-    ) -> MessageQueue:
-        """Pick a queue: the next available one from position ``start``, round-robin.
-
-        Args:
-            queues: Candidate queues (non-empty).
-            start: Round-robin position (any int; taken modulo ``len(queues)``).
-            now: Monotonic time, seconds.
-            avoid: A broker to skip if anything else is available (the broker the
-                previous attempt of this send failed on).
-
-        Returns:
-            The chosen queue.
-        """
-        n = len(queues)
-        items = self._items
-        if not items and avoid is None:
-            return queues[start % n]
-        for i in range(n):
-            mq = queues[(start + i) % n]
-            name = mq.broker_name
-            if name != avoid and self.is_available(name, now):
-                return mq
-        # Everything is faulty or avoided: take the broker that recovers first, but not
-        # the one just failed on when there is another.
-        return min(
-            (queues[(start + i) % n] for i in range(n)),
-            key=lambda mq: (mq.broker_name == avoid, self._available_at(mq.broker_name)),
-        )
-
-    def _available_at(self, broker_name: str) -> float:
-        item = self._items.get(broker_name)
-        return 0.0 if item is None else item.available_at
-
-
-def _not_available_ms(latency_ms: float) -> int:
-    for threshold, duration in _LATENCY_STEPS_MS:
-        if latency_ms >= threshold:
-            return duration
-    return 0
-
-
-@dataclass(slots=True)
 class _RouteEntry:
     route: TopicRouteData | None
-    fetched_at: float
+    fetched_at_ms: int
     publish: list[MessageQueue] | None = None
     subscribe: list[MessageQueue] | None = None
     #: The TBW102 route ``publish`` was derived from, for a topic with no route.
@@ -213,15 +106,13 @@ class _RouteEntry:
 
 #: Fetches one topic's route from a name server (``None``: the topic does not exist).
 RouteFetcher = Callable[[str], Awaitable[TopicRouteData | None]]
-#: Runs a coroutine as an owned task.
-Spawner = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
 
 
 class RouteCache:
     """Cached topic routes, the broker table derived from them, and queue lists.
 
     Concurrent lookups of one topic share one fetch; "topic does not exist" is
-    believed for :data:`NEGATIVE_ROUTE_TTL_S`, so a send loop to a topic not created
+    believed for :data:`NEGATIVE_ROUTE_TTL_MS`, so a send loop to a topic not created
     yet does not ask the name server on every send; derived queue lists are computed
     once per route version. The broker table is rebuilt from all cached routes on
     every change, so a broker that left every route is forgotten (Java's
@@ -230,11 +121,13 @@ class RouteCache:
     Args:
         fetch: Asks the name server for a route.
         spawn: Runs a fetch as a task owned by the caller.
+        clock: Ages negative answers (monotonic).
     """
 
-    def __init__(self, fetch: RouteFetcher, spawn: Spawner) -> None:
+    def __init__(self, fetch: RouteFetcher, spawn: Spawner, clock: Clock = SYSTEM_CLOCK) -> None:
         self._fetch = fetch
         self._spawn = spawn
+        self._clock = clock
         self._routes: dict[str, _RouteEntry] = {}
         self._fetches: dict[str, asyncio.Task[TopicRouteData | None]] = {}
         self._brokers: dict[str, BrokerData] = {}
@@ -243,15 +136,30 @@ class RouteCache:
         """Every topic with a cached answer."""
         return list(self._routes)
 
-    async def get(self, topic: str, *, refresh: bool = False) -> TopicRouteData | None:
-        """The route of ``topic``: cached, or fetched when absent, stale or ``refresh``."""
+    async def topic_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData | None:
+        """A topic's route (GET_ROUTEINFO_BY_TOPIC): cached, or fetched when absent or stale.
+
+        Args:
+            topic: The topic.
+            refresh: Ask the name server even if a cached route exists.
+
+        Returns:
+            The route, or ``None`` when the name server does not know the topic.
+
+        Raises:
+            TransportError: No name server answered.
+            BrokerError: The name server answered with an error other than
+                TOPIC_NOT_EXIST.
+            NotANameServerError: The name server address is a broker's.
+            ClientStateError: The client instance is closed.
+        """
         entry = self._routes.get(topic)
         if (
             not refresh
             and entry is not None
             and (
                 entry.route is not None
-                or time.monotonic() - entry.fetched_at < NEGATIVE_ROUTE_TTL_S
+                or self._clock.monotonic_ms() - entry.fetched_at_ms < NEGATIVE_ROUTE_TTL_MS
             )
         ):
             return entry.route
@@ -272,11 +180,12 @@ class RouteCache:
 
     def store(self, topic: str, route: TopicRouteData | None) -> None:
         """Remember a fetched route (``None``: the topic does not exist)."""
+        now = self._clock.monotonic_ms()
         old = self._routes.get(topic)
         if old is not None and old.route == route:
-            old.fetched_at = time.monotonic()  # unchanged: keep the derived queue lists
+            old.fetched_at_ms = now  # unchanged: keep the derived queue lists
             return
-        self._routes[topic] = _RouteEntry(route, time.monotonic())
+        self._routes[topic] = _RouteEntry(route, now)
         brokers: dict[str, BrokerData] = {}
         for entry in self._routes.values():
             if entry.route is not None:
@@ -284,15 +193,39 @@ class RouteCache:
                     brokers[bd.broker_name] = bd
         self._brokers = brokers
 
+    async def refresh(self, extra_topics: Iterable[str] = ()) -> None:
+        """Fetch again every cached topic and ``extra_topics`` (one refresh-timer step).
+
+        Java's ``updateTopicRouteInfoFromNameServer``: a name server that cannot be
+        reached is logged per topic and the cached routes are kept.
+
+        Args:
+            extra_topics: Topics to refresh besides the cached ones (subscriptions).
+        """
+        for topic in sorted({*self._routes, *extra_topics}):
+            try:
+                await self.topic_route(topic, refresh=True)
+            except TransportError as exc:
+                _log.warning("route refresh failed", topic=topic, error=str(exc))
+
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
-        """Writable queues of ``topic`` (a shared list), via TBW102 when it is unknown."""
+        """The topic's writable queues (a cached list: do not modify it).
+
+        A topic the name server does not know is routed through the TBW102 template
+        with at most 4 queues per broker, as Java's producer does, so that the
+        broker auto-creates it on the first send.
+
+        Raises:
+            TransportError: No name server answered.
+            BrokerError: The name server answered with an error.
+        """
         entry = self._routes.get(topic)
         if entry is not None and entry.publish is not None and entry.route is not None:
             return entry.publish
-        route = await self.get(topic)
+        route = await self.topic_route(topic)
         entry = self._routes.get(topic)
         if route is None:
-            template = await self.get(AUTO_CREATE_TOPIC)
+            template = await self.topic_route(AUTO_CREATE_TOPIC)
             if template is None:
                 return []
             if entry is not None and entry.template is template and entry.publish is not None:
@@ -307,8 +240,15 @@ class RouteCache:
         return queues
 
     async def subscribe_queues(self, topic: str) -> list[MessageQueue]:
-        """Readable queues of ``topic`` (a shared list); empty when it is unknown."""
-        route = await self.get(topic)
+        """The topic's readable queues (sorted; a cached list: do not modify it).
+
+        Empty when the topic is unknown.
+
+        Raises:
+            TransportError: No name server answered.
+            BrokerError: The name server answered with an error.
+        """
+        route = await self.topic_route(topic)
         if route is None:
             return []
         entry = self._routes.get(topic)
@@ -319,14 +259,23 @@ class RouteCache:
         return subscribe_queues(topic, route)
 
     def routed_by_template(self, topic: str) -> bool:
-        """Whether the last answer for ``topic`` was "no route" (sends go via TBW102)."""
+        """Whether ``topic`` has no route of its own, so its publish queues are TBW102's.
+
+        Those queue ids are guesses: the broker may already hold the topic with
+        fewer queues (just created, not yet registered with the name server).
+        """
         entry = self._routes.get(topic)
         return entry is not None and entry.route is None
 
     def broker_data(self, broker_name: str) -> BrokerData | None:
-        """A broker group from the cached routes."""
+        """A broker group's cluster and addresses, from the cached routes."""
         return self._brokers.get(broker_name)
 
-    def master_addrs(self) -> list[str]:
+    def master_addr(self, broker_name: str) -> str | None:
+        """The master address of a broker group, from the cached routes."""
+        bd = self._brokers.get(broker_name)
+        return None if bd is None else bd.master_addr
+
+    def broker_addrs(self) -> list[str]:
         """Every known master address, sorted."""
         return sorted({a for bd in self._brokers.values() if (a := bd.master_addr) is not None})

@@ -217,7 +217,11 @@ class TransactionProducer(Producer):
 
 
 class PushConsumer(_Facade):
-    """Blocking :class:`~rocklet.client.push_consumer.PushConsumer`; plain-function listeners."""
+    """Blocking :class:`~rocklet.client.push_consumer.PushConsumer`; plain-function listeners.
+
+    Subscribe, then ``with consumer:`` starts it (and shuts it down on exit), as
+    ``async with`` does.
+    """
 
     def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", **options: Any) -> None:
         super().__init__()
@@ -232,9 +236,14 @@ class PushConsumer(_Facade):
         topic: str,
         expression: str = "*",
         listener: Callable[[list[MessageExt]], ConsumeResult] | None = None,
-    ) -> None:
-        """Subscribe a plain-function listener to ``topic`` messages matching ``expression``."""
+    ) -> Self:
+        """Subscribe a plain-function listener to ``topic`` messages matching ``expression``.
+
+        Returns:
+            This consumer (``with PushConsumer(...).subscribe(...) as c`` starts it).
+        """
         self._rt.call(lambda: self._c.subscribe(topic, expression, listener))
+        return self
 
     def start(self) -> None:
         """Join the group and start consuming."""
@@ -258,7 +267,12 @@ class PushConsumer(_Facade):
         """The queues this consumer owns right now."""
         return self._rt.call(self._c.assignment)
 
-    def __enter__(self) -> PushConsumer:
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.shutdown()
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -299,9 +313,12 @@ class _Proxy(_Facade):
         return blocking
 
     def __enter__(self) -> Any:
-        # Mirror the async object's own ``async with`` (a PullConsumer starts there, a
-        # LitePullConsumer waits for subscribe/assign and start).
-        self._rt.run(self._target.__aenter__())
+        # Mirror the async object's own ``async with``: it starts the consumer.
+        try:
+            self._rt.run(self._target.__aenter__())
+        except BaseException:
+            self._release()
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -326,7 +343,8 @@ class PullConsumer(_Proxy):
 class LitePullConsumer(_Proxy):
     """Blocking :class:`rocklet.client.lite_pull_consumer.LitePullConsumer`: same methods, blocking.
 
-    As with the async class, call ``subscribe`` or ``assign``, then ``start``.
+    As with the async class, call ``subscribe`` or ``assign``, then ``start`` (or
+    ``with consumer:``, which starts it).
     """
 
     def __init__(self, group: str, namesrv: str = "127.0.0.1:9876", **options: Any) -> None:

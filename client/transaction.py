@@ -155,7 +155,7 @@ class TransactionProducer(Producer):
     async def _end_after_send(
         self, result: SendResult, state: LocalTransactionState, remark: str | None
     ) -> None:
-        addr = self.instance.master_addr(result.message_queue.broker_name)
+        addr = self.instance.routes.master_addr(result.message_queue.broker_name)
         if addr is None:
             _log.warning("no master to end the transaction; the broker will check back")
             return

@@ -46,8 +46,12 @@ def configure_logging(
         structlog.processors.StackInfoRenderer(),
     ]
     renderer: Any
+    final: list[Any] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
     if json:
         shared.append(structlog.processors.dict_tracebacks)
+        # Library loggers (rocklet.transport.logs) bring their own processor chain
+        # without it: turn their exc_info into the same "exception" field here.
+        final.append(structlog.processors.dict_tracebacks)
         renderer = structlog.processors.JSONRenderer()
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
@@ -66,7 +70,7 @@ def configure_logging(
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            processors=[*final, renderer],
         )
     )
     root = logging.getLogger()

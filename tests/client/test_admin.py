@@ -91,8 +91,8 @@ async def test_consumer_progress_lag_connections_and_offset_reset(tmp_path: Path
             await producer.send_orderly(Message("Lag", b"%d" % i), None, first_queue)
         consumer = FakeConsumer("CG_LAG", topic="Lag")
         await consumer_side.topic_route("Lag")
-        consumer_side.register_consumer("CG_LAG", consumer)
-        await consumer_side.send_heartbeat()
+        consumer_side.groups.register_consumer("CG_LAG", consumer)
+        await consumer_side.groups.send_heartbeat()
         commit = UpdateConsumerOffsetRequestHeader("CG_LAG", "Lag", 0, 2)
         answer = await consumer_side.invoke(
             f"127.0.0.1:{cluster.broker.port}",

@@ -12,6 +12,7 @@ from rocklet.client.admin import Admin
 from rocklet.client.backoff import Backoff
 from rocklet.client.errors import BrokerError, ClientStateError, ConnectError
 from rocklet.client.instance import ClientInstance, get_instance
+from rocklet.client.routes import NEGATIVE_ROUTE_TTL_MS
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -24,6 +25,7 @@ from rocklet.protocol.bodies.running import ConsumerRunningInfo
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.consumer import GetConsumerListByGroupRequestHeader
+from rocklet.transport.clock import ManualClock
 from tests.cluster import running_cluster
 
 WAIT_S = 10.0
@@ -76,14 +78,15 @@ async def test_routes_are_cached_shared_and_unknown_topics_use_the_template(
         assert first is not None and first is second  # one fetch served both
         assert await inst.topic_route("TBW102") is first  # cached
         assert await inst.topic_route("TBW102", refresh=True) == first
-        assert inst.broker_addrs() == [f"127.0.0.1:{cluster.broker.port}"]
-        assert inst.master_addr("broker-a") == f"127.0.0.1:{cluster.broker.port}"
+        assert inst.routes.broker_addrs() == [f"127.0.0.1:{cluster.broker.port}"]
+        assert inst.routes.master_addr("broker-a") == f"127.0.0.1:{cluster.broker.port}"
 
         assert await inst.topic_route("NotThere") is None
-        queues = await inst.publish_queues("NotThere")
+        queues = await inst.routes.publish_queues("NotThere")
         assert queues == [MessageQueue("NotThere", "broker-a", i) for i in range(4)]
-        assert await inst.subscribe_queues("NotThere") == []
-        assert await inst.publish_queues("TBW102") is await inst.publish_queues("TBW102")
+        assert await inst.routes.subscribe_queues("NotThere") == []
+        template = await inst.routes.publish_queues("TBW102")
+        assert await inst.routes.publish_queues("TBW102") is template
 
 
 async def test_a_dead_address_fails_fast_during_backoff(tmp_path: Path) -> None:
@@ -131,10 +134,10 @@ async def test_heartbeat_registers_the_consumer_and_notify_triggers_rebalance(
         await first.topic_route("TBW102")
         await second.topic_route("TBW102")
         watcher = FakeConsumer("CG_NOTIFY")
-        first.register_consumer("CG_NOTIFY", watcher)
-        await first.send_heartbeat()
+        first.groups.register_consumer("CG_NOTIFY", watcher)
+        await first.groups.send_heartbeat()
 
-        addr = first.broker_addrs()[0]
+        addr = first.routes.broker_addrs()[0]
         header = GetConsumerListByGroupRequestHeader("CG_NOTIFY")
         cmd = RemotingCommand(
             RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext_fields=header.to_ext_fields()
@@ -143,8 +146,8 @@ async def test_heartbeat_registers_the_consumer_and_notify_triggers_rebalance(
         assert first.client_id.encode() in answer.body
 
         # A second member joins: the broker tells the first to rebalance (code 40).
-        second.register_consumer("CG_NOTIFY", FakeConsumer("CG_NOTIFY"))
-        await second.send_heartbeat()
+        second.groups.register_consumer("CG_NOTIFY", FakeConsumer("CG_NOTIFY"))
+        await second.groups.send_heartbeat()
         await asyncio.wait_for(watcher.rebalanced.wait(), WAIT_S)
 
 
@@ -157,10 +160,10 @@ async def test_running_info_is_relayed_and_failures_reach_the_error_callback(
         Admin(cluster.namesrv_addr, instance_name="admin") as admin,
     ):
         await inst.topic_route("TBW102")
-        inst.register_consumer("CG_INFO", FakeConsumer("CG_INFO"))
+        inst.groups.register_consumer("CG_INFO", FakeConsumer("CG_INFO"))
         broken = FakeConsumer("CG_BROKEN", fail_running_info=True)
-        inst.register_consumer("CG_BROKEN", broken)
-        await inst.send_heartbeat()
+        inst.groups.register_consumer("CG_BROKEN", broken)
+        await inst.groups.send_heartbeat()
 
         info = await admin.consumer_running_info("CG_INFO", inst.client_id)
         assert info.properties["owner"] == "CG_INFO"
@@ -183,10 +186,56 @@ async def test_running_info_is_relayed_and_failures_reach_the_error_callback(
 async def test_close_is_idempotent_and_fails_waiting_replies(tmp_path: Path) -> None:
     inst = ClientInstance("127.0.0.1:1")
     await inst.start()
-    waiting = inst.expect_reply("corr-1")
+    waiting = inst.replies.expect("corr-1")
     await inst.close()
     await inst.close()
     with pytest.raises(ClientStateError):
         await waiting
     with pytest.raises(ClientStateError):
         await inst.start()
+
+
+async def test_a_missing_topic_is_believed_for_the_negative_ttl_of_the_instance_clock(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    async with (
+        running_cluster(tmp_path) as cluster,
+        ClientInstance(cluster.namesrv_addr, clock=clock) as inst,
+        Admin(cluster.namesrv_addr, instance_name="admin") as admin,
+    ):
+        assert await inst.routes.topic_route("Later") is None
+        await admin.create_topic("Later", queue_nums=2)
+        # The name server knows it now, but "no route" is believed for 2 s of the
+        # instance's clock, which has not moved: no new question is asked.
+        assert await inst.routes.topic_route("Later") is None
+        assert await inst.routes.publish_queues("Later") == [
+            MessageQueue("Later", "broker-a", i)
+            for i in range(4)  # TBW102's guess
+        ]
+        clock.advance(NEGATIVE_ROUTE_TTL_MS - 1)
+        assert await inst.routes.topic_route("Later") is None
+        clock.advance(1)
+        route = await inst.routes.topic_route("Later")
+        assert route is not None and route.queue_datas[0].write_queue_nums == 2
+        assert await inst.routes.subscribe_queues("Later") == [
+            MessageQueue("Later", "broker-a", i) for i in range(2)
+        ]
+
+
+async def test_reconnect_backoff_runs_on_the_instance_clock() -> None:
+    clock = ManualClock()
+    port = dead_port()
+    backoff = Backoff(base_s=30, max_s=30)
+    async with ClientInstance(f"127.0.0.1:{port}", backoff=backoff, clock=clock) as inst:
+        cmd = RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO)
+        with pytest.raises(ConnectError) as first:
+            await inst.invoke(f"127.0.0.1:{port}", cmd)
+        assert "not reconnecting" not in str(first.value)
+        clock.advance(14_999)  # equal jitter: the wait is between 15 and 30 s
+        with pytest.raises(ConnectError, match="not reconnecting"):
+            await inst.invoke(f"127.0.0.1:{port}", cmd)
+        clock.advance(15_001)
+        with pytest.raises(ConnectError) as again:  # a real attempt again: refused
+            await inst.invoke(f"127.0.0.1:{port}", cmd)
+        assert "not reconnecting" not in str(again.value)

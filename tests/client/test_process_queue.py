@@ -10,16 +10,7 @@ from hypothesis import strategies as st
 
 from rocklet.client.message import MessageExt
 from rocklet.client.process_queue import ProcessQueue
-
-
-class FakeClock:
-    """A wall clock the test moves by hand."""
-
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
+from rocklet.transport.clock import ManualClock
 
 
 def msgs(offsets: range | list[int], size: int = 10) -> list[MessageExt]:
@@ -91,15 +82,15 @@ def test_take_commit_and_consume_again_for_orderly() -> None:
 
 
 def test_expired_heads_only_reports_batches_in_the_listener_too_long() -> None:
-    clock = FakeClock()
-    pq: ProcessQueue[MessageExt] = ProcessQueue(clock_ms=clock)
+    clock = ManualClock()
+    pq: ProcessQueue[MessageExt] = ProcessQueue(clock=clock)
     batch = msgs(range(0, 4))
     pq.put(batch)
     assert pq.expired_heads(1000) == []  # not handed to the listener yet
     pq.mark_consume_start(batch[:2])
-    clock.now_ms += 1000
+    clock.advance(1000)
     assert pq.expired_heads(1000) == []  # exactly at the limit is not expired
-    clock.now_ms += 1
+    clock.advance(1)
     heads = pq.expired_heads(1000)
     assert [m.queue_offset for m in heads] == [0]
     assert pq.remove_if_head(heads[0]) == 1  # message 1 is now the lowest cached
@@ -111,26 +102,26 @@ def test_expired_heads_only_reports_batches_in_the_listener_too_long() -> None:
 
 
 def test_lock_and_pull_expiry_follow_the_clock() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     pq: ProcessQueue[MessageExt] = ProcessQueue(
-        clock_ms=clock, lock_max_live_ms=30_000, pull_max_idle_ms=120_000
+        clock=clock, lock_max_live_ms=30_000, pull_max_idle_ms=120_000
     )
     pq.set_locked(True)
-    clock.now_ms += 30_001
+    clock.advance(30_001)
     assert pq.is_lock_expired()
     pq.set_locked(True)
     assert not pq.is_lock_expired() and pq.locked
     pq.set_locked(False)
     assert not pq.locked
-    clock.now_ms += 120_001
+    clock.advance(120_001)
     assert pq.is_pull_expired()
     pq.touch_pull()
     assert not pq.is_pull_expired()
 
 
 def test_snapshot_matches_running_info_fields() -> None:
-    clock = FakeClock(5000)
-    pq: ProcessQueue[MessageExt] = ProcessQueue(clock_ms=clock)
+    clock = ManualClock(5000)
+    pq: ProcessQueue[MessageExt] = ProcessQueue(clock=clock)
     pq.put(msgs(range(7, 12), size=1024 * 1024))
     pq.take(2)
     pq.dropped = True

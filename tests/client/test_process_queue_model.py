@@ -13,6 +13,7 @@ import pytest
 
 from rocklet.client.message import MessageExt
 from rocklet.client.process_queue import ProcessQueue
+from rocklet.transport.clock import ManualClock
 
 
 class Model:
@@ -67,7 +68,7 @@ def message(offset: int, rnd: random.Random) -> MessageExt:
 @pytest.mark.parametrize("seed", range(40))
 def test_process_queue_answers_like_a_sorted_map(seed: int) -> None:
     rnd = random.Random(seed)
-    pq: ProcessQueue[MessageExt] = ProcessQueue(clock_ms=lambda: 0)
+    pq: ProcessQueue[MessageExt] = ProcessQueue(clock=ManualClock(0))
     model = Model()
     pulled = 0
     for _ in range(150):

@@ -152,7 +152,7 @@ async def test_orderly_sends_keep_each_key_on_one_queue_in_order(tmp_path: Path)
         for seq in range(5):
             for key in keys:
                 await p.send_orderly(Message("Ordered", f"{key}:{seq}".encode()), key)
-        queues = await p.instance.publish_queues("Ordered")
+        queues = await p.instance.routes.publish_queues("Ordered")
         for key in keys:
             mq = hash_selector(queues, Message("Ordered", b"x"), key)
             mine = [m.body for m in stored(cluster.broker, "Ordered", mq.queue_id)]

@@ -10,9 +10,10 @@ import pytest
 
 from rocklet.client.backoff import Backoff, BackoffState
 from rocklet.client.errors import InvalidMessageError
+from rocklet.client.fault import LatencyFaultTolerance
 from rocklet.client.message import Message, UniqKeyGenerator, send_properties, validate_message
 from rocklet.client.producer import hash_selector
-from rocklet.client.routes import LatencyFaultTolerance, publish_queues, subscribe_queues
+from rocklet.client.routes import publish_queues, subscribe_queues
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocklet.protocol.message import java_string_hash

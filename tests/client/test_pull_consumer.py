@@ -87,7 +87,6 @@ async def test_lite_assign_poll_seek_and_commit(tmp_path: Path) -> None:
         )
         consumer.assign(queues)
         async with consumer:
-            await consumer.start()
             assert consumer.assignment() == queues
             got = await _poll_until(consumer, len(bodies))
             assert {m.body for m in got} == bodies
@@ -124,8 +123,6 @@ async def test_lite_subscribe_shares_queues_and_auto_commits(tmp_path: Path) -> 
         for member in members:
             member.subscribe("T", "*")
         async with members[0], members[1]:
-            for member in members:
-                await member.start()
             seen: list[MessageExt] = []
             async with asyncio.timeout(WAIT_S):
                 while {m.body for m in seen} != bodies or _overlap(members):

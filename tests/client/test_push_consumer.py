@@ -25,9 +25,8 @@ async def test_concurrent_consumer_gets_every_matching_message(tmp_path: Path) -
         bodies = [f"m{i}".encode() for i in range(200)]
         await produce(cluster.namesrv_addr, "T", bodies, tags=lambda i: "A" if i % 2 else "B")
         collector = Collector()
-        async with PushConsumer("CG", cluster.namesrv_addr, consume_from="first") as consumer:
-            consumer.subscribe("T", "A || C", collector)
-            await consumer.start()
+        consumer = PushConsumer("CG", cluster.namesrv_addr, consume_from="first")
+        async with consumer.subscribe("T", "A || C", collector):  # starts it
             assert consumer.status is ConsumerStatus.RUNNING
             assert {mq.queue_id for mq in consumer.assignment() if mq.topic == "T"} == {0, 1, 2, 3}
             await collector.wait_bodies(100)
@@ -68,7 +67,6 @@ async def test_plain_listener_runs_in_threads_with_batches(tmp_path: Path) -> No
         )
         consumer.subscribe("T", "*", listener)
         async with consumer:
-            await consumer.start()
             await _wait_thread_event(done)
             info = await consumer.running_info()
         assert threading.main_thread().name not in threads
@@ -107,9 +105,8 @@ async def test_offsets_committed_at_shutdown_are_where_the_next_member_starts(
         first = [f"a{i}".encode() for i in range(60)]
         await produce(cluster.namesrv_addr, "T", first)
         collector = Collector()
-        async with PushConsumer("CG", cluster.namesrv_addr, consume_from="first") as consumer:
-            consumer.subscribe("T", "*", collector)
-            await consumer.start()
+        consumer = PushConsumer("CG", cluster.namesrv_addr, consume_from="first")
+        async with consumer.subscribe("T", "*", collector):  # starts it
             await collector.wait_bodies(len(first))
         # Shutdown unregistered the member and committed where each queue stopped.
         assert cluster.broker.ctx.clients.consumer_group("CG") is None
@@ -119,9 +116,8 @@ async def test_offsets_committed_at_shutdown_are_where_the_next_member_starts(
         second = [f"b{i}".encode() for i in range(40)]
         await produce(cluster.namesrv_addr, "T", second)
         again = Collector()
-        async with PushConsumer("CG", cluster.namesrv_addr, consume_from="first") as consumer:
-            consumer.subscribe("T", "*", again)
-            await consumer.start()
+        consumer = PushConsumer("CG", cluster.namesrv_addr, consume_from="first")
+        async with consumer.subscribe("T", "*", again):  # starts it
             await again.wait_bodies(len(second))
         assert again.bodies == set(second)  # nothing of the first run came back
 
@@ -134,6 +130,14 @@ async def test_lifecycle_errors(tmp_path: Path) -> None:
         PushConsumer("CG", consume_batch_size=0)
     with pytest.raises(ValueError):
         PushConsumer("CG", allocate="nope")
+    with pytest.raises(ValueError, match="consume_from"):
+        PushConsumer("CG", consume_from="earliest")
+    with pytest.raises(TypeError):
+        PushConsumer("CG", consume_batch=8)  # a misspelt option fails at once
+    configured = PushConsumer("CG", orderly=True, consume_batch_size=4).config
+    assert (configured.group, configured.orderly, configured.consume_batch_size) == ("CG", True, 4)
+    with pytest.raises(AttributeError):
+        configured.orderly = False  # type: ignore[misc]  # settings are frozen
     await consumer.shutdown()
     await consumer.shutdown()  # idempotent
     with pytest.raises(ClientStateError):
@@ -148,7 +152,6 @@ async def test_admin_sees_running_info_and_resets_offsets(tmp_path: Path) -> Non
         consumer = PushConsumer("CG", cluster.namesrv_addr, consume_from="first")
         consumer.subscribe("T", "*", collector)
         async with consumer, Admin(cluster.namesrv_addr, instance_name="admin") as admin:
-            await consumer.start()
             await collector.wait_for(lambda c: len(c.messages) >= len(bodies))
             assert consumer.client_id is not None
             # GET_CONSUMER_RUNNING_INFO: admin -> broker -> this consumer -> back.

@@ -135,22 +135,23 @@ async def test_orderly_keeps_per_queue_order_across_a_rebalance(tmp_path: Path) 
             consumer.subscribe("T", "*", log.listener(name))
             consumers.append(consumer)
         a, b = consumers
-        async with a, b:
-            await a.start()
+        async with a:
             await wait_until(log.changed, lambda: log.distinct() >= 150)
-            await b.start()  # takes half the queues once a lets go of them
-            await _send_in_key_order(cluster.namesrv_addr, keys, range(60, 120))
-            await wait_until(
-                log.changed,
-                lambda: (
-                    log.distinct() == len(keys) * 120
-                    and any(name == "b" for name, _, _ in log.entries)
-                ),
-                timeout_s=WAIT_S * 2,
-            )
-            t_queues = {mq.queue_id for c in consumers for mq in c.assignment() if mq.topic == "T"}
-            assert t_queues == {0, 1, 2, 3}
-            assert not {mq for mq in a.assignment()} & {mq for mq in b.assignment()}
+            async with b:  # takes half the queues once a lets go of them
+                await _send_in_key_order(cluster.namesrv_addr, keys, range(60, 120))
+                await wait_until(
+                    log.changed,
+                    lambda: (
+                        log.distinct() == len(keys) * 120
+                        and any(name == "b" for name, _, _ in log.entries)
+                    ),
+                    timeout_s=WAIT_S * 2,
+                )
+                t_queues = {
+                    mq.queue_id for c in consumers for mq in c.assignment() if mq.topic == "T"
+                }
+                assert t_queues == {0, 1, 2, 3}
+                assert not {mq for mq in a.assignment()} & {mq for mq in b.assignment()}
         log.assert_per_key_order()
 
 
@@ -184,8 +185,6 @@ async def test_orderly_suspend_retries_in_place_then_dead_letters(tmp_path: Path
         )
         observer.subscribe("%DLQ%OG", "*", dead)
         async with consumer, observer:
-            await consumer.start()
-            await observer.start()
             async with asyncio.timeout(WAIT_S), changed:
                 await changed.wait_for(lambda: any(seq == 3 for seq, _ in deliveries))
             await dead.wait_bodies(1)

@@ -50,9 +50,8 @@ async def test_cpp_produced_messages_reach_the_sdk_consumers(tmp_path: Path) -> 
         wanted = {f"s{i}".encode() for i in range(1, 10, 2)} | {b"o", b"b0", b"b1", b"b2"}
         wanted.add(big_body().encode())
         collector = Collector()
-        async with PushConsumer("SDK-CG", cluster.namesrv_addr, consume_from="first") as consumer:
-            consumer.subscribe("Interop", "TagA", collector)
-            await consumer.start()
+        consumer = PushConsumer("SDK-CG", cluster.namesrv_addr, consume_from="first")
+        async with consumer.subscribe("Interop", "TagA", collector):  # starts it
             await collector.wait_bodies(len(wanted))
         assert collector.bodies == wanted
         by_key = {m.keys[0]: m for m in collector.messages}

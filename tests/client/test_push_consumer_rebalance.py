@@ -32,6 +32,7 @@ from rocklet.protocol.headers.consumer import (
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocklet.transport.clock import ManualClock
 
 ME = "10.0.0.1@1"
 OTHER = "10.0.0.2@2"
@@ -51,6 +52,7 @@ class FakeBroker:
     max_offset: int = 100
     lock_owner: dict[MessageQueue, str] = field(default_factory=dict)
     unlocked: list[MessageQueue] = field(default_factory=list)
+    clock: ManualClock = field(default_factory=ManualClock)
 
     async def invoke(
         self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
@@ -105,6 +107,10 @@ class FakeBroker:
                 del self.lock_owner[q]
         return cmd.make_response(0)
 
+    @property
+    def routes(self) -> FakeBroker:
+        return self  # it answers the route look-ups too
+
     async def topic_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData | None:
         return TopicRouteData(
             (QueueData("broker-a", 4, 4),), (BrokerData("c", "broker-a", {0: "broker-a:1"}),)
@@ -143,7 +149,11 @@ def rebalancer(
         on_removed=rec.on_removed, strategy=allocate_averagely, orderly=orderly,
         consume_from=consume_from,
     )  # fmt: skip
-    r.subscriptions = {"T": subscription("T", "*"), "%RETRY%G": subscription("%RETRY%G", "*")}
+    now = broker.clock.now_ms()
+    r.subscriptions = {
+        "T": subscription("T", "*", now),
+        "%RETRY%G": subscription("%RETRY%G", "*", now),
+    }
     return r
 
 

@@ -48,8 +48,6 @@ async def test_failed_messages_are_retried_then_dead_lettered(tmp_path: Path) ->
         )
         observer.subscribe("%DLQ%CG", "*", dead)
         async with consumer, observer:
-            await consumer.start()
-            await observer.start()
             await dead.wait_bodies(1)
 
             def poison() -> list[MessageExt]:
@@ -92,7 +90,6 @@ async def test_a_slow_listener_keeps_each_queue_cache_bounded(tmp_path: Path) ->
 
         consumer.subscribe("T", "*", slow)
         async with consumer:
-            await consumer.start()
             await seen.wait_bodies(len(bodies), timeout_s=60)
         # A queue stops pulling past 40 cached messages; one pull in flight may add 16.
         assert 0 < peak <= 40 + 16
@@ -119,7 +116,6 @@ async def test_broadcasting_delivers_everything_to_every_member(tmp_path: Path) 
             consumer.subscribe("T", "*", collector)
         async with consumers[0], consumers[1]:
             for consumer in consumers:
-                await consumer.start()
                 # No retry topic for broadcasting, and every queue for each member.
                 assert [mq.queue_id for mq in consumer.assignment()] == [0, 1, 2, 3]
             for collector in members:
@@ -142,7 +138,6 @@ async def test_broadcasting_delivers_everything_to_every_member(tmp_path: Path) 
         )
         consumer.subscribe("T", "*", again)
         async with consumer:
-            await consumer.start()
             await again.wait_bodies(1)
         assert again.bodies == {b"late"}
 
@@ -160,7 +155,6 @@ async def test_failed_broadcast_messages_are_dropped_not_retried(tmp_path: Path)
         )
         consumer.subscribe("T", "*", failing)
         async with consumer:
-            await consumer.start()
             await failing.wait_bodies(2)
             await consumer.shutdown()
         assert sorted(m.body for m in failing.messages) == [b"x", b"y"]
@@ -191,7 +185,6 @@ async def test_a_message_stuck_in_the_listener_is_sent_back_after_the_timeout(
         )
         consumer.subscribe("T", "*", listener)
         async with consumer:
-            await consumer.start()
             # cleanExpiredMsg: after the consume timeout the message goes back to the
             # broker (delay level 3) and comes again from the retry topic.
             await seen.wait_for(lambda c: any(m.reconsume_times == 1 for m in c.messages))

@@ -86,14 +86,11 @@ def consume(namesrv: str, expected: int) -> list[bytes]:
             got.put(msg.body)
         return ConsumeResult.SUCCESS
 
-    with (
-        sync.Producer("PG_SYNC_C", namesrv) as producer,
-        sync.PushConsumer("CG_SYNC", namesrv, consume_from="first") as consumer,
-    ):
+    with sync.Producer("PG_SYNC_C", namesrv) as producer:
         for i in range(expected):
             producer.send(Message("SyncPush", b"p%d" % i))
-        consumer.subscribe("SyncPush", "*", listener)
-        consumer.start()
+    consumer = sync.PushConsumer("CG_SYNC", namesrv, consume_from="first")
+    with consumer.subscribe("SyncPush", "*", listener):  # entering starts it
         bodies = [got.get(timeout=WAIT_S) for _ in range(expected)]
         consumer.check_errors()
         return bodies
@@ -114,9 +111,8 @@ def pull_both_ways(namesrv: str) -> tuple[list[bytes], list[bytes]]:
     with sync.PullConsumer("CG_SYNC_PULL", namesrv) as puller:
         pulled = [m.body for m in puller.pull(mq, 0, 32).messages]
     lite = sync.LitePullConsumer("CG_SYNC_LITE", namesrv, consume_from="first")
+    lite.assign([mq])
     with lite:
-        lite.assign([mq])
-        lite.start()
         polled: list[bytes] = []
         while len(polled) < 4:
             polled += [m.body for m in lite.poll(int(WAIT_S * 1000))]

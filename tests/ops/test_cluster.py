@@ -205,4 +205,4 @@ async def _equals(got: Awaitable[set[str]], expected: set[str]) -> bool:
 
 
 async def _publishes_to(instance: ClientInstance, brokers: set[str]) -> bool:
-    return {mq.broker_name for mq in await instance.publish_queues(TOPIC)} == brokers
+    return {mq.broker_name for mq in await instance.routes.publish_queues(TOPIC)} == brokers
