@@ -38,7 +38,6 @@ from rocklet.broker.topics import TopicConfigManager
 from rocklet.broker.wiring import register_processors, transaction_check_service
 from rocklet.protocol.headers.namesrv import RegisterBrokerRequestHeader
 from rocklet.protocol.message import pack_host
-from rocklet.store.config import StoreConfig
 from rocklet.store.directory import StoreLock, check_writable
 from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import RetentionService
@@ -50,7 +49,7 @@ from rocklet.transport.tasks import BackgroundTasks
 if TYPE_CHECKING:
     from rocklet.broker.prometheus import BrokerMetrics, MeteredMessageStore, MetricsServer
 
-__all__ = ["Broker", "claim_store_directory", "store_config_from"]
+__all__ = ["Broker", "claim_store_directory"]
 
 log = structlog.get_logger(__name__)
 
@@ -77,28 +76,6 @@ def _prometheus() -> ModuleType:
             "pip install 'rocklet[metrics]' (from a checkout: pip install '.[metrics]')"
         ) from None
     return prometheus
-
-
-def store_config_from(config: BrokerConfig) -> StoreConfig:
-    """Translate broker.conf settings into the store's configuration."""
-    return StoreConfig(
-        store_path=config.store_path_root_dir,
-        commitlog_file_size_bytes=config.mapped_file_size_commit_log,
-        consume_queue_entries_per_file=config.mapped_file_size_consume_queue // 20,
-        index_hash_slots=config.max_hash_slot_num,
-        index_max_entries=config.max_index_num,
-        max_message_size_bytes=config.max_message_size,
-        flush_disk_type=config.flush_disk_type,
-        flush_interval_ms=config.flush_interval_commit_log_ms,
-        flush_consume_queue_interval_ms=config.flush_interval_consume_queue_ms,
-        message_delay_level=config.message_delay_level,
-        file_reserved_time_hours=config.file_reserved_time_hours,
-        delete_when=config.delete_when,
-        disk_max_used_space_ratio=min(config.disk_max_used_space_ratio, 85) / 100,
-        message_index_enable=config.message_index_enable,
-        check_crc_on_recover=config.check_crc_on_recover,
-        max_transfer_bytes=config.max_transfer_bytes_on_message_in_memory,
-    )
 
 
 def _claim(root: Path, program: str) -> StoreLock:
@@ -211,7 +188,7 @@ class Broker:
         bridge = _ArrivalBridge(asyncio.get_running_loop(), holds)
         store = await asyncio.to_thread(
             store_cls.open,
-            store_config_from(config),
+            config.store_config(),
             listener=bridge,
             clock=clock,
             dir_lock=store_lock,
@@ -227,6 +204,8 @@ class Broker:
             broker_name=config.broker_name,
             auto_create=config.auto_create_topic_enable,
             default_queue_nums=config.default_topic_queue_nums,
+            cluster_topic_enable=config.cluster_topic_enable,
+            broker_topic_enable=config.broker_topic_enable,
         )
         groups = SubscriptionGroupManager(
             conf_dir / "subscriptionGroup.json",

@@ -32,7 +32,12 @@ from typing import Any, Final, Self, TypeVar
 
 from rocklet.broker.config_keys import log_key_review, review_keys
 from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS, ROCKETMQ_NAMESRV_KEYS
-from rocklet.store.config import DEFAULT_DELAY_LEVELS, FlushDiskType
+from rocklet.store.config import (
+    DEFAULT_DELAY_LEVELS,
+    FlushDiskType,
+    StoreConfig,
+    parse_delay_levels,
+)
 
 __all__ = [
     "BrokerConfig",
@@ -190,11 +195,60 @@ class BrokerConfig:
             raise ConfigError("brokerRole=SLAVE needs a brokerId >= 1")
         if self.broker_id > 0 and self.broker_role is not BrokerRole.SLAVE:
             raise ConfigError(f"brokerId={self.broker_id} is a slave id; set brokerRole=SLAVE")
+        # The store's own limits, named by their broker.conf keys where a person is
+        # likely to get them wrong; store_config() checks the rest.
+        if self.mapped_file_size_commit_log >= 2**31:
+            raise ConfigError(
+                "mappedFileSizeCommitLog must be below 2 GiB (positions in a segment are "
+                f"32-bit, as in RocketMQ): {self.mapped_file_size_commit_log}"
+            )
+        try:
+            parse_delay_levels(self.message_delay_level)
+        except ValueError as exc:
+            raise ConfigError(
+                f"messageDelayLevel must be durations like '1s 5m 2h 1d': {exc}"
+            ) from None
+        hours = [h.strip() for h in self.delete_when.split(";") if h.strip()]
+        if not hours or not all(h.isdigit() and 0 <= int(h) <= 23 for h in hours):
+            raise ConfigError(
+                f"deleteWhen must be hours of the day (0..23) separated by ';': "
+                f"{self.delete_when!r}"
+            )
+        self.store_config()
 
     @property
     def commit_log_dir(self) -> Path:
         """Where commitlog segments live."""
-        return self.store_path_commit_log or self.store_path_root_dir / "commitlog"
+        return self.store_config().commitlog_dir
+
+    def store_config(self) -> StoreConfig:
+        """The store's settings, translated from broker.conf's.
+
+        Raises:
+            ConfigError: A store setting is out of range (checked at load, too).
+        """
+        try:
+            return StoreConfig(
+                store_path=self.store_path_root_dir,
+                commitlog_path=self.store_path_commit_log,
+                commitlog_file_size_bytes=self.mapped_file_size_commit_log,
+                consume_queue_entries_per_file=self.mapped_file_size_consume_queue // 20,
+                index_hash_slots=self.max_hash_slot_num,
+                index_max_entries=self.max_index_num,
+                max_message_size_bytes=self.max_message_size,
+                flush_disk_type=self.flush_disk_type,
+                flush_interval_ms=self.flush_interval_commit_log_ms,
+                flush_consume_queue_interval_ms=self.flush_interval_consume_queue_ms,
+                message_delay_level=self.message_delay_level,
+                file_reserved_time_hours=self.file_reserved_time_hours,
+                delete_when=self.delete_when,
+                disk_max_used_space_ratio=min(self.disk_max_used_space_ratio, 85) / 100,
+                message_index_enable=self.message_index_enable,
+                check_crc_on_recover=self.check_crc_on_recover,
+                max_transfer_bytes=self.max_transfer_bytes_on_message_in_memory,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"invalid store setting: {exc}") from None
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> Self:
@@ -405,6 +459,7 @@ def load_broker_config(
     path: Path | None = None,
     overrides: Mapping[str, object] | None = None,
     *,
+    defaults: Mapping[str, object] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
     """Read a ``broker.conf``, then apply overrides and the ``NAMESRV_ADDR`` fallback.
@@ -412,6 +467,9 @@ def load_broker_config(
     Args:
         path: The file; ``None`` for RocketMQ's defaults.
         overrides: As :func:`with_overrides` (command-line values win over the file).
+        defaults: Field name to value for settings the file does not set and no
+            override gives (``rocklet standalone`` keeps its data in ``./data`` unless
+            the file names a ``storePathRootDir``).
         environ: The environment; ``os.environ`` by default.
 
     Returns:
@@ -428,7 +486,9 @@ def load_broker_config(
     env = os.environ if environ is None else environ
     if "namesrvAddr" not in props and env.get("NAMESRV_ADDR"):
         props["namesrvAddr"] = env["NAMESRV_ADDR"]
-    return with_overrides(BrokerConfig.from_properties(props), overrides or {})
+    config = BrokerConfig.from_properties(props)
+    unset = {k: v for k, v in (defaults or {}).items() if property_name(k) not in props}
+    return with_overrides(with_overrides(config, unset), overrides or {})
 
 
 def load_namesrv_config(

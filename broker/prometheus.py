@@ -230,7 +230,7 @@ class BrokerStateCollector:
         yield _gauge(
             "rocklet_store_disk_used_ratio",
             "Used fraction of the commitlog's disk partition (-1 when unknown).",
-            _disk_used_ratio(store.config.store_path / "commitlog"),
+            _disk_used_ratio(store.config.commitlog_dir),
         )
         yield _gauge(
             "rocklet_commitlog_max_offset_bytes",

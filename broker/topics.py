@@ -31,6 +31,10 @@ __all__ = ["TopicConfigManager"]
 _RW: Final = int(Perm.READ | Perm.WRITE)
 
 
+def _inherit_perm(enabled: bool) -> int:
+    return int(Perm.INHERIT) | (_RW if enabled else 0)
+
+
 class TopicConfigManager:
     """Topic configs by name. Not thread-safe: use it from the event loop.
 
@@ -41,6 +45,8 @@ class TopicConfigManager:
         broker_name: ``brokerName`` (the broker topic).
         auto_create: ``autoCreateTopicEnable``: serve TBW102 with INHERIT.
         default_queue_nums: ``defaultTopicQueueNums`` (8), TBW102's queue count.
+        cluster_topic_enable: ``clusterTopicEnable``: the cluster topic is read-write.
+        broker_topic_enable: ``brokerTopicEnable``: the broker topic is read-write.
         on_change: Called after any change, e.g. to re-register with name servers.
     """
 
@@ -53,6 +59,8 @@ class TopicConfigManager:
         broker_name: str,
         auto_create: bool = True,
         default_queue_nums: int = 8,
+        cluster_topic_enable: bool = True,
+        broker_topic_enable: bool = True,
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self._path = path
@@ -64,8 +72,10 @@ class TopicConfigManager:
         self._dirty = False
         system = [
             TopicConfig(SELF_TEST_TOPIC, 1, 1),
-            TopicConfig(cluster_name, 16, 16, perm=_RW | Perm.INHERIT),
-            TopicConfig(broker_name, 1, 1, perm=_RW | Perm.INHERIT),
+            # The cluster's and the broker's own topics always exist; the two switches
+            # decide whether they can be written and read (TopicConfigManager's rule).
+            TopicConfig(cluster_name, 16, 16, perm=_inherit_perm(cluster_topic_enable)),
+            TopicConfig(broker_name, 1, 1, perm=_inherit_perm(broker_topic_enable)),
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
             TopicConfig(f"{cluster_name}_REPLY_TOPIC", 1, 1),

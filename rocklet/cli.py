@@ -87,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     standalone = sub.add_parser("standalone", help="run a name server and a broker together")
     standalone.add_argument("-c", "--config", type=Path, help="broker.conf file")
     standalone.add_argument(
-        "--data-dir", type=Path, default=Path("data"), help="store root (default: ./data)"
+        "--data-dir",
+        type=Path,
+        help="store root (default: the config file's storePathRootDir, else ./data)",
     )
     standalone.add_argument("--namesrv-port", type=int, default=9876, help="(default: 9876)")
     standalone.add_argument("--listen-port", type=int, help="broker port (default: 10911)")
@@ -139,11 +141,13 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         "listen_port": args.listen_port,
         "store_path_root_dir": args.data_dir,
     }
+    defaults: dict[str, object] = {}
     if args.command == "standalone":
         overrides["namesrv_addr"] = f"127.0.0.1:{args.namesrv_port}"
+        defaults["store_path_root_dir"] = Path("data")
     else:
         overrides["namesrv_addr"] = args.namesrv
-    return load_broker_config(args.config, overrides)
+    return load_broker_config(args.config, overrides, defaults=defaults)
 
 
 def _run_namesrv(args: argparse.Namespace) -> int:

@@ -52,6 +52,8 @@ class StoreConfig:
 
     Attributes:
         store_path: ``storePathRootDir``.
+        commitlog_path: ``storePathCommitLog``: the commitlog's directory when it is not
+            ``<store_path>/commitlog`` (e.g. on a faster disk).
         commitlog_file_size_bytes: ``mappedFileSizeCommitLog`` (1 GiB).
         consume_queue_entries_per_file: ``mappedFileSizeConsumeQueue / 20`` (300,000).
         index_hash_slots: ``maxHashSlotNum`` (5,000,000).
@@ -76,6 +78,7 @@ class StoreConfig:
     """
 
     store_path: Path
+    commitlog_path: Path | None = None
     commitlog_file_size_bytes: int = 1024 * 1024 * 1024
     consume_queue_entries_per_file: int = 300_000
     index_hash_slots: int = 5_000_000
@@ -126,6 +129,11 @@ class StoreConfig:
         if not hours or not all(0 <= h <= 23 for h in hours):
             raise ValueError(f"delete_when {self.delete_when!r} is not hours 0..23")
         object.__setattr__(self, "delete_hours", hours)
+
+    @property
+    def commitlog_dir(self) -> Path:
+        """Where commitlog segments live (``storePathCommitLog``, else under the root)."""
+        return self.commitlog_path or self.store_path / "commitlog"
 
     @property
     def consume_queue_file_size_bytes(self) -> int:

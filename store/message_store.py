@@ -70,7 +70,7 @@ class MessageStore:
         self._lock = threading.RLock()
         self._closed = False
         self._dir_lock: StoreLock | None = None
-        self.commitlog = CommitLog(root / "commitlog", config.commitlog_file_size_bytes)
+        self.commitlog = CommitLog(config.commitlog_dir, config.commitlog_file_size_bytes)
         self.checkpoint = Checkpoint(root / "checkpoint")
         self.index = IndexService(
             root / "index", config.index_hash_slots, config.index_max_entries, clock

@@ -144,6 +144,32 @@ async def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
             await proc.wait()
 
 
+async def test_standalone_takes_its_store_paths_from_the_config_file(tmp_path: Path) -> None:
+    # No --data-dir: the file's storePathRootDir (and storePathCommitLog) decide, not
+    # the ./data fallback.
+    root, fast = tmp_path / "root", tmp_path / "fast-disk"
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"storePathRootDir={root}\nstorePathCommitLog={fast}\nmappedFileSizeCommitLog=65536\n"
+    )
+    proc = await spawn("standalone", "-c", str(conf), "--namesrv-port", "0", "--listen-port", "0")
+    try:
+        await wait_for_line(proc, LISTENING)
+        port = int((await wait_for_line(proc, BROKER_LISTENING)).group(1))
+        async with await open_connection("127.0.0.1", port) as conn:
+            answer = await conn.request(send_request("PathTopic", b"where am I"), TIMEOUT)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert (root / "lock").exists() and (root / "consumequeue" / "PathTopic").is_dir()
+        assert [p.name for p in fast.iterdir()] == [f"{0:020d}"]
+        assert not (root / "commitlog").exists()
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), TIMEOUT) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
 async def test_broker_registers_with_a_separate_namesrv(
     namesrv_process: asyncio.subprocess.Process, tmp_path: Path
 ) -> None:

@@ -168,9 +168,8 @@ def _store_facts(store: MessageStore) -> dict[str, str]:
     return facts
 
 
-def _disk_facts(root: Path) -> dict[str, str]:
+def _disk_facts(root: Path, commitlog: Path) -> dict[str, str]:
     """Disk use of the store's partition(s), as ``DefaultMessageStore.getRuntimeInfo``."""
-    commitlog = root / "commitlog"
     ratio = str(_disk_ratio(commitlog))
     facts = {
         "commitLogDiskRatio": ratio,
@@ -228,7 +227,7 @@ class RuntimeAdmin:
             "msgGetTotalTodayNow": "0",
             **_NOT_MEASURED,
             **_store_facts(store),
-            **_disk_facts(store.config.store_path),
+            **_disk_facts(store.config.store_path, store.config.commitlog_dir),
         }
         return dict(sorted(info.items()))
 

@@ -105,6 +105,11 @@ def test_defaults_are_rocketmqs() -> None:
         ("listenPort=70000", "listenPort"),
         ("diskMaxUsedSpaceRatio=99", "diskMaxUsedSpaceRatio"),
         ("brokerId=1", "brokerId"),
+        ("deleteWhen=25", "deleteWhen"),
+        ("deleteWhen=4am", "deleteWhen"),
+        ("messageDelayLevel=1s 5x", "messageDelayLevel"),
+        ("mappedFileSizeCommitLog=2147483648", "mappedFileSizeCommitLog"),
+        ("maxIndexNum=1", "index sizes"),
     ],
 )
 def test_invalid_values_name_key_and_value(tmp_path: Path, text: str, key: str) -> None:
@@ -150,3 +155,30 @@ values = st.text(
 def test_key_value_lines_parse_back(props: dict[str, str]) -> None:
     text = "\n".join(f"{k} = {v}" for k, v in props.items())
     assert parse_properties(text) == {k: v.strip() for k, v in props.items()}
+
+
+def test_defaults_apply_only_where_the_file_is_silent(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={tmp_path / 'from-file'}\n")
+    fallback = {"store_path_root_dir": Path("data")}
+    named = load_broker_config(conf, defaults=fallback, environ={})
+    assert named.store_path_root_dir == tmp_path / "from-file"
+    conf.write_text("listenPort=10921\n")
+    silent = load_broker_config(conf, defaults=fallback, environ={})
+    assert silent.store_path_root_dir == Path("data")
+    flag = load_broker_config(
+        conf, {"store_path_root_dir": tmp_path / "flag"}, defaults=fallback, environ={}
+    )
+    assert flag.store_path_root_dir == tmp_path / "flag"
+
+
+def test_store_path_commit_log_places_the_segments(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"storePathRootDir={tmp_path / 'root'}\nstorePathCommitLog={tmp_path / 'fast'}\n"
+    )
+    store = load_broker_config(conf, environ={}).store_config()
+    assert store.commitlog_dir == tmp_path / "fast"
+    assert BrokerConfig(store_path_root_dir=tmp_path).store_config().commitlog_dir == (
+        tmp_path / "commitlog"
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rocklet.broker.app import store_config_from
 from rocklet.protocol.bodies.consumer import LockBatchResponseBody
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -127,7 +126,7 @@ async def test_query_offset_not_found_once_the_queue_start_was_deleted(tmp_path:
         for _ in range(2):
             assert (await conn.request(cpp_send("Old", big), 10)).code == ResponseCode.SUCCESS
     config = small_broker_config(tmp_path, None)
-    with MessageStore.open(store_config_from(config)) as store:
+    with MessageStore.open(config.store_config()) as store:
         assert RetentionService(store, disk_usage=lambda _p: DiskUsage(100, 99, 1)).run_once() == 1
     async with running_cluster(tmp_path) as cluster, await connect(cluster) as conn:
         assert await answer(conn, queue_request(RequestCode.GET_MIN_OFFSET, "Old", 0)) == (

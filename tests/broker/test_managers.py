@@ -188,3 +188,27 @@ async def test_long_poll_times_out() -> None:
     holds = PullHoldService()
     assert await holds.wait("T", 0, 0, timeout_s=0.01) is False
     assert holds.held == 0
+
+
+def test_cluster_and_broker_topics_follow_their_switches(tmp_path: Path) -> None:
+    def perms(
+        cluster_topic_enable: bool = True, broker_topic_enable: bool = True
+    ) -> tuple[int, int]:
+        topics = TopicConfigManager(
+            tmp_path / "topics.json",
+            ManualClock(),
+            cluster_name="C1",
+            broker_name="B1",
+            cluster_topic_enable=cluster_topic_enable,
+            broker_topic_enable=broker_topic_enable,
+        )
+        cluster, broker = topics.find("C1"), topics.find("B1")
+        assert cluster is not None and broker is not None
+        return cluster.perm, broker.perm
+
+    rw_inherit = int(Perm.READ | Perm.WRITE | Perm.INHERIT)
+    assert perms() == (rw_inherit, rw_inherit)
+    assert perms(cluster_topic_enable=False, broker_topic_enable=False) == (
+        int(Perm.INHERIT),
+        int(Perm.INHERIT),
+    )
