@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rocklet.client.message import MAX_MESSAGE_SIZE
+from rocklet.protocol.names import check_group_name
 
 __all__ = ["ProducerConfig"]
 
@@ -46,8 +47,8 @@ class ProducerConfig:
     msgpack_headers: bool = False
 
     def __post_init__(self) -> None:
-        if not self.group:
-            raise ValueError("a producer needs a group name")
+        if (reason := check_group_name(self.group)) is not None:
+            raise ValueError(f"producer group: {reason}")
         if self.send_timeout_ms <= 0 or self.retry_times < 0 or self.max_message_size <= 0:
             raise ValueError(f"invalid producer config {self!r}")
         if not -1 <= self.compress_level <= 9:

@@ -10,6 +10,7 @@ from rocklet.client.offset_store import RemoteOffsetStore
 from rocklet.client.pull_api import max_offset, min_offset, search_offset
 from rocklet.client.rebalance import ConsumeFrom
 from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.names import check_group_name
 
 __all__ = ["PullConsumerBase"]
 
@@ -25,8 +26,8 @@ class PullConsumerBase:
         instance: ClientInstance | None,
         consume_from: ConsumeFrom,
     ) -> None:
-        if not group:
-            raise ValueError("consumer group must not be empty")
+        if (reason := check_group_name(group)) is not None:
+            raise ValueError(f"consumer group: {reason}")
         self.group = group
         self.namesrv = namesrv
         self._instance_name = instance_name

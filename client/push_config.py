@@ -19,6 +19,7 @@ from rocklet.client.offset_store import DEFAULT_OFFSETS_DIR
 from rocklet.client.pull_loop import FlowLimits
 from rocklet.client.rebalance import ConsumeFrom
 from rocklet.protocol.bodies.heartbeat import ConsumeFromWhere
+from rocklet.protocol.names import check_group_name
 
 __all__ = ["MAX_BATCH", "PushConsumerConfig"]
 
@@ -88,8 +89,8 @@ class PushConsumerConfig:
     instance_name: str = "DEFAULT"
 
     def __post_init__(self) -> None:
-        if not self.group:
-            raise ValueError("consumer group must not be empty")
+        if (reason := check_group_name(self.group)) is not None:
+            raise ValueError(f"consumer group: {reason}")
         if not (
             1 <= self.consume_batch_size <= MAX_BATCH and 1 <= self.pull_batch_size <= MAX_BATCH
         ):

@@ -124,3 +124,20 @@ async def test_a_client_pointed_at_the_broker_is_told_so(tmp_path: Path) -> None
             # The broker answers; it is not skipped as if it were down.
             with pytest.raises(NotANameServerError):
                 await instance.topic_route("T")
+
+
+@pytest.mark.parametrize("group", ["", "orders\n", "a b", "grp\udc80", "x" * 256, "组"], ids=repr)
+def test_group_names_are_checked_like_topic_names(group: str) -> None:
+    with pytest.raises(ValueError, match="group"):
+        Producer(group)
+    with pytest.raises(ValueError, match="group"):
+        PushConsumer(group)
+    with pytest.raises(ValueError, match="group"):
+        LitePullConsumer(group)
+
+
+def test_valid_group_names_are_accepted() -> None:
+    for group in ("billing", "CID_orders-v2", "%RETRY%g", "x" * 255):
+        assert Producer(group).config.group == group
+        assert PushConsumer(group).config.group == group
+        assert LitePullConsumer(group).group == group
