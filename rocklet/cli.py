@@ -25,6 +25,7 @@ from rocklet.broker.config import (
     with_overrides,
 )
 from rocklet.cluster import add_cluster_parser
+from rocklet.help_text import plain_parser_help
 from rocklet.logging import configure_logging
 
 __all__ = ["build_parser", "main"]
@@ -33,6 +34,16 @@ _log = structlog.get_logger(__name__)
 
 #: Exit code for bad arguments or configuration (argparse uses 2 as well).
 EXIT_USAGE = 2
+
+#: ``rocklet --help``: what the command is and how to start (not this module's docstring,
+#: which is written for the code's readers).
+DESCRIPTION = """\
+Rocklet: a RocketMQ 4.x compatible name server and broker, with admin and benchmark tools.
+
+Start a name server and a broker in one process (Ctrl-C stops it):
+  rocklet standalone --data-dir ./data
+
+Each command explains its options: rocklet COMMAND --help"""
 
 
 def _common(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
@@ -52,7 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     Returns:
         The parser.
     """
-    parser = argparse.ArgumentParser(prog="rocklet", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="rocklet",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     namesrv = sub.add_parser("namesrv", help="run a name server")
@@ -83,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(sub.choices["cluster"])
     add_bench_parser(sub)
     _common(sub.choices["bench"], "WARNING")
+    plain_parser_help(parser)
     return parser
 
 
