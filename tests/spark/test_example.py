@@ -34,6 +34,7 @@ def load_example() -> ModuleType:
 @contextmanager
 def session_time_zone(spark: SparkSession, zone: str) -> Iterator[None]:
     previous = spark.conf.get("spark.sql.session.timeZone")
+    assert previous is not None
     spark.conf.set("spark.sql.session.timeZone", zone)
     try:
         yield
