@@ -1,4 +1,4 @@
-"""Entry point of the ``rocklet`` command: servers, admin, cluster and bench.
+"""Entry point of the ``rocklet`` command: servers, produce/consume, admin, cluster, bench.
 
 Each subcommand's implementation is imported only when it runs, so a server process
 never loads the SDK and ``rocklet --help`` answers at once.
@@ -27,6 +27,7 @@ from rocklet.broker.config import (
 from rocklet.cluster import add_cluster_parser
 from rocklet.help_text import plain_parser_help
 from rocklet.logging import configure_logging
+from rocklet.message_args import add_consume_parser, add_produce_parser
 
 __all__ = ["build_parser", "main"]
 
@@ -40,8 +41,11 @@ EXIT_USAGE = 2
 DESCRIPTION = """\
 Rocklet: a RocketMQ 4.x compatible name server and broker, with admin and benchmark tools.
 
-Start a name server and a broker in one process (Ctrl-C stops it):
+Start a name server and a broker in one process (Ctrl-C stops it), then see
+messages flow:
   rocklet standalone --data-dir ./data
+  rocklet produce -t demo --count 10
+  rocklet consume -t demo --count 10
 
 Each command explains its options: rocklet COMMAND --help"""
 
@@ -92,8 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument("--listen-port", type=int, help="broker port (default: 10911)")
     _common(standalone)
 
+    add_produce_parser(sub)
+    _common(sub.choices["produce"], "WARNING")  # a tool's output, not a server's log
+    add_consume_parser(sub)
+    _common(sub.choices["consume"], "WARNING")
     add_admin_parser(sub)
-    _common(sub.choices["admin"], "WARNING")  # a tool's output, not a server's log
+    _common(sub.choices["admin"], "WARNING")
     add_cluster_parser(sub)
     _common(sub.choices["cluster"])
     add_bench_parser(sub)
@@ -193,6 +201,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rocklet.admin.run import run_admin
 
             return run_admin(args)
+        if args.command == "produce":
+            from rocklet.produce import run_produce
+
+            return run_produce(args)
+        if args.command == "consume":
+            from rocklet.consume import run_consume
+
+            return run_consume(args)
         if args.command == "cluster":
             from rocklet.cluster import run_cluster
 

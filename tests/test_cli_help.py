@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import subprocess
+import sys
 
 import pytest
 
@@ -71,3 +73,17 @@ def test_plain_text_rewrites_roles_literals_and_block_markers() -> None:
         "Read with Producer or rocklet.spark.run.\n\n"
         "Run rocklet x like the guide:\n\n    rocklet x --y\n\n    more"
     )
+
+
+def test_building_the_parser_loads_no_sdk() -> None:
+    """produce and consume import the SDK only when they run (servers share this parser)."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "rocklet", "consume", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    modules = {ln.rsplit("|", 1)[1].strip() for ln in proc.stderr.splitlines() if "|" in ln}
+    assert "rocklet.message_args" in modules  # the probe sees our imports
+    assert not {m for m in modules if m.startswith(("rocklet.client", "rocklet.spark"))}
