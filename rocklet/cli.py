@@ -61,6 +61,15 @@ def _common(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
     )
 
 
+def _advertised(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--broker-ip1",
+        metavar="ADDR",
+        help="the address the broker gives clients, overriding brokerIP1 of the config "
+        "(default: brokerIP1, else 127.0.0.1); clients connect to ADDR:listenPort",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every subcommand.
 
@@ -85,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--namesrv", help="name server address(es), host:port;host:port")
     broker.add_argument("--listen-port", type=int, help="client port (default: 10911)")
     broker.add_argument("--data-dir", type=Path, help="store root directory (storePathRootDir)")
+    _advertised(broker)
     _common(broker)
 
     standalone = sub.add_parser("standalone", help="run a name server and a broker together")
@@ -94,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     standalone.add_argument("--namesrv-port", type=int, default=9876, help="(default: 9876)")
     standalone.add_argument("--listen-port", type=int, help="broker port (default: 10911)")
+    _advertised(standalone)
     _common(standalone)
 
     add_produce_parser(sub)
@@ -106,6 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
     _common(sub.choices["cluster"])
     add_bench_parser(sub)
     _common(sub.choices["bench"], "WARNING")
+    health = sub.add_parser(
+        "healthcheck",
+        help="check that the Rocklet server of this container answers (the image's check)",
+        description="Read the command line of the server process (PID 1 in a container), "
+        "find its role and ports, and ask each port a question only that role answers. "
+        "Exit status: 0 healthy, 1 not answering, 2 nothing to check.",
+    )
+    health.add_argument("--pid", type=int, default=1, help="the server's process id (1)")
+    health.add_argument("--timeout", type=float, default=5.0, help="seconds per request (5)")
+    _common(health, "WARNING")
     plain_parser_help(parser)
     return parser
 
@@ -147,6 +168,7 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
     overrides: dict[str, object] = {
         "listen_port": args.listen_port,
         "store_path_root_dir": args.data_dir,
+        "broker_ip1": args.broker_ip1,
     }
     if args.command == "standalone":
         overrides["namesrv_addr"] = f"127.0.0.1:{args.namesrv_port}"
@@ -217,6 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rocklet.benchsuite.cli import run_bench
 
             return run_bench(args)
+        if args.command == "healthcheck":
+            from rocklet.healthcheck import run_healthcheck
+
+            return run_healthcheck(args)
         return _run_broker(args)
     except ConfigError as exc:
         sys.stderr.write(f"rocklet {args.command}: {exc}\n")
