@@ -18,6 +18,17 @@ Each output message is one window's count for one tag, as JSON::
 with the tag as its TAGS and ``<tag>@<windowStart>`` as its KEYS. See
 examples/README.md for running it locally and on a cluster.
 
+Time zone: window times are written as ISO 8601 with their UTC offset, in Spark's
+session time zone (``spark.sql.session.timeZone``): ``...Z`` in UTC, ``...+01:00`` in
+Europe/Paris. The command sets that zone from ``--time-zone`` (default UTC) and prints
+it, so its output is UTC unless asked otherwise. Spark aligns windows to UTC (minutes
+and hours are the same everywhere; day windows start at midnight UTC).
+
+With ``--available-now`` the command prints how many messages the run read; when
+there were none it says so, and the connector logs the reason at WARNING (e.g.
+``startingOffsets=latest`` on a new checkpoint, an empty topic, or a checkpoint that
+already read everything).
+
 Usage::
 
     spark-submit examples/windowed_counts.py --name-server 127.0.0.1:9876 \\
@@ -27,15 +38,20 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from rocklet.spark import RockletDataSource
 
 FORMAT = "rocklet"
+#: ISO 8601 with the offset of the session time zone: "Z" when it is UTC.
+TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 
 
 def windowed_counts(events: DataFrame, window: str, watermark: str) -> DataFrame:
@@ -57,8 +73,10 @@ def windowed_counts(events: DataFrame, window: str, watermark: str) -> DataFrame
         .groupBy(F.window("eventTime", window), "tag")
         .count()
     )
-    start = F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
-    end = F.date_format("window.end", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+    # date_format renders in the session time zone; the offset it appends keeps each
+    # time exact whatever that zone is (a literal 'Z' would mislabel non-UTC times).
+    start = F.date_format("window.start", TIME_FORMAT)
+    end = F.date_format("window.end", TIME_FORMAT)
     body = F.to_json(
         F.struct(start.alias("windowStart"), end.alias("windowEnd"), F.col("tag"), F.col("count"))
     )
@@ -116,6 +134,38 @@ def build(
     )
 
 
+def messages_read(query: StreamingQuery) -> tuple[int, int]:
+    """How many messages a finished query read, and in how many micro-batches.
+
+    Args:
+        query: A query that has terminated.
+
+    Returns:
+        ``(messages, batches)`` over its recent progress reports.
+    """
+    reports = [p for p in query.recentProgress if p.numInputRows]
+    return sum(p.numInputRows for p in reports), len(reports)
+
+
+def report_run(query: StreamingQuery, source: str, out: TextIO) -> None:
+    """Print what an availableNow run read, and where to look when it read nothing.
+
+    Args:
+        query: The finished query.
+        source: The topic it read.
+        out: Where the lines go.
+    """
+    messages, batches = messages_read(query)
+    if messages:
+        out.write(f"read {messages} message(s) from {source} in {batches} micro-batch(es)\n")
+        return
+    out.write(
+        f"read no message from {source}: the rocklet source logged why at WARNING above "
+        "(startingOffsets=latest on a new checkpoint skips what is stored; an empty "
+        "topic; or a checkpoint that already read everything)\n"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the pipeline until stopped, or until caught up with ``--available-now``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -130,8 +180,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--available-now", action="store_true", help="process what is there, then stop"
     )
+    parser.add_argument(
+        "--time-zone",
+        default="UTC",
+        help="zone of the window times written (spark.sql.session.timeZone; default UTC)",
+    )
     args = parser.parse_args(argv)
-    spark = SparkSession.builder.appName("rocklet-windowed-counts").getOrCreate()
+    spark = (
+        SparkSession.builder.appName("rocklet-windowed-counts")
+        .config("spark.sql.session.timeZone", args.time_zone)
+        .getOrCreate()
+    )
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    print(f"window times are written in the {zone} time zone (--time-zone)", flush=True)
     # Installed normally, Spark finds the format by itself; registering it here also
     # covers editable installs and --py-files, which its automatic lookup may miss.
     spark.dataSource.register(RockletDataSource)
@@ -148,7 +209,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     if args.available_now:
         writer = writer.trigger(availableNow=True)
-    writer.start().awaitTermination()
+    query = writer.start()
+    query.awaitTermination()
+    if args.available_now:
+        report_run(query, args.source, sys.stdout)
 
 
 if __name__ == "__main__":

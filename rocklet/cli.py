@@ -1,4 +1,4 @@
-"""Entry point of the ``rocklet`` command: servers, admin, cluster and bench.
+"""Entry point of the ``rocklet`` command: servers, produce/consume, admin, cluster, bench.
 
 Each subcommand's implementation is imported only when it runs, so a server process
 never loads the SDK and ``rocklet --help`` answers at once.
@@ -25,7 +25,9 @@ from rocklet.broker.config import (
     load_namesrv_config,
 )
 from rocklet.cluster import add_cluster_parser
+from rocklet.help_text import plain_parser_help
 from rocklet.logging import configure_logging
+from rocklet.message_args import add_consume_parser, add_produce_parser
 from rocklet.store.directory import StoreDirectoryError
 from rocklet.transport.loop import loop_name
 from rocklet.transport.loop import run as run_loop
@@ -39,6 +41,19 @@ EXIT_USAGE = 2
 #: Exit code for a server that cannot start (port taken, store in use or unwritable).
 EXIT_START = 1
 
+#: ``rocklet --help``: what the command is and how to start (not this module's docstring,
+#: which is written for the code's readers).
+DESCRIPTION = """\
+Rocklet: a RocketMQ 4.x compatible name server and broker, with admin and benchmark tools.
+
+Start a name server and a broker in one process (Ctrl-C stops it), then see
+messages flow:
+  rocklet standalone --data-dir ./data
+  rocklet produce -t demo --count 10
+  rocklet consume -t demo --count 10
+
+Each command explains its options: rocklet COMMAND --help"""
+
 
 def _common(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
     parser.add_argument("--log-json", action="store_true", help="write JSON log lines")
@@ -51,6 +66,15 @@ def _common(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
     )
 
 
+def _advertised(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--broker-ip1",
+        metavar="ADDR",
+        help="the address the broker gives clients, overriding brokerIP1 of the config "
+        "(default: brokerIP1, else 127.0.0.1); clients connect to ADDR:listenPort",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser with every subcommand.
 
@@ -59,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     """
     parser = argparse.ArgumentParser(
         prog="rocklet",
-        description="Rocklet: a RocketMQ 4.x compatible broker, name server and tools.",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--version",
@@ -82,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument(
         "--host", default="0.0.0.0", help="address to bind (default: 0.0.0.0, every interface)"
     )
+    _advertised(broker)
     _common(broker)
 
     standalone = sub.add_parser("standalone", help="run a name server and a broker together")
@@ -97,16 +123,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--host",
         default="127.0.0.1",
         help="address both servers bind (default: 127.0.0.1, this machine only; "
-        "0.0.0.0 for every interface, then set brokerIP1 to an address clients reach)",
+        "0.0.0.0 for every interface, with --broker-ip1 an address clients reach)",
     )
+    _advertised(standalone)
     _common(standalone)
 
+    add_produce_parser(sub)
+    _common(sub.choices["produce"], "WARNING")  # a tool's output, not a server's log
+    add_consume_parser(sub)
+    _common(sub.choices["consume"], "WARNING")
     add_admin_parser(sub)
-    _common(sub.choices["admin"], "WARNING")  # a tool's output, not a server's log
+    _common(sub.choices["admin"], "WARNING")
     add_cluster_parser(sub)
     _common(sub.choices["cluster"])
     add_bench_parser(sub)
     _common(sub.choices["bench"], "WARNING")
+    health = sub.add_parser(
+        "healthcheck",
+        help="check that the Rocklet server of this container answers (the image's check)",
+        description="Read the command line of the server process (PID 1 in a container), "
+        "find its role and ports, and ask each port a question only that role answers. "
+        "Exit status: 0 healthy, 1 not answering, 2 nothing to check.",
+    )
+    health.add_argument("--pid", type=int, default=1, help="the server's process id (1)")
+    health.add_argument("--timeout", type=float, default=5.0, help="seconds per request (5)")
+    _common(health, "WARNING")
+    plain_parser_help(parser)
     return parser
 
 
@@ -140,6 +182,7 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
     overrides: dict[str, object] = {
         "listen_port": args.listen_port,
         "store_path_root_dir": args.data_dir,
+        "broker_ip1": args.broker_ip1,
     }
     defaults: dict[str, object] = {}
     if args.command == "standalone":
@@ -201,6 +244,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rocklet.admin.run import run_admin
 
             return run_admin(args)
+        if args.command == "produce":
+            from rocklet.produce import run_produce
+
+            return run_produce(args)
+        if args.command == "consume":
+            from rocklet.consume import run_consume
+
+            return run_consume(args)
         if args.command == "cluster":
             from rocklet.cluster import run_cluster
 
@@ -209,6 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rocklet.benchsuite.cli import run_bench
 
             return run_bench(args)
+        if args.command == "healthcheck":
+            from rocklet.healthcheck import run_healthcheck
+
+            return run_healthcheck(args)
         return _run_broker(args)
     except ConfigError as exc:
         sys.stderr.write(f"rocklet {args.command}: {exc}\n")

@@ -17,9 +17,22 @@ Read a topic (batch or stream), write to one, or read a store directory offline:
 """
 
 from rocklet.spark.datasource import FORMAT, RockletDataSource
+from rocklet.spark.errors import (
+    ConsumerGroupNotFoundError,
+    RockletSourceError,
+    TopicNotFoundError,
+)
 from rocklet.spark.options import RockletOptionError
 
 #: What Spark's automatic registration looks for in a ``pyspark_*`` module.
 DefaultSource = RockletDataSource
 
-__all__ = ["FORMAT", "DefaultSource", "RockletDataSource", "RockletOptionError"]
+__all__ = [
+    "FORMAT",
+    "ConsumerGroupNotFoundError",
+    "DefaultSource",
+    "RockletDataSource",
+    "RockletOptionError",
+    "RockletSourceError",
+    "TopicNotFoundError",
+]

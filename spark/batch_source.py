@@ -48,13 +48,18 @@ class RockletBatchReader(DataSourceReader):
         Raises:
             RockletOptionError: A queue's start is after its end, or the offsets JSON
                 names something that does not exist.
+            TopicNotFoundError: A named topic does not exist, or the pattern matches
+                none.
+            ConsumerGroupNotFoundError: A broker does not have the consumer group.
         """
         opts = self._opts
 
         async def snapshot(cluster: Cluster) -> Snapshot:
-            return await take_snapshot(cluster, opts, with_times=True)
+            return await take_snapshot(
+                cluster, opts, with_times=True, require_match=True, check_group=True
+            )
 
-        snap = run_with_cluster(opts.name_server, snapshot)
+        snap = run_with_cluster(opts.name_server, snapshot, group=opts.consumer_group)
         start = resolve_offsets(opts.starting, snap, option="startingOffsets")
         end = resolve_offsets(opts.ending, snap, option="endingOffsets")
         for mq, first in start.items():

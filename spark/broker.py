@@ -6,10 +6,11 @@ in several short-lived Python processes (docs/spark.md Part 1 §4), so nothing i
 opened before it is needed and everything is closed before the method returns.
 
 It answers: which queues a subscription covers now (routes from the name server, topic
-list for patterns), each queue's stored range (GET_MIN_OFFSET / GET_MAX_OFFSET, as
-Java's ``MQAdminImpl.minOffset``/``maxOffset``), the offset for a store time
-(SEARCH_OFFSET_BY_TIMESTAMP) and one pull of a queue (PULL_MESSAGE without long
-polling: the source only asks for ranges it knows are stored), through the SDK's
+list for patterns), which named topics have no route, each queue's stored range
+(GET_MIN_OFFSET / GET_MAX_OFFSET, as Java's ``MQAdminImpl.minOffset``/``maxOffset``),
+the offset for a store time (SEARCH_OFFSET_BY_TIMESTAMP), which brokers refuse the
+consumer group, and one pull of a queue (PULL_MESSAGE without long polling: the source
+only asks for ranges it knows are stored), through the SDK's
 :class:`~rocklet.client.pull_consumer.PullConsumer`.
 """
 
@@ -18,25 +19,22 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Final, TypeVar
 
 from rocklet.client.admin import Admin
+from rocklet.client.errors import SubscriptionGroupNotExistError
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.pull_api import PullResult
 from rocklet.client.pull_consumer import PullConsumer
 from rocklet.client.routes import subscribe_queues
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.spark.offsets import QueueBounds
-from rocklet.spark.options import Subscription
+from rocklet.spark.options import DEFAULT_CONSUMER_GROUP, Subscription
 
-__all__ = ["SOURCE_GROUP", "Cluster", "is_system_topic", "run_with_cluster"]
+__all__ = ["Cluster", "is_system_topic", "run_with_cluster"]
 
 T = TypeVar("T")
-
-#: The consumer group named in the source's pulls. The broker needs one; the
-#: connector commits nothing under it (the checkpoint is the truth, as with Kafka).
-SOURCE_GROUP: Final = "rocklet-spark-source"
 
 #: Topics a RocketMQ broker creates for itself (``TopicValidator``): a
 #: ``subscribePattern`` never matches them.
@@ -72,13 +70,22 @@ class Cluster:
 
     Args:
         name_server: Name server address(es), ``;``-separated.
+        group: The consumer group the pulls name (the ``consumerGroup`` option).
         timeout_s: Timeout of each request.
         consumer: Start the SDK pull consumer (the source needs it; the sink does
             not, and skips joining a consumer group).
     """
 
-    def __init__(self, name_server: str, *, timeout_s: float = 5.0, consumer: bool = True) -> None:
+    def __init__(
+        self,
+        name_server: str,
+        *,
+        group: str = DEFAULT_CONSUMER_GROUP,
+        timeout_s: float = 5.0,
+        consumer: bool = True,
+    ) -> None:
         self._name_server = name_server
+        self._group = group
         self._timeout_s = timeout_s
         self._with_consumer = consumer
         # A private instance name: the connector's short-lived clients must not share
@@ -100,6 +107,11 @@ class Cluster:
         return self._name_server
 
     @property
+    def group(self) -> str:
+        """The consumer group the source's pulls name."""
+        return self._group
+
+    @property
     def instance_name(self) -> str:
         """The SDK instance name; producers made with it share the connections."""
         return self._instance_name
@@ -118,7 +130,7 @@ class Cluster:
         if not self._with_consumer:
             return self
         consumer = PullConsumer(
-            SOURCE_GROUP,
+            self._group,
             self._name_server,
             pull_timeout_ms=int(self._timeout_s * 1000),
             instance_name=self._instance_name,
@@ -171,6 +183,23 @@ class Cluster:
         route = await self.instance.topic_route(topic, refresh=True)
         return [] if route is None else subscribe_queues(topic, route)
 
+    async def unknown_topics(self, topics: Iterable[str]) -> list[str]:
+        """The topics among ``topics`` the name server has no route for, sorted.
+
+        Routes just fetched by :meth:`queues` are cached: only a topic without one is
+        asked again.
+        """
+        names = sorted(set(topics))
+        routes = await asyncio.gather(*(self.instance.topic_route(t) for t in names))
+        return [t for t, route in zip(names, routes, strict=True) if route is None]
+
+    async def cluster_names(self) -> list[str]:
+        """The clusters the name server knows, sorted (for commands in error messages)."""
+        admin = Admin(self._name_server, instance_name=self._instance_name)
+        async with admin:
+            info = await admin.cluster_info()
+        return sorted(info.cluster_addr_table)
+
     async def subscribed_queues(self, subscription: Subscription) -> list[MessageQueue]:
         """Every queue the subscription covers now, sorted.
 
@@ -216,6 +245,40 @@ class Cluster:
         )
         return dict(zip(queues, found, strict=True))
 
+    async def brokers_refusing_group(
+        self, bounds: Mapping[MessageQueue, QueueBounds]
+    ) -> dict[str, str | None]:
+        """The brokers that refuse pulls of :attr:`group` because it does not exist there.
+
+        One pull per broker, at the end of one of its queues, so nothing is read: the
+        broker checks the group before anything else (with ``autoCreateSubscriptionGroup``
+        off it answers SUBSCRIPTION_GROUP_NOT_EXIST). Other refusals are left to the read,
+        which reports them.
+
+        Args:
+            bounds: The queues to be read, with their stored ranges.
+
+        Returns:
+            Broker name -> master address (``None`` if unknown), of the refusing brokers.
+        """
+        probes: dict[str, tuple[MessageQueue, int]] = {}
+        for mq in sorted(bounds):
+            probes.setdefault(mq.broker_name, (mq, bounds[mq].max_offset))
+
+        async def refuses(mq: MessageQueue, offset: int) -> bool:
+            try:
+                await self.consumer.pull(mq, offset, 1)
+            except SubscriptionGroupNotExistError:
+                return True
+            return False
+
+        found = await asyncio.gather(*(refuses(mq, at) for mq, at in probes.values()))
+        return {
+            name: self.instance.routes.master_addr(name)
+            for name, refused in zip(probes, found, strict=True)
+            if refused
+        }
+
     # -- reading --------------------------------------------------------------------
 
     async def pull(
@@ -236,7 +299,12 @@ class Cluster:
         return await self.consumer.pull(mq, offset, max_nums, expression=sub_expression)
 
 
-def run_with_cluster(name_server: str, work: Callable[[Cluster], Awaitable[T]]) -> T:
+def run_with_cluster(
+    name_server: str,
+    work: Callable[[Cluster], Awaitable[T]],
+    *,
+    group: str = DEFAULT_CONSUMER_GROUP,
+) -> T:
     """Run ``work`` with an open :class:`Cluster` in a fresh event loop (sync callers).
 
     The connector's driver-side methods are synchronous and run in short-lived Spark
@@ -245,13 +313,14 @@ def run_with_cluster(name_server: str, work: Callable[[Cluster], Awaitable[T]]) 
     Args:
         name_server: Name server address(es).
         work: An async function of the cluster.
+        group: The consumer group the source's requests name.
 
     Returns:
         What ``work`` returned.
     """
 
     async def main() -> T:
-        async with Cluster(name_server) as cluster:
+        async with Cluster(name_server, group=group) as cluster:
             return await work(cluster)
 
     return asyncio.run(main())

@@ -13,9 +13,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from rocklet.protocol.names import check_group_name
 from rocklet.spark.offsets import QueueRef, parse_queue_ref
 
-__all__ = ["OptionMap", "RockletOptionError", "check_topic", "queue_ref"]
+__all__ = ["OptionMap", "RockletOptionError", "check_group", "check_topic", "queue_ref"]
 
 #: Options Spark itself may put in the mapping (``load(path)``, ``writeStream``).
 SPARK_OPTIONS: Final = frozenset({"path", "paths", "checkpointlocation", "queryname"})
@@ -39,6 +40,18 @@ def check_topic(topic: str, option: str) -> str:
             "letters, digits, '%', '|', '-', '_')"
         )
     return topic
+
+
+def check_group(group: str, option: str) -> str:
+    """Return ``group`` if it is a valid RocketMQ group name.
+
+    Raises:
+        RockletOptionError: It is not (RocketMQ's reason, named by the option).
+    """
+    problem = check_group_name(group)
+    if problem is not None:
+        raise RockletOptionError(f"{option}: {problem}")
+    return group
 
 
 def queue_ref(text: str, option: str) -> QueueRef:

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Final
 
 from rocklet.spark.offsets import EARLIEST, LATEST, QueueRef
-from rocklet.spark.option_values import OptionMap, RockletOptionError, check_topic, queue_ref
+from rocklet.spark.option_values import (
+    OptionMap,
+    RockletOptionError,
+    check_group,
+    check_topic,
+    queue_ref,
+)
 
 __all__ = [
     "OfflineOptions",
@@ -52,6 +58,7 @@ _SOURCE_NAMES: Final = (
     "minPartitions",
     "pullBatchSize",
     "pullTimeoutMs",
+    "consumerGroup",
 )
 _OFFLINE_NAMES: Final = (
     "storePath",
@@ -71,6 +78,10 @@ MAX_PULL_BATCH: Final = 1024
 DEFAULT_PULL_BATCH: Final = 32
 DEFAULT_PULL_TIMEOUT_MS: Final = 3000
 DEFAULT_PRODUCER_GROUP: Final = "rocklet-spark-sink"
+#: The consumer group named in the source's pulls. A broker needs one (and, with
+#: ``autoCreateSubscriptionGroup=false``, needs it created); the connector commits no
+#: offset under it: the checkpoint is the truth, as with Kafka.
+DEFAULT_CONSUMER_GROUP: Final = "rocklet-spark-source"
 
 
 class OffsetKind(Enum):
@@ -122,7 +133,21 @@ class Subscription:
 
 @dataclass(frozen=True)
 class SourceOptions:
-    """Options of the broker source (batch or streaming)."""
+    """Options of the broker source (batch or streaming).
+
+    Attributes:
+        name_server: Name server address(es).
+        subscription: Which queues to read.
+        sub_expression: Tag filter.
+        starting: Where a batch read, or a new streaming checkpoint, starts.
+        ending: Where a batch read ends.
+        max_offsets_per_trigger: Cap on rows per micro-batch.
+        fail_on_data_loss: Fail (else warn and skip) when offsets to read are gone.
+        min_partitions: Split queue ranges to reach this many partitions.
+        pull_batch_size: Messages asked per pull.
+        pull_timeout_ms: Timeout of each request.
+        consumer_group: The consumer group the pulls name (``consumerGroup``).
+    """
 
     name_server: str
     subscription: Subscription
@@ -134,6 +159,7 @@ class SourceOptions:
     min_partitions: int | None = None
     pull_batch_size: int = DEFAULT_PULL_BATCH
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
+    consumer_group: str = DEFAULT_CONSUMER_GROUP
 
 
 @dataclass(frozen=True)
@@ -234,6 +260,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         min_partitions=opts.positive("minPartitions"),
         pull_batch_size=opts.bounded("pullBatchSize", DEFAULT_PULL_BATCH, 1, MAX_PULL_BATCH),
         pull_timeout_ms=opts.bounded("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, 100, 10 * 60 * 1000),
+        consumer_group=check_group(
+            opts.text("consumerGroup") or DEFAULT_CONSUMER_GROUP, "consumerGroup"
+        ),
     )
 
 
@@ -286,7 +315,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     return SinkOptions(
         name_server=opts.required("nameServer", "127.0.0.1:9876"),
         topic=None if topic is None else check_topic(topic, "topic"),
-        producer_group=opts.text("producerGroup") or DEFAULT_PRODUCER_GROUP,
+        producer_group=check_group(
+            opts.text("producerGroup") or DEFAULT_PRODUCER_GROUP, "producerGroup"
+        ),
         send_timeout_ms=opts.bounded("sendTimeoutMs", 3000, 100, 10 * 60 * 1000),
         write_id=opts.flag("writeId", True),
     )

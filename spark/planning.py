@@ -1,18 +1,21 @@
 """Where a read starts and ends: option specs resolved against the cluster's queues.
 
 The async half (:func:`take_snapshot`) asks the cluster which queues the subscription
-covers and their stored ranges; the pure half turns ``startingOffsets`` /
-``endingOffsets`` / ``startingTimestamp`` into concrete per-queue offsets with errors a
-user can act on. Both the batch reader and the stream reader use them, on the driver.
+covers and their stored ranges, and fails early, with what to do, when a named topic
+does not exist or a broker refuses the consumer group; the pure half turns
+``startingOffsets`` / ``endingOffsets`` / ``startingTimestamp`` into concrete per-queue
+offsets with errors a user can act on. Both the batch reader and the stream reader use
+them, on the driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.spark.broker import Cluster
+from rocklet.spark.errors import TopicNotFoundError, group_not_found, topics_not_found
 from rocklet.spark.offsets import EARLIEST, LATEST, Offsets, QueueBounds, QueueRef
 from rocklet.spark.options import (
     OffsetKind,
@@ -43,7 +46,14 @@ class Snapshot:
 
 
 async def take_snapshot(
-    cluster: Cluster, opts: SourceOptions, *, with_times: bool = False
+    cluster: Cluster,
+    opts: SourceOptions,
+    *,
+    with_times: bool = False,
+    require_topics: bool = True,
+    require_match: bool = False,
+    known_topics: Collection[str] = (),
+    check_group: bool = False,
 ) -> Snapshot:
     """Discover the subscribed queues now and fetch their bounds.
 
@@ -51,22 +61,55 @@ async def take_snapshot(
         cluster: An open cluster client.
         opts: The source options.
         with_times: Also look up ``startingTimestamp`` offsets.
+        require_topics: Fail when a topic ``subscribe`` or ``assign`` names does not
+            exist.
+        require_match: Fail when ``subscribePattern`` matches no topic (a batch read
+            has only this moment; a stream picks up matching topics as they appear,
+            as Kafka's source does).
+        known_topics: Topics a stream's checkpoint already holds: they may vanish (a
+            deleted topic keeps its offsets) without failing the query.
+        check_group: Ask each broker whether it accepts the consumer group.
 
     Returns:
         The snapshot.
 
     Raises:
+        TopicNotFoundError: A required topic does not exist.
+        ConsumerGroupNotFoundError: A broker does not have the consumer group.
         RockletOptionError: ``assign`` names a queue that does not exist.
     """
-    queues = await cluster.subscribed_queues(opts.subscription)
-    if opts.subscription.assign is not None:
-        queues = select_assigned(queues, opts.subscription)
+    subscription = opts.subscription
+    queues = await cluster.subscribed_queues(subscription)
+    if subscription.pattern is not None:
+        if require_match and not queues:
+            raise TopicNotFoundError(
+                f"no topic on name server {cluster.name_server} matches subscribePattern "
+                f"{subscription.pattern.pattern!r} (the whole name must match; list "
+                f"the topics with: rocklet admin topicList -n {cluster.name_server})"
+            )
+    elif require_topics:
+        await _require_topics(cluster, subscription, known_topics)
+    if subscription.assign is not None:
+        queues = select_assigned(queues, subscription)
     bounds = await cluster.bounds(queues)
+    if check_group and bounds:
+        refused = await cluster.brokers_refusing_group(bounds)
+        if refused:
+            raise group_not_found(cluster.group, cluster.name_server, refused)
     times: dict[MessageQueue, int] = {}
     ts = opts.starting.timestamp_ms
     if with_times and opts.starting.kind is OffsetKind.TIMESTAMP and ts is not None:
         times = await cluster.offsets_for_time(queues, ts)
     return Snapshot(bounds, times)
+
+
+async def _require_topics(
+    cluster: Cluster, subscription: Subscription, known: Collection[str]
+) -> None:
+    named = subscription.assign.keys() if subscription.assign else subscription.topics
+    missing = await cluster.unknown_topics(t for t in named if t not in known)
+    if missing:
+        raise topics_not_found(missing, cluster.name_server, await cluster.cluster_names())
 
 
 def _match(topic: str, ref: QueueRef, queues: list[MessageQueue], option: str) -> MessageQueue:

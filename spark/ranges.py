@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Final
 
 from pyspark.sql.datasource import InputPartition
 
+from rocklet.client.errors import SubscriptionGroupNotExistError
 from rocklet.client.message import MessageExt
 from rocklet.client.pull_api import PullResult, PullStatus
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.spark.broker import Cluster
-from rocklet.spark.options import SourceOptions
+from rocklet.spark.errors import group_not_found
+from rocklet.spark.options import DEFAULT_CONSUMER_GROUP, SourceOptions
 from rocklet.spark.schema import RowBuffer
 from rocklet.transport.logs import get_logger
 
@@ -62,6 +64,7 @@ class QueueRange(InputPartition):
         pull_timeout_ms: Timeout of each pull.
         fail_on_data_loss: Fail (True) or skip with a warning (False) when part of
             the range is gone.
+        consumer_group: The consumer group the pulls name.
     """
 
     name_server: str
@@ -72,6 +75,7 @@ class QueueRange(InputPartition):
     pull_batch_size: int = 32
     pull_timeout_ms: int = 3000
     fail_on_data_loss: bool = True
+    consumer_group: str = DEFAULT_CONSUMER_GROUP
 
     def __repr__(self) -> str:
         mq = self.mq
@@ -110,6 +114,7 @@ def plan_ranges(
                 pull_batch_size=opts.pull_batch_size,
                 pull_timeout_ms=opts.pull_timeout_ms,
                 fail_on_data_loss=opts.fail_on_data_loss,
+                consumer_group=opts.consumer_group,
             )
             for lo, hi in itertools.pairwise(edges)
             if hi > lo
@@ -131,12 +136,19 @@ def read_range(part: QueueRange) -> Iterator[pa.RecordBatch]:
 
     Raises:
         DataLossError: Part of the range is gone and ``fail_on_data_loss`` is on.
+        ConsumerGroupNotFoundError: The broker no longer has the consumer group (the
+            driver checked it when planning; someone deleted it since).
     """
     with asyncio.Runner() as runner:
-        cluster = Cluster(part.name_server, timeout_s=part.pull_timeout_ms / 1000)
+        cluster = Cluster(
+            part.name_server, group=part.consumer_group, timeout_s=part.pull_timeout_ms / 1000
+        )
         runner.run(cluster.__aenter__())
         try:
             yield from _read(runner, cluster, part)
+        except SubscriptionGroupNotExistError as exc:
+            broker = {part.mq.broker_name: exc.addr}
+            raise group_not_found(part.consumer_group, part.name_server, broker) from exc
         finally:
             runner.run(cluster.__aexit__(None, None, None))
 

@@ -11,6 +11,11 @@ a queue or topic that appears is first *registered* at its earliest offset (its 
 entry equals its start, no rows), and read from there by the next micro-batch. So
 ``partitions(start, end)`` needs no lookup at all: a replayed batch after a restart
 reads exactly the rows it read the first time.
+
+A subscribed topic that does not exist fails the query (at its start, or when a topic
+the checkpoint does not hold yet is missing); one the checkpoint holds may vanish. The
+consumer group is checked once per run. An availableNow run with nothing to read logs
+why at WARNING (:mod:`rocklet.spark.empty_run`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from rocklet.spark.broker import Cluster, run_with_cluster
+from rocklet.spark.empty_run import reachable_rows, why_nothing_to_read
 from rocklet.spark.offsets import Offsets, from_json, limit_offsets, to_json
 from rocklet.spark.options import SourceOptions
 from rocklet.spark.planning import Snapshot, resolve_offsets, take_snapshot
@@ -107,18 +113,52 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._opts = opts
         self._target: Offsets | None = None
         self._latest: Offsets | None = None
+        self._group_checked = False
+        self._new_checkpoint = False
+        self._first_batch_planned = False
+        self._replayed_rows = False
 
-    def _snapshot(self, *, with_times: bool = False) -> Snapshot:
+    def _snapshot(
+        self,
+        *,
+        with_times: bool = False,
+        require_topics: bool = True,
+        known_topics: frozenset[str] = frozenset(),
+    ) -> Snapshot:
         opts = self._opts
+        check_group = not self._group_checked
 
         async def snapshot(cluster: Cluster) -> Snapshot:
-            return await take_snapshot(cluster, opts, with_times=with_times)
+            return await take_snapshot(
+                cluster,
+                opts,
+                with_times=with_times,
+                require_topics=require_topics,
+                known_topics=known_topics,
+                check_group=check_group,
+            )
 
-        return run_with_cluster(opts.name_server, snapshot)
+        snap = run_with_cluster(opts.name_server, snapshot, group=opts.consumer_group)
+        # Checked once there was a queue to ask about: a run that starts before its
+        # topics have queues asks again later.
+        self._group_checked = self._group_checked or bool(snap.bounds)
+        return snap
 
     def initialOffset(self) -> dict[str, Any]:
-        """Where a new checkpoint starts: ``startingOffsets`` or ``startingTimestamp``."""
+        """Where a new checkpoint starts: ``startingOffsets`` or ``startingTimestamp``.
+
+        Raises:
+            TopicNotFoundError: A subscribed topic does not exist.
+            ConsumerGroupNotFoundError: A broker does not have the consumer group.
+        """
         snap = self._snapshot(with_times=True)
+        self._new_checkpoint = True
+        if not snap.bounds and self._opts.subscription.pattern is not None:
+            _log.warning(
+                "subscribePattern matches no topic yet; matching topics are read as they appear",
+                subscription=self._opts.subscription.describe(),
+                name_server=self._opts.name_server,
+            )
         start = resolve_offsets(self._opts.starting, snap, option="startingOffsets")
         _log.info("stream starts", start=to_json(start))
         return dict(to_json(start))
@@ -130,7 +170,9 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Record what is stored now: this run reads up to there and stops."""
-        self._target = self._snapshot().maxima()
+        # Lenient: whether a missing topic is an error depends on the checkpoint, which
+        # initialOffset / latestOffset see.
+        self._target = self._snapshot(require_topics=False).maxima()
         _log.info("availableNow target", target=to_json(self._target))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
@@ -142,10 +184,18 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         Returns:
             The end offsets, canonical.
+
+        Raises:
+            TopicNotFoundError: A subscribed topic the checkpoint does not hold yet
+                does not exist.
+            DataLossError: A queue now ends before ``start`` and failOnDataLoss is on.
         """
         begin = from_json(start)
-        snap = self._snapshot()
+        snap = self._snapshot(known_topics=frozenset(mq.topic for mq in begin))
         self._latest = {**begin, **snap.maxima()}
+        if self._target is not None and not (self._first_batch_planned or self._replayed_rows):
+            self._explain_if_empty(begin, snap, self._target)
+        self._first_batch_planned = True
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = next_end(
             begin,
@@ -155,6 +205,18 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             fail_on_data_loss=self._opts.fail_on_data_loss,
         )
         return dict(to_json(end))
+
+    def _explain_if_empty(self, begin: Offsets, snap: Snapshot, target: Offsets) -> None:
+        if reachable_rows(begin, snap, target):
+            return
+        # The reason is in the event text: unconfigured, Python's last-resort handler
+        # prints this dict on the Spark worker's stderr, and the event comes first.
+        _log.warning(
+            "this availableNow run has nothing to read: "
+            + why_nothing_to_read(self._opts, snap, new_checkpoint=self._new_checkpoint),
+            name_server=self._opts.name_server,
+            start=to_json(begin),
+        )
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """What the brokers hold now (shown as ``latestOffset`` in query progress: lag)."""
@@ -175,7 +237,10 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if self._opts.fail_on_data_loss:
                     raise DataLossError(f"data loss: {detail}; set failOnDataLoss=false to go on")
                 _log.warning("skipping a queue that moved backwards", detail=detail)
-        return plan_ranges(begin, stop, self._opts)
+        ranges = plan_ranges(begin, stop, self._opts)
+        if ranges and not self._first_batch_planned:
+            self._replayed_rows = True  # a restart replays a batch before planning new ones
+        return ranges
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one range (executor)."""

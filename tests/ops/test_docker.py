@@ -1,16 +1,24 @@
 """docker/: the compose file validates, and everything it and the Dockerfile name exists.
 
 There is no Docker engine here, so nothing is built or run: ``docker-compose config``
-(Debian's docker-compose, installed by ``make install``) validates and normalizes the
-compose file, and every command is parsed by the real ``rocklet`` argument parser and
-every config file loaded by the real config loaders.
+(Debian's docker-compose, installed by ``make install``) validates, interpolates and
+normalizes the compose file, every command is parsed by the real ``rocklet`` argument
+parser and every config file loaded by the real config loaders; the image's wheel is
+built from exactly the files the Dockerfile copies.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import re
 import shutil
+import signal
 import subprocess
+import sys
+import tomllib
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -18,31 +26,46 @@ import pytest
 import yaml
 
 from rocklet.broker.config import BrokerConfig, NamesrvConfig, load_broker_config, parse_properties
-from rocklet.cli import build_parser
+from rocklet.cli import broker_config, build_parser
+from rocklet.healthcheck import Check, checks_for
+from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
+from rocklet.protocol.headers.namesrv import PutKVConfigRequestHeader
+from rocklet.transport.connection import open_connection
+from tests.test_cli import LISTENING, TIMEOUT, spawn, wait_for_line
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"
 ROCKLET_SERVICES = {"namesrv", "broker-a", "broker-b"}
+BROKERS = ("broker-a", "broker-b")
+#: The variable that sets the address every broker advertises (brokerIP1).
+ADVERTISED = "ROCKLET_ADVERTISED_HOST"
 
 
-@pytest.fixture(scope="module")
-def compose() -> dict[str, Any]:
+def compose_config(**env: str) -> dict[str, Any]:
+    """``docker-compose config`` of docker/docker-compose.yml with ``env`` set."""
     exe = shutil.which("docker-compose")
     if exe is None:
         pytest.fail(
             "docker-compose is not installed; `make install` installs Debian's package "
             "when run as root (or: apt-get install docker-compose)"
         )
+    base = {k: v for k, v in os.environ.items() if k != ADVERTISED}
     proc = subprocess.run(
         [exe, "-f", str(DOCKER / "docker-compose.yml"), "config"],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env={**base, **env},
     )
     assert proc.returncode == 0, proc.stderr
     config: dict[str, Any] = yaml.safe_load(proc.stdout)
     return config
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return compose_config()
 
 
 def host_path(service: dict[str, Any], container_path: str) -> Path:
@@ -65,6 +88,20 @@ def conf_arg(argv: list[str]) -> str:
 
 def load_broker(path: Path) -> BrokerConfig:
     return load_broker_config(path, environ={})
+
+
+def on_host(service: dict[str, Any]) -> list[str]:
+    """The service's command with its ``-c`` file mapped to the host file it mounts."""
+    argv = list(service["command"])
+    if "-c" in argv:
+        at = argv.index("-c") + 1
+        argv[at] = str(host_path(service, argv[at]))
+    return argv
+
+
+def service_broker_config(service: dict[str, Any]) -> BrokerConfig:
+    """The config ``rocklet broker`` builds from the service's command line."""
+    return broker_config(build_parser().parse_args(on_host(service)))
 
 
 def test_compose_has_one_namesrv_two_masters_and_prometheus(compose: dict[str, Any]) -> None:
@@ -93,30 +130,87 @@ def test_every_rocklet_command_parses_and_its_config_loads(compose: dict[str, An
         assert config.broker_name == name and config.broker_id == 0 and not config.extra
         assert config.broker_cluster_name == "DefaultCluster"
         assert config.namesrv_addr == f"namesrv:{namesrv.listen_port}"
-        assert config.broker_ip1 == service["networks"]["rocklet"]["ipv4_address"]
-        assert {p["target"] for p in service["ports"]} == {config.listen_port}
+        assert config.broker_ip1 is None  # the command line gives it (see below)
+        # Clients connect to brokerIP1:listenPort: published under the same number.
+        assert [(p["published"], p["target"]) for p in service["ports"]] == [
+            (config.listen_port, config.listen_port)
+        ]
         assert any(
             config.store_path_root_dir.is_relative_to(t) for t in named_volume_targets(service)
         ), "the store must live on a named volume"
         assert config.metrics_port is not None
 
 
-def test_healthchecks_are_admin_commands_against_the_service_itself(
+def test_brokers_advertise_the_host_address_from_the_environment(
     compose: dict[str, Any],
 ) -> None:
+    for name in BROKERS:
+        assert service_broker_config(compose["services"][name]).broker_ip1 == "127.0.0.1"
+    lan = compose_config(**{ADVERTISED: "192.0.2.7"})
+    for name in BROKERS:
+        assert service_broker_config(lan["services"][name]).broker_ip1 == "192.0.2.7"
+
+
+def test_no_fixed_subnet_or_addresses(compose: dict[str, Any]) -> None:
+    assert all("ipam" not in (net or {}) for net in compose["networks"].values())
+    for name, service in compose["services"].items():
+        assert service["networks"] == {"rocklet": None}, name  # no ipv4_address
+
+
+def test_healthchecks_ask_each_role_on_its_own_port(compose: dict[str, Any]) -> None:
+    """The check every service runs resolves, from the service's own command, to its role."""
     services = compose["services"]
-    parser = build_parser()
+    expected = {
+        "namesrv": [Check("namesrv", "127.0.0.1", 9876)],
+        "broker-a": [Check("broker", "127.0.0.1", 10911)],
+        "broker-b": [Check("broker", "127.0.0.1", 10921)],
+    }
     for name in ROCKLET_SERVICES:
         test = services[name]["healthcheck"]["test"]
-        assert test[:2] == ["CMD", "rocklet"]
-        args = parser.parse_args(test[2:])
-        assert args.command == "admin"
-        if name == "namesrv":
-            assert args.namesrvAddr == "127.0.0.1:9876"
-        else:
-            config = load_broker(host_path(services[name], conf_arg(services[name]["command"])))
-            assert args.verb == "brokerStatus"
-            assert args.brokerAddr == f"127.0.0.1:{config.listen_port}"
+        assert test == ["CMD", "rocklet", "healthcheck"]
+        assert build_parser().parse_args(test[2:]).pid == 1  # the container's server
+        # PID 1 runs ENTRYPOINT ["rocklet"] + command, from WORKDIR /home/rocklet.
+        checks = checks_for(["/usr/local/bin/rocklet", *on_host(services[name])], Path("/"))
+        assert checks == expected[name], name
+        published = {p["target"] for p in services[name]["ports"]}
+        assert {c.port for c in checks} == published
+
+
+def test_only_brokers_and_prometheus_keep_state_on_volumes(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert named_volume_targets(services["namesrv"]) == []
+    assert named_volume_targets(services["prometheus"]) == ["/prometheus"]
+    for name in BROKERS:
+        assert named_volume_targets(services[name]) == ["/data"]
+    assert set(compose["volumes"]) == {"broker-a-data", "broker-b-data", "prometheus-data"}
+
+
+async def test_the_name_server_writes_nothing_to_disk(tmp_path: Path) -> None:
+    """Why it has no volume: a real ``rocklet namesrv`` stores a KV config and stops."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rocklet", "namesrv", "--port", "0", "--host", "127.0.0.1",
+        cwd=work, env={**os.environ, "HOME": str(home)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        port = int((await wait_for_line(proc, LISTENING)).group(2))
+        header = PutKVConfigRequestHeader("ORDER_TOPIC_CONFIG", "orders", "broker-a:4")
+        async with await open_connection("127.0.0.1", port) as conn:
+            answer = await conn.request(
+                RemotingCommand(RequestCode.PUT_KV_CONFIG, ext_fields=header.to_ext_fields()),
+                TIMEOUT,
+            )
+        assert answer.code == ResponseCode.SUCCESS
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), TIMEOUT) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert list(home.iterdir()) == list(work.iterdir()) == []
 
 
 def test_prometheus_scrapes_every_broker_metrics_port(compose: dict[str, Any]) -> None:
@@ -167,4 +261,77 @@ def test_dockerfile_copies_existing_sources_runs_as_non_root_and_its_commands_pa
     assert parser.parse_args(cmd).command == "namesrv"
     assert (DOCKER / "conf" / Path(conf_arg(cmd)).name).exists()  # COPY docker/conf /etc/rocklet
     health = json.loads(values["HEALTHCHECK"].split(" CMD ", 1)[1])
-    assert health[0] == "rocklet" and parser.parse_args(health[1:]).command == "admin"
+    assert health == ["rocklet", "healthcheck"]
+    default = [*json.loads(values["ENTRYPOINT"]), *cmd]
+    default[default.index("-c") + 1] = str(DOCKER / "conf" / Path(conf_arg(cmd)).name)
+    assert checks_for(default, Path("/")) == [Check("namesrv", "127.0.0.1", 9876)]
+
+
+def build_stage_copies() -> list[str]:
+    """The checkout paths the Dockerfile's build stage copies into its context."""
+    copies: list[str] = []
+    for keyword, rest in dockerfile_instructions():
+        if keyword == "FROM" and copies:
+            break  # the final stage: it installs the wheel, it builds nothing
+        if keyword == "COPY" and not rest.startswith("--from"):
+            copies.extend(rest.split()[:-1])
+    return copies
+
+
+def test_the_wheel_builds_from_exactly_what_the_dockerfile_copies(tmp_path: Path) -> None:
+    context = tmp_path / "src"
+    context.mkdir()
+    for source in build_stage_copies():
+        origin = REPO / source
+        if origin.is_dir():
+            ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+            shutil.copytree(origin, context / source, ignore=ignore)
+        else:
+            shutil.copy2(origin, context / source)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(context),
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, f"the image's build stage would fail:\n{proc.stderr}"
+    (wheel,) = tmp_path.glob("rocklet-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for package in packages["packages"]:
+        assert f"{package.replace('.', '/')}/__init__.py" in names, package
+    # The server and tool entry points the image runs import from the wheel alone.
+    assert {"rocklet/cli.py", "rocklet/healthcheck.py", "rocklet/transport/server.py"} <= names
+
+
+async def test_the_broker_ip1_flag_is_the_address_clients_get(tmp_path: Path) -> None:
+    """What compose's --broker-ip1 does: the name server hands out that address."""
+    proc = await spawn(
+        "standalone", "--data-dir", str(tmp_path), "--namesrv-port", "0", "--listen-port", "0",
+        "--broker-ip1", "198.51.100.9",
+    )  # fmt: skip
+    try:
+        ns_port = int((await wait_for_line(proc, LISTENING)).group(2))
+        listening = await wait_for_line(proc, re.compile(r"broker listening.*addr=(\S+)"))
+        addr = listening.group(1)
+        assert addr.startswith("198.51.100.9:")
+        async with await open_connection("127.0.0.1", ns_port) as ns:
+            info = await ns.request(RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO), TIMEOUT)
+        assert info.code == ResponseCode.SUCCESS and addr.encode() in info.body
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), TIMEOUT) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

@@ -91,16 +91,6 @@ def test_pattern_subscription_and_explicit_registration(
     assert [(r.topic, r["count"]) for r in counts] == [("metrics-a", 3), ("metrics-b", 3)]
 
 
-def test_reading_an_unknown_topic_gives_no_rows(spark: SparkSession, broker: BrokerThread) -> None:
-    df = (
-        spark.read.format("rocklet")
-        .option("nameServer", broker.namesrv)
-        .option("subscribe", "Nope")
-        .load()
-    )
-    assert df.count() == 0
-
-
 def test_bad_options_and_schemas_fail_with_the_connectors_message(spark: SparkSession) -> None:
     reader = spark.read.format("rocklet").option("nameServer", "127.0.0.1:1")
     with pytest.raises(PySparkException, match=r"unknown option.*startingofset"):

@@ -49,6 +49,8 @@ def test_defaults_differ_for_batch_and_stream() -> None:
         3000,
         True,
     )
+    assert batch.consumer_group == stream.consumer_group == "rocklet-spark-source"
+    assert source(consumergroup="analytics").consumer_group == "analytics"
 
 
 @pytest.mark.parametrize(
@@ -77,6 +79,8 @@ def test_defaults_differ_for_batch_and_stream() -> None:
         ({"subscribe": "a", "minPartitions": "-1"}, False, "must be positive"),
         ({"subscribe": "a", "subExpression": "A || "}, False, "empty tag"),
         ({"assign": '{"a": []}'}, False, "non-empty list"),
+        ({"subscribe": "a", "consumerGroup": "my group"}, False, "consumerGroup: .*illegal"),
+        ({"subscribe": "a", "consumerGroup": "g" * 256}, False, "consumerGroup: .*max length"),
     ],
 )
 def test_bad_source_options_name_the_problem(
@@ -109,6 +113,8 @@ def test_sink_and_offline_options() -> None:
     assert (sink.topic, sink.producer_group, sink.write_id) == ("out", "rocklet-spark-sink", False)
     with pytest.raises(RockletOptionError, match="unknown option"):
         parse_sink_options({"nameServer": NS, "subscribe": "x"})
+    with pytest.raises(RockletOptionError, match=r"producerGroup: .*illegal"):
+        parse_sink_options({"nameServer": NS, "producerGroup": "a/b"})
     offline = parse_offline_options({"path": str(GOLDEN_STORE), "topic": "GoldenTopic"})
     assert offline.commitlog_dir == GOLDEN_STORE / "commitlog"
     assert offline.topics == ("GoldenTopic",)

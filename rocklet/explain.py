@@ -1,0 +1,101 @@
+"""One line saying what went wrong and what to do, for ``rocklet produce`` / ``consume``.
+
+The SDK's errors are precise but terse (``CODE: 26 DESC: ...``); a first-time user
+needs the name involved and the command that fixes it.
+"""
+
+from __future__ import annotations
+
+from rocklet.client.admin import Admin
+from rocklet.client.errors import (
+    BrokerError,
+    ClientError,
+    ConnectError,
+    NoRouteError,
+    RequestTimeoutError,
+    SubscriptionGroupNotExistError,
+    TopicNotExistError,
+)
+from rocklet.protocol.codes import ResponseCode
+
+__all__ = ["describe_error", "topic_missing"]
+
+
+async def _cluster_name(namesrv: str) -> str:
+    """The cluster to name in a command: the only one the name server knows, if so."""
+    try:
+        async with Admin(namesrv, instance_name="rocklet-explain", timeout_s=3.0) as admin:
+            clusters = sorted((await admin.cluster_info()).cluster_addr_table)
+    except ClientError:
+        return "<clusterName>"
+    return clusters[0] if len(clusters) == 1 else "<clusterName>"
+
+
+async def topic_missing(namesrv: str, topic: str, *, sending: bool) -> str:
+    """Say that ``topic`` does not exist, and how to create it.
+
+    Args:
+        namesrv: The name server asked.
+        topic: The topic.
+        sending: A send failed (the broker did not create the topic on first use).
+
+    Returns:
+        The message.
+    """
+    create = f"rocklet admin updateTopic -n {namesrv} -c {await _cluster_name(namesrv)} -t {topic}"
+    if sending:
+        return (
+            f"topic {topic!r} does not exist and the broker does not create topics on first "
+            f"send (autoCreateTopicEnable=false): create it with: {create}"
+        )
+    return (
+        f"topic {topic!r} does not exist on name server {namesrv}: check the name, send to it "
+        f"(rocklet produce -n {namesrv} -t {topic}), or create it with: {create}"
+    )
+
+
+async def describe_error(
+    exc: ClientError, namesrv: str, *, topic: str, group: str, sending: bool
+) -> str:
+    """Describe an SDK error for the user of ``rocklet produce`` or ``consume``.
+
+    Args:
+        exc: The error.
+        namesrv: The name server address(es) in use.
+        topic: The topic of the command.
+        group: The group the command used.
+        sending: ``produce`` (True) or ``consume`` (False).
+
+    Returns:
+        One line (no trailing newline).
+    """
+    if isinstance(exc, ConnectError):
+        peer = exc.peer or "?"
+        if peer in namesrv.replace(",", ";").split(";"):
+            return (
+                f"cannot reach the name server at {peer}: is it running (rocklet standalone)? "
+                "Give its address with -n or NAMESRV_ADDR"
+            )
+        return (
+            f"cannot reach the broker at {peer}, the address it registered (brokerIP1 and "
+            f"listenPort in its config): {exc}"
+        )
+    if isinstance(exc, RequestTimeoutError):
+        return f"{exc.peer or 'a server'} did not answer in time: {exc}"
+    if isinstance(exc, NoRouteError | TopicNotExistError):
+        return await topic_missing(namesrv, topic, sending=sending)
+    if isinstance(exc, SubscriptionGroupNotExistError):
+        where = exc.addr or "<brokerAddr>"
+        return (
+            f"consumer group {group!r} does not exist on broker {where}, which does not create "
+            "groups on first use (autoCreateSubscriptionGroup=false): create it with: "
+            f"rocklet admin updateSubGroup -n {namesrv} -b {where} -g {group}"
+        )
+    if isinstance(exc, BrokerError):
+        try:
+            code = ResponseCode(exc.response_code).name
+        except ValueError:
+            code = str(exc.response_code)
+        where = f"{exc.addr} " if exc.addr else ""
+        return f"{where}refused the request: {code}: {exc.remark or '(no reason given)'}"
+    return str(exc)
