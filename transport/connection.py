@@ -23,7 +23,11 @@ What it does, and why:
   peer, which preempts us inside the syscall on a small machine).
 - Flow control: when the transport's write buffer passes its high-water mark we stop
   reading that connection until it drains, so a client that never reads cannot make
-  us buffer responses without bound.
+  us buffer responses without bound. A server's connections also stop reading while
+  too many of their requests are being handled, handle a bounded number of requests
+  per read callback (the rest of a big pipelined read waits for the next event-loop
+  pass, so other sockets are served in between) and answer SYSTEM_BUSY when the whole
+  server is over a limit (:mod:`rocklet.transport.flow`).
 - A broken frame closes only this connection: after a bad length there is no frame
   boundary left to trust (Java's ``NettyDecoder`` closes the channel too).
 """
@@ -47,6 +51,7 @@ from rocklet.protocol.frame import (
 )
 from rocklet.transport.eager_start import start_eagerly
 from rocklet.transport.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
+from rocklet.transport.flow import NO_LIMIT, UNLIMITED, FlowLimits, ServerLoad
 from rocklet.transport.logs import get_logger
 
 __all__ = [
@@ -73,6 +78,10 @@ DEFAULT_CONNECT_TIMEOUT_S: Final = 3.0
 #: default high-water mark): a big answer is not held back, and flow control sees the
 #: bytes as early as without coalescing.
 _COALESCE_LIMIT: Final = 64 * 1024
+#: Why reading is paused (bits of ``Connection._holds``): the peer does not read our
+#: writes, or too many of its requests are being handled.
+_HOLD_WRITE: Final = 1
+_HOLD_BUSY: Final = 2
 
 
 class ConnectionStatus(enum.Enum):
@@ -127,6 +136,10 @@ class Connection(asyncio.Protocol):
             :func:`asyncio.current_task` (nor :func:`asyncio.timeout`) before their
             first ``await`` that really waits. A live container: codes added later
             count.
+        limits: Work taken in before pushing back (a server's connections; the
+            default sets no limit).
+        load: The server-wide count of handlers in flight this connection adds to,
+            and where over-limit requests are shed; ``None``: none.
     """
 
     def __init__(
@@ -138,6 +151,8 @@ class Connection(asyncio.Protocol):
         linger_s: float = DEFAULT_LINGER_S,
         coalesce_writes: bool = False,
         eager_codes: Container[int] = frozenset(),
+        limits: FlowLimits = UNLIMITED,
+        load: ServerLoad | None = None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._coalesce = coalesce_writes
@@ -161,9 +176,20 @@ class Connection(asyncio.Protocol):
         self._lost: asyncio.Future[None] = self._loop.create_future()
         self._writable = asyncio.Event()
         self._writable.set()
-        self._reading_paused = False
         self._recheck_pause: Callable[[], None] | None = None
         self._pause_count = 0
+        self._busy_count = 0
+        # Flow control (rocklet.transport.flow). Reading is on iff no hold bit is set
+        # and no backlog turn is scheduled; _reading mirrors what the transport does.
+        self._holds = 0
+        self._backlog = False
+        self._reading = True
+        self._requests_per_turn = limits.requests_per_turn or NO_LIMIT
+        self._max_in_flight = limits.max_in_flight_per_connection or NO_LIMIT
+        # Hysteresis: read again once half the cap is done, not after every answer.
+        self._resume_below = max(1, self._max_in_flight // 2)
+        self._parked = 0
+        self._load = load
         self._refusal: tuple[int, str] | None = None
         self._close_callbacks: list[CloseCallback] = []
         #: Free slot for whoever owns the connection (the broker keeps client ids here).
@@ -198,8 +224,18 @@ class Connection(asyncio.Protocol):
 
     @property
     def handlers_in_flight(self) -> int:
-        """Requests from the peer currently being handled."""
+        """Requests from the peer currently being handled (in a task, parked or not)."""
         return len(self._tasks)
+
+    @property
+    def parked_handlers(self) -> int:
+        """Requests from the peer parked on purpose (:meth:`parked`), e.g. held pulls."""
+        return self._parked
+
+    @property
+    def busy_count(self) -> int:
+        """How many times reading was paused for too many requests in flight (a metric)."""
+        return self._busy_count
 
     @property
     def reading_paused(self) -> bool:
@@ -214,7 +250,7 @@ class Connection(asyncio.Protocol):
 
     @property
     def pause_count(self) -> int:
-        """How many times reading was paused for flow control (a metric)."""
+        """How many times reading was paused because the peer did not read (a metric)."""
         return self._pause_count
 
     @property
@@ -400,9 +436,50 @@ class Connection(asyncio.Protocol):
         """Decode frames and route them (called by asyncio)."""
         if self._status is not ConnectionStatus.OPEN:
             return
+        self._decoder.feed(data)
+        self._turn()
+
+    def pause_writing(self) -> None:
+        """Stop reading until the write buffer drains (called by asyncio)."""
+        self._writable.clear()
+        if not self._holds & _HOLD_WRITE:
+            self._pause_count += 1
+            _log.debug("reading paused: peer is slow to read", peer=self.peer_address)
+            self._hold(_HOLD_WRITE)
+
+    def resume_writing(self) -> None:
+        """Resume reading once the write buffer drained (called by asyncio)."""
+        self._writable.set()
+        self._release(_HOLD_WRITE)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Fail what is pending and run close callbacks (called by asyncio)."""
+        self._finish(exc)
+
+    def parked(self) -> _Parked:
+        """Context manager a handler waits in when its wait is the point, not work.
+
+        A long-polling pull parks until a message arrives; a push consumer holds one
+        per queue on one connection, so parked requests count neither towards the
+        connection's in-flight limit nor towards the server's load.
+
+        Returns:
+            The context manager (use ``with``; it may be entered before the handler's
+            first real wait, in an eager handler's inline step).
+        """
+        return _Parked(self)
+
+    # -- flow control -------------------------------------------------------------
+
+    def _turn(self) -> None:
+        """Handle the whole frames received, up to one turn's worth of requests.
+
+        What is left waits for a later event-loop pass (a backlog turn), with reading
+        paused meanwhile, so one connection's pipelined read cannot hold the loop.
+        """
         decoder = self._decoder
-        decoder.feed(data)
-        # Answers written while this read is decoded leave together, right after it.
+        budget = self._requests_per_turn
+        # Answers written during the turn leave together, right after it.
         self._receiving = True
         try:
             while True:
@@ -420,31 +497,53 @@ class Connection(asyncio.Protocol):
                     self._on_response(cmd)
                 else:
                     self._on_request(cmd)
+                budget -= 1
+                if not budget:
+                    if decoder.buffered:
+                        self._backlog = True
+                        self._loop.call_soon(self._next_turn)
+                        self._update_reading()
+                    break
         finally:
             self._receiving = False
         if self._outbox:
             self._flush()
 
-    def pause_writing(self) -> None:
-        """Stop reading until the write buffer drains (called by asyncio)."""
-        self._writable.clear()
-        if self._transport is not None and not self._reading_paused:
-            self._transport.pause_reading()
-            self._reading_paused = True
-            self._pause_count += 1
-            _log.debug("reading paused: peer is slow to read", peer=self.peer_address)
+    def _next_turn(self) -> None:
+        """A backlog turn: go on with frames left by an earlier one (a loop callback)."""
+        self._backlog = False
+        if self._status is ConnectionStatus.OPEN and not self._holds:
+            self._turn()
+        self._update_reading()
 
-    def resume_writing(self) -> None:
-        """Resume reading once the write buffer drained (called by asyncio)."""
-        self._writable.set()
-        if self._transport is not None and self._reading_paused:
-            self._reading_paused = False
-            if not self._transport.is_closing():
-                self._transport.resume_reading()
+    def _hold(self, reason: int) -> None:
+        self._holds |= reason
+        self._update_reading()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        """Fail what is pending and run close callbacks (called by asyncio)."""
-        self._finish(exc)
+    def _release(self, reason: int) -> None:
+        if not self._holds & reason:
+            return
+        self._holds &= ~reason
+        if not self._holds and not self._backlog and self._decoder.buffered:
+            # Frames read before the hold still wait: one turn for them before reading
+            # more (it finds nothing to do when only part of a frame is there).
+            self._backlog = True
+            self._loop.call_soon(self._next_turn)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Make the transport read iff nothing holds it and no backlog turn is due."""
+        want = not self._holds and not self._backlog
+        if want is self._reading:
+            return
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        self._reading = want
+        if want:
+            transport.resume_reading()
+        else:
+            transport.pause_reading()
 
     # -- internals ----------------------------------------------------------------
 
@@ -519,6 +618,13 @@ class Connection(asyncio.Protocol):
                 code, remark = self._refusal
                 self._write(cmd.make_response(code, remark=remark))
             return
+        load = self._load
+        if load is not None and load.in_flight >= load.shed_at:
+            busy = load.shed(cmd)
+            if busy is not None:
+                if not cmd.is_oneway:  # Java answers no oneway request, busy or not
+                    self._write(busy)
+                return
         if cmd.code in self._eager_codes:
             task = start_eagerly(self._handle(cmd), self._loop)
             if task is not None:
@@ -527,8 +633,32 @@ class Connection(asyncio.Protocol):
             self._track(self._loop.create_task(self._handle(cmd)))
 
     def _track(self, task: asyncio.Task[None]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # Only handlers that suspend get here: one answered inline costs no accounting.
+        tasks = self._tasks
+        tasks.add(task)
+        task.add_done_callback(self._untrack)
+        if self._load is not None:
+            self._load.in_flight += 1
+        if len(tasks) - self._parked >= self._max_in_flight:
+            self._too_busy()
+
+    def _untrack(self, task: asyncio.Task[None]) -> None:
+        tasks = self._tasks
+        tasks.discard(task)
+        if self._load is not None:
+            self._load.in_flight -= 1
+        if self._holds & _HOLD_BUSY and len(tasks) - self._parked < self._resume_below:
+            self._release(_HOLD_BUSY)
+
+    def _too_busy(self) -> None:
+        if not self._holds & _HOLD_BUSY:
+            self._busy_count += 1
+            _log.debug(
+                "reading paused: too many requests in flight",
+                peer=self.peer_address,
+                in_flight=len(self._tasks) - self._parked,
+            )
+            self._hold(_HOLD_BUSY)
 
     async def _handle(self, cmd: RemotingCommand) -> None:
         result: HandlerResult
@@ -584,6 +714,31 @@ class Connection(asyncio.Protocol):
                 callback(self)
             except Exception:
                 _log.exception("close callback failed", peer=self.peer_address)
+
+
+class _Parked:
+    """What :meth:`Connection.parked` returns: takes a handler out of the counts."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        conn = self._conn
+        conn._parked += 1
+        if conn._load is not None:
+            conn._load.in_flight -= 1
+        if conn._holds & _HOLD_BUSY and len(conn._tasks) - conn._parked < conn._resume_below:
+            conn._release(_HOLD_BUSY)
+
+    def __exit__(self, *exc_info: object) -> None:
+        conn = self._conn
+        conn._parked -= 1
+        if conn._load is not None:
+            conn._load.in_flight += 1
+        if len(conn._tasks) - conn._parked >= conn._max_in_flight:
+            conn._too_busy()
 
 
 def _writelines_pause_check(transport: asyncio.BaseTransport) -> Callable[[], None] | None:

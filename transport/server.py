@@ -10,6 +10,7 @@ from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from rocklet.transport.connection import Connection
 from rocklet.transport.dispatch import ProcessorRegistry, dispatch
+from rocklet.transport.flow import FlowLimits, ServerLoad
 from rocklet.transport.logs import get_logger
 
 __all__ = ["DEFAULT_GRACE_S", "RemotingServer"]
@@ -28,7 +29,8 @@ class RemotingServer:
     server shares the framing, flow control and broker-to-client requests of the SDK.
     Accepted connections coalesce their writes (all the answers to one read leave in
     one send) and start the processors registered as eager inline
-    (:meth:`ProcessorRegistry.register`).
+    (:meth:`ProcessorRegistry.register`). A flooding client is pushed back and cannot
+    starve the others (:mod:`rocklet.transport.flow`).
 
     Args:
         host: Address to bind (``"0.0.0.0"`` for every interface).
@@ -38,6 +40,8 @@ class RemotingServer:
         high_water: Per-connection write-buffer high-water mark in bytes; above it the
             server stops reading that connection. Default: the transport's (64 KiB).
         name: Name used in log lines (``"broker"``, ``"namesrv"``).
+        limits: How much work the server takes in before pushing back. Default:
+            :class:`FlowLimits`'s defaults, shedding nothing.
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class RemotingServer:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         high_water: int | None = None,
         name: str = "remoting",
+        limits: FlowLimits | None = None,
     ) -> None:
         self._host = host
         self._requested_port = port
@@ -60,6 +65,8 @@ class RemotingServer:
         self._port = 0
         self._connections: set[Connection] = set()
         self._stopping = False
+        self._limits = FlowLimits() if limits is None else limits
+        self._load = ServerLoad(self._limits)
 
     @property
     def host(self) -> str:
@@ -80,6 +87,11 @@ class RemotingServer:
     def connections(self) -> frozenset[Connection]:
         """The connections currently open."""
         return frozenset(self._connections)
+
+    @property
+    def load(self) -> ServerLoad:
+        """The handlers in flight across all connections, and the requests shed."""
+        return self._load
 
     @property
     def is_serving(self) -> bool:
@@ -143,6 +155,8 @@ class RemotingServer:
             high_water=self._high_water,
             coalesce_writes=True,
             eager_codes=self._registry.eager_codes,
+            limits=self._limits,
+            load=self._load,
         )
         self._connections.add(conn)
         conn.add_close_callback(self._connections.discard)

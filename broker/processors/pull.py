@@ -111,7 +111,13 @@ class PullProcessor:
             timeout_s = (
                 h.suspend_timeout_millis / 1000 if self._long_polling else self._short_poll_s
             )
-            if await self._holds.wait(h.topic, h.queue_id, h.queue_offset, timeout_s, codes):
+            # Parked, not working: a consumer holds a pull per queue on one connection,
+            # and those must not count against its in-flight limit.
+            with rctx.connection.parked():
+                woken = await self._holds.wait(
+                    h.topic, h.queue_id, h.queue_offset, timeout_s, codes
+                )
+            if woken:
                 result = self._read(h, codes)
                 code = pull_response_code(result.status, h.queue_offset)
         metrics = self._metrics
