@@ -226,7 +226,16 @@ class Broker:
         if metrics is not None:
             registry.observer = metrics.on_request
             sink = metrics
-        server = RemotingServer(host, config.listen_port, registry, name="broker")
+        server = RemotingServer(
+            host,
+            config.listen_port,
+            registry,
+            name="broker",
+            high_water=config.write_buffer_high_water_mark or None,
+            limits=config.flow_limits(),
+            socket_rcvbuf=config.server_socket_rcv_buf_size,
+            socket_sndbuf=config.server_socket_snd_buf_size,
+        )
         try:
             await server.start()
         except BaseException:

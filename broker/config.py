@@ -32,11 +32,17 @@ from typing import Any, Final, Self, TypeVar
 
 from rocklet.broker.config_keys import log_key_review, review_keys
 from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS, ROCKETMQ_NAMESRV_KEYS
+from rocklet.protocol.codes import RequestCode
 from rocklet.store.config import (
     DEFAULT_DELAY_LEVELS,
     FlushDiskType,
     StoreConfig,
     parse_delay_levels,
+)
+from rocklet.transport.flow import (
+    DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION,
+    DEFAULT_REQUESTS_PER_TURN,
+    FlowLimits,
 )
 
 __all__ = [
@@ -157,6 +163,22 @@ class BrokerConfig:
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     transfer_msg_by_heap: bool = True
     default_query_max_num: int = 32
+    # Flow control (rocklet.transport.flow). RocketMQ's pool queue capacities become
+    # the number of requests being handled, server-wide, past which a new request of
+    # that pool is answered SYSTEM_BUSY "[OVERLOAD]..." instead of run.
+    send_thread_pool_queue_capacity: int = 10_000  #: sends and send-backs
+    pull_thread_pool_queue_capacity: int = 100_000  #: pulls (parked pulls not counted)
+    reply_thread_pool_queue_capacity: int = 10_000  #: request-reply answers
+    end_transaction_pool_queue_capacity: int = 100_000  #: END_TRANSACTION
+    #: Rocklet only: requests of one connection handled at once before it stops reading.
+    max_requests_in_flight_per_connection: int = DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION
+    #: Rocklet only: requests handled per read callback before other sockets' turn.
+    max_requests_per_read_turn: int = DEFAULT_REQUESTS_PER_TURN
+    #: SO_RCVBUF / SO_SNDBUF of client sockets, bytes; 0 = the kernel's default.
+    server_socket_rcv_buf_size: int = 0
+    server_socket_snd_buf_size: int = 0
+    #: Answers queued for a client, bytes, before its socket stops being read; 0 = 64 KiB.
+    write_buffer_high_water_mark: int = 0
     transaction_check_interval_ms: int = 60_000
     transaction_timeout_ms: int = 6000
     transaction_check_max: int = 15
@@ -187,6 +209,9 @@ class BrokerConfig:
         _check_min("maxHashSlotNum", self.max_hash_slot_num, 1)
         _check_min("maxIndexNum", self.max_index_num, 1)
         _check_min("fileReservedTime", self.file_reserved_time_hours, 0)
+        for key in _POOL_CAPACITIES:
+            _check_min(key, getattr(self, _field_of(key)), 1)
+        _check_network_limits(self)
         if not 10 <= self.disk_max_used_space_ratio <= 95:  # MessageStoreConfig clamps
             raise ConfigError(
                 f"diskMaxUsedSpaceRatio must be within 10..95: {self.disk_max_used_space_ratio}"
@@ -215,6 +240,18 @@ class BrokerConfig:
                 f"{self.delete_when!r}"
             )
         self.store_config()
+
+    def flow_limits(self) -> FlowLimits:
+        """The remoting server's limits, from the pool capacities and Rocklet's own keys."""
+        shed: dict[int, int] = {}
+        for key, codes in _POOL_CAPACITIES.items():
+            for code in codes:
+                shed[int(code)] = getattr(self, _field_of(key))
+        return FlowLimits(
+            max_in_flight_per_connection=self.max_requests_in_flight_per_connection,
+            requests_per_turn=self.max_requests_per_read_turn,
+            shed_limits=shed,
+        )
 
     @property
     def commit_log_dir(self) -> Path:
@@ -281,11 +318,25 @@ class NamesrvConfig:
     #: ``brokerAddrs`` keys, as a Java name server does. Off: quoted keys for everyone
     #: (the C++ client reads both; old Go clients want quoted ones).
     unquoted_route_keys_for_old_clients: bool = False
+    #: Flow control, as the broker's keys of the same names (rocklet.transport.flow).
+    max_requests_in_flight_per_connection: int = DEFAULT_MAX_IN_FLIGHT_PER_CONNECTION
+    max_requests_per_read_turn: int = DEFAULT_REQUESTS_PER_TURN
+    server_socket_rcv_buf_size: int = 0
+    server_socket_snd_buf_size: int = 0
+    write_buffer_high_water_mark: int = 0
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
         _check_min("scanNotActiveBrokerInterval", self.scan_not_active_broker_interval_ms, 1)
+        _check_network_limits(self)
+
+    def flow_limits(self) -> FlowLimits:
+        """The name server's limits (it sheds nothing, as RocketMQ's queues unbounded)."""
+        return FlowLimits(
+            max_in_flight_per_connection=self.max_requests_in_flight_per_connection,
+            requests_per_turn=self.max_requests_per_read_turn,
+        )
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> Self:
@@ -311,6 +362,40 @@ def _check_port(key: str, port: int) -> None:
 def _check_min(key: str, value: int, minimum: int) -> None:
     if value < minimum:
         raise ConfigError(f"{key} must be at least {minimum}: {value}")
+
+
+#: RocketMQ's pool queue capacities and the request codes of each pool
+#: (``BrokerController.registerProcessor``).
+_POOL_CAPACITIES: Final = {
+    "sendThreadPoolQueueCapacity": (
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+    ),
+    "pullThreadPoolQueueCapacity": (RequestCode.PULL_MESSAGE,),
+    "replyThreadPoolQueueCapacity": (
+        RequestCode.SEND_REPLY_MESSAGE,
+        RequestCode.SEND_REPLY_MESSAGE_V2,
+    ),
+    "endTransactionPoolQueueCapacity": (RequestCode.END_TRANSACTION,),
+}
+
+
+def _field_of(key: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m[1].lower(), key)
+
+
+def _check_network_limits(config: BrokerConfig | NamesrvConfig) -> None:
+    """The flow-control and socket keys both configs share: none may be negative."""
+    for key in (
+        "maxRequestsInFlightPerConnection",
+        "maxRequestsPerReadTurn",
+        "serverSocketRcvBufSize",
+        "serverSocketSndBufSize",
+        "writeBufferHighWaterMark",
+    ):
+        _check_min(key, getattr(config, _field_of(key)), 0)
 
 
 # -- Java properties --------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from functools import partial
 from typing import Final
 
@@ -42,6 +43,11 @@ class RemotingServer:
         name: Name used in log lines (``"broker"``, ``"namesrv"``).
         limits: How much work the server takes in before pushing back. Default:
             :class:`FlowLimits`'s defaults, shedding nothing.
+        socket_rcvbuf: SO_RCVBUF of accepted sockets in bytes (RocketMQ's
+            ``serverSocketRcvBufSize``): how much a client can have in flight to us
+            beyond what we read; 0 leaves the kernel's default. Default: 0.
+        socket_sndbuf: SO_SNDBUF of accepted sockets in bytes
+            (``serverSocketSndBufSize``); 0 leaves the kernel's default. Default: 0.
     """
 
     def __init__(
@@ -54,6 +60,8 @@ class RemotingServer:
         high_water: int | None = None,
         name: str = "remoting",
         limits: FlowLimits | None = None,
+        socket_rcvbuf: int = 0,
+        socket_sndbuf: int = 0,
     ) -> None:
         self._host = host
         self._requested_port = port
@@ -67,6 +75,7 @@ class RemotingServer:
         self._stopping = False
         self._limits = FlowLimits() if limits is None else limits
         self._load = ServerLoad(self._limits)
+        self._buffer_sizes = {socket.SO_RCVBUF: socket_rcvbuf, socket.SO_SNDBUF: socket_sndbuf}
 
     @property
     def host(self) -> str:
@@ -111,6 +120,12 @@ class RemotingServer:
         self._server = await loop.create_server(
             self._new_connection, self._host, self._requested_port, reuse_address=True
         )
+        # Accepted sockets inherit the listener's buffer sizes (Linux, BSD), and a
+        # receive buffer set before a connection's SYN sizes its window scale too.
+        for sock in self._server.sockets:
+            for option, size in self._buffer_sizes.items():
+                if size > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, option, size)
         self._port = int(self._server.sockets[0].getsockname()[1])
         _log.debug("remoting server listening", server=self._name, host=self._host, port=self._port)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Self
 
 from rocklet.broker.config import NamesrvConfig
@@ -31,7 +32,14 @@ class NamesrvServer:
         self.kv = KVConfigManager()
         processors = NamesrvProcessors(self.routes, self.kv, config, self._clock)
         self._server = RemotingServer(
-            config.listen_host, config.listen_port, processors.registry(), name="namesrv"
+            config.listen_host,
+            config.listen_port,
+            processors.registry(),
+            name="namesrv",
+            high_water=config.write_buffer_high_water_mark or None,
+            limits=config.flow_limits(),
+            socket_rcvbuf=config.server_socket_rcv_buf_size,
+            socket_sndbuf=config.server_socket_snd_buf_size,
         )
         self._tasks = BackgroundTasks("namesrv")
 
@@ -59,17 +67,7 @@ class NamesrvServer:
             OSError: The address cannot be bound.
         """
         base = NamesrvConfig() if config is None else config
-        server = cls(
-            NamesrvConfig(
-                listen_port=port,
-                listen_host=host,
-                scan_not_active_broker_interval_ms=base.scan_not_active_broker_interval_ms,
-                order_message_enable=base.order_message_enable,
-                unquoted_route_keys_for_old_clients=base.unquoted_route_keys_for_old_clients,
-                extra=base.extra,
-            ),
-            clock,
-        )
+        server = cls(dataclasses.replace(base, listen_port=port, listen_host=host), clock)
         await server._server.start()
         # NamesrvController schedules scanNotActiveBroker every 10 s.
         interval_s = server._config.scan_not_active_broker_interval_ms / 1000

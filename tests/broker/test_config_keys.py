@@ -26,12 +26,16 @@ BROKER = property_names(BrokerConfig)
 
 def test_our_property_names_are_rocketmqs() -> None:
     # Every key Rocklet reads is RocketMQ's spelling, except our own additions.
-    assert {"metricsPort"} == BROKER - ROCKETMQ_BROKER_KEYS
+    ours = {"metricsPort", "maxRequestsInFlightPerConnection", "maxRequestsPerReadTurn"}
+    assert ours == BROKER - ROCKETMQ_BROKER_KEYS
     assert "mappedFileSizeCommitLog" in MESSAGE_STORE_CONFIG_KEYS
     assert "connectTimeoutMillis" in NETTY_CLIENT_CONFIG_KEYS
     assert property_names(NamesrvConfig) & ROCKETMQ_NAMESRV_KEYS == {
         "listenPort",
         "orderMessageEnable",
+        "serverSocketRcvBufSize",
+        "serverSocketSndBufSize",
+        "writeBufferHighWaterMark",
     }
 
 
