@@ -351,31 +351,33 @@ async def measure_flood(
             report.rss_before = broker.rss_bytes()
             report.anon_before = anon_rss_bytes(broker.pid)
             port = broker.namesrv_port if flood_namesrv else broker.broker_port
+            peak_anon = report.anon_before
             floods = FloodProcess(
                 port, flooders, read_bytes_per_s, 0 if flood_namesrv else body_size
             )
             await floods.start()
-            deadline = time.monotonic() + seconds
-            peak_anon = report.anon_before
-            while time.monotonic() < deadline:
-                started = time.monotonic()
-                try:
-                    await producer.send(Message(topic, b"probe"))
-                    report.sends += 1
-                except Exception:
-                    report.send_failures += 1
-                elapsed = time.monotonic() - started
-                report.probe_latencies.append(elapsed)
-                report.worst_send_s = max(report.worst_send_s, elapsed)
-                started = time.monotonic()
-                try:
-                    await admin.topic_route(ROUTE_PROBE_TOPIC)
-                    report.route_queries += 1
-                except Exception:
-                    report.route_failures += 1
-                report.worst_route_s = max(report.worst_route_s, time.monotonic() - started)
-                peak_anon = max(peak_anon, anon_rss_bytes(broker.pid))
-            report.flooded_bytes = await floods.stop()
+            try:
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline:
+                    started = time.monotonic()
+                    try:
+                        await producer.send(Message(topic, b"probe"))
+                        report.sends += 1
+                    except Exception:
+                        report.send_failures += 1
+                    elapsed = time.monotonic() - started
+                    report.probe_latencies.append(elapsed)
+                    report.worst_send_s = max(report.worst_send_s, elapsed)
+                    started = time.monotonic()
+                    try:
+                        await admin.topic_route(ROUTE_PROBE_TOPIC)
+                        report.route_queries += 1
+                    except Exception:
+                        report.route_failures += 1
+                    report.worst_route_s = max(report.worst_route_s, time.monotonic() - started)
+                    peak_anon = max(peak_anon, anon_rss_bytes(broker.pid))
+            finally:
+                report.flooded_bytes = await floods.stop()
             report.peak_anon = max(peak_anon, anon_rss_bytes(broker.pid))
             report.peak_rss = broker.peak_rss_bytes()
         finally:
