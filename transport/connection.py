@@ -239,9 +239,11 @@ class Connection(asyncio.Protocol):
 
     @property
     def reading_paused(self) -> bool:
-        """Whether the socket is not being read because the peer is not taking our writes.
+        """Whether the socket is not being read (flow control: see :class:`Connection`).
 
-        Asks the transport itself, so it reports what really happens on the socket.
+        The peer is not taking our writes, too many of its requests are being handled,
+        or frames already read wait for their turn. Asks the transport itself, so it
+        reports what really happens on the socket.
         """
         transport = self._transport
         if transport is None or transport.is_closing():
