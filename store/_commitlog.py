@@ -129,14 +129,33 @@ class CommitLog:
 
         Returns:
             The offset, or None if ``size`` cannot fit any segment.
+
+        Raises:
+            NoSpaceError: A new segment is needed and the disk has no room for it;
+                nothing was written (the current segment is not sealed).
         """
         if size + END_FILE_MIN_BLANK > self.file_size:
             return None
         mf = self.files.last_or_new()
         if size + END_FILE_MIN_BLANK > mf.free:
+            # The next segment first: if it cannot be created the current one stays
+            # open, so a failed roll leaves the commitlog exactly as it was.
+            new = self.files.create_file(mf.end_offset)
             self._write_blank(mf)
-            mf = self.files.create_file(mf.end_offset)
+            mf = new
         return mf.wrote_offset
+
+    def needs_new_segment(self, size: int) -> bool:
+        """Whether appending ``size`` bytes creates a segment (the store checks the disk).
+
+        Args:
+            size: Bytes about to be appended.
+
+        Returns:
+            True if there is no segment yet or the current one cannot take them.
+        """
+        last = self.files.last
+        return last is None or size + END_FILE_MIN_BLANK > last.free
 
     def write(self, data: bytes | bytearray, store_timestamp: int) -> None:
         """Append records at the offset :meth:`append_offset` returned for their size.
