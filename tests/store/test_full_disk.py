@@ -20,6 +20,7 @@ from rocklet.store.disk_space import DiskLevel
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import PutMessageStatus
 from rocklet.store.retention import RetentionService
+from rocklet.store.schedule import DelayDeliveryService
 from rocklet.transport.clock import ManualClock
 from tests.store.helpers import message, read_all, small_config
 from tests.store.layout_checker import check_store
@@ -169,3 +170,26 @@ def test_forced_retention_can_be_switched_off(small_fs: Path) -> None:
             n += 1
         assert RetentionService(store).run_once() == 0
         assert len(read_all(store, "T", 0)) == n
+
+
+def test_a_delayed_message_refused_by_a_full_disk_is_delivered_later(small_fs: Path) -> None:
+    """Delayed delivery keeps a due message whose re-put was refused (it was dropped)."""
+    clock = ManualClock()
+    cfg = small_config(small_fs / "store")
+    with MessageStore.open(cfg, clock=clock) as store:
+        delayed = message(7, queue_id=1)
+        delayed.properties["DELAY"] = "1"  # 1 s
+        assert store.put_message(delayed).ok
+        service = DelayDeliveryService(store)
+        ballast = small_fs / "ballast"
+        fill(ballast)
+        store.disk.check()
+        assert store.disk.full
+        clock.advance(1000)
+        assert service.run_once(clock.now_ms()) == 0
+        assert service.offsets[1] == 0 and store.max_offset("T", 1) == 0
+        ballast.unlink()
+        clock.advance(cfg.disk_check_interval_ms)
+        assert service.run_once(clock.now_ms()) == 1
+        (delivered,) = read_all(store, "T", 1)
+        assert delivered.properties["seq"] == "7"
