@@ -134,6 +134,13 @@ class BrokerConfig:
     file_reserved_time_hours: int = 72
     delete_when: str = "04"  #: hour(s) of day, ``;``-separated
     disk_max_used_space_ratio: int = 75  #: percent
+    #: Percent of disk use above which unexpired segments are deleted too (RocketMQ 5's
+    #: key; 4.9.4 reads the JVM property ``rocketmq.broker.diskSpaceCleanForciblyRatio``).
+    disk_space_clean_forcibly_ratio: int = 85
+    #: Percent of disk use above which the disk is full and sends are refused (RocketMQ
+    #: 5's key; 4.9.4: ``rocketmq.broker.diskSpaceWarningLevelRatio``).
+    disk_space_warning_level_ratio: int = 90
+    clean_file_forcibly_enable: bool = True
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
@@ -187,10 +194,10 @@ class BrokerConfig:
         _check_min("maxHashSlotNum", self.max_hash_slot_num, 1)
         _check_min("maxIndexNum", self.max_index_num, 1)
         _check_min("fileReservedTime", self.file_reserved_time_hours, 0)
-        if not 10 <= self.disk_max_used_space_ratio <= 95:  # MessageStoreConfig clamps
-            raise ConfigError(
-                f"diskMaxUsedSpaceRatio must be within 10..95: {self.disk_max_used_space_ratio}"
-            )
+        # MessageStoreConfig clamps these silently; a value it would change is an error.
+        _check_range("diskMaxUsedSpaceRatio", self.disk_max_used_space_ratio, 10, 95)
+        _check_range("diskSpaceCleanForciblyRatio", self.disk_space_clean_forcibly_ratio, 30, 85)
+        _check_range("diskSpaceWarningLevelRatio", self.disk_space_warning_level_ratio, 35, 90)
         if self.broker_id == 0 and self.broker_role is BrokerRole.SLAVE:
             raise ConfigError("brokerRole=SLAVE needs a brokerId >= 1")
         if self.broker_id > 0 and self.broker_role is not BrokerRole.SLAVE:
@@ -242,7 +249,10 @@ class BrokerConfig:
                 message_delay_level=self.message_delay_level,
                 file_reserved_time_hours=self.file_reserved_time_hours,
                 delete_when=self.delete_when,
-                disk_max_used_space_ratio=min(self.disk_max_used_space_ratio, 85) / 100,
+                disk_max_used_space_ratio=self.disk_max_used_space_ratio / 100,
+                disk_force_clean_ratio=self.disk_space_clean_forcibly_ratio / 100,
+                disk_space_warning_level_ratio=self.disk_space_warning_level_ratio / 100,
+                clean_file_forcibly_enable=self.clean_file_forcibly_enable,
                 message_index_enable=self.message_index_enable,
                 check_crc_on_recover=self.check_crc_on_recover,
                 max_transfer_bytes=self.max_transfer_bytes_on_message_in_memory,
@@ -311,6 +321,11 @@ def _check_port(key: str, port: int) -> None:
 def _check_min(key: str, value: int, minimum: int) -> None:
     if value < minimum:
         raise ConfigError(f"{key} must be at least {minimum}: {value}")
+
+
+def _check_range(key: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"{key} must be within {low}..{high}: {value}")
 
 
 # -- Java properties --------------------------------------------------------------------
