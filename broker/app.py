@@ -6,10 +6,11 @@ on the same directory, or a directory it could not save to, stops it before anyt
 touched. It then opens (and recovers) the store in a worker thread, loads the config
 files, listens, registers the request processors and the name-server registration, and
 starts the periodic services RocketMQ's ``BrokerController`` runs: config persistence
-(5 s), client expiry (10 s), delayed delivery (100 ms), retention (10 s), the disk
-space check (1 s; :mod:`rocklet.store.disk_space`) and re-registration (30 s, and at
-once when the topic table changes). ``stop`` undoes it in
-reverse and leaves a clean store (flushed, checkpointed, no abort marker). With
+(5 s), client expiry (10 s), delayed delivery (100 ms), retention
+(``cleanResourceInterval``, 10 s), the disk space check (1 s;
+:mod:`rocklet.store.disk_space`) and re-registration (30 s, and at once when the topic
+table changes). ``stop`` undoes it in reverse and leaves a clean store (flushed,
+checkpointed, no abort marker). With
 ``metricsPort`` set, a Prometheus endpoint is served too (:mod:`rocklet.broker.prometheus`).
 """
 
@@ -56,7 +57,6 @@ log = structlog.get_logger(__name__)
 
 _CLIENT_SCAN_MS = 10_000
 _DELAY_TICK_MS = 100
-_RETENTION_TICK_MS = 10_000
 
 
 def _prometheus() -> ModuleType:
@@ -311,7 +311,7 @@ class Broker:
         tasks.every(cfg.flush_consumer_offset_interval_ms / 1000, self._persist, "persist")
         tasks.every(_CLIENT_SCAN_MS / 1000, self._scan_clients, "client-scan")
         tasks.every(_DELAY_TICK_MS / 1000, self._deliver_delayed, "delay")
-        tasks.every(_RETENTION_TICK_MS / 1000, self._retain, "retention")
+        tasks.every(cfg.clean_resource_interval_ms / 1000, self._retain, "retention")
         # Disk usage, so a full disk is noticed (and sends resume) without a send.
         check_s = self.ctx.store.config.disk_check_interval_ms / 1000
         tasks.every(check_s, self._check_disk, "disk-check")

@@ -141,6 +141,8 @@ class BrokerConfig:
     #: 5's key; 4.9.4: ``rocketmq.broker.diskSpaceWarningLevelRatio``).
     disk_space_warning_level_ratio: int = 90
     clean_file_forcibly_enable: bool = True
+    #: How often retention runs (``cleanResourceInterval``).
+    clean_resource_interval_ms: int = 10_000
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
@@ -194,6 +196,7 @@ class BrokerConfig:
         _check_min("maxHashSlotNum", self.max_hash_slot_num, 1)
         _check_min("maxIndexNum", self.max_index_num, 1)
         _check_min("fileReservedTime", self.file_reserved_time_hours, 0)
+        _check_min("cleanResourceInterval", self.clean_resource_interval_ms, 1)
         # MessageStoreConfig clamps these silently; a value it would change is an error.
         _check_range("diskMaxUsedSpaceRatio", self.disk_max_used_space_ratio, 10, 95)
         _check_range("diskSpaceCleanForciblyRatio", self.disk_space_clean_forcibly_ratio, 30, 85)

@@ -140,6 +140,10 @@ def test_disk_thresholds_reach_the_store(tmp_path: Path) -> None:
         0.90,
     )
     assert defaults.clean_file_forcibly_enable is True
+    assert (
+        BrokerConfig.from_properties({"cleanResourceInterval": "500"}).clean_resource_interval_ms
+        == 500
+    )
 
 
 def test_overrides_and_environment(tmp_path: Path) -> None:
