@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -151,7 +151,7 @@ async def _read_all(conn: Connection, start: int = 0) -> dict[int, bytes]:
         offset = int(answer.ext_fields["nextBeginOffset"])
 
 
-async def _runtime_info(conn: Connection) -> dict[str, str]:
+async def _runtime_info(conn: Connection) -> Mapping[str, str]:
     answer = await conn.request(RemotingCommand(RequestCode.GET_BROKER_RUNTIME_INFO), TIMEOUT_S)
     assert answer.code == ResponseCode.SUCCESS, answer.remark
     return KVTable.from_json(answer.body).table
