@@ -158,8 +158,10 @@ class ConsumeQueue:
         start = queue_offset * ENTRY_SIZE
         end = start + count * ENTRY_SIZE
         files = self.files.files
-        if files and end <= files[-1].end_offset:
-            return  # fits the current file: the put path's usual case
+        if files:
+            last = files[-1]
+            if end <= last.from_offset + last.size:
+                return  # fits the current file: the put path's usual case
         self.files.reserve(end, start)
 
     def _start(self, expect: int) -> None:
