@@ -89,6 +89,7 @@ class MessageStore:
         )
         #: Disk usage and whether puts are refused for want of space.
         self.disk = DiskSpace(config, clock)
+        self._rolled = False  # a put is creating a segment (measure after, too)
         self.recovery_report: RecoveryReport
 
     # ------------------------------------------------------------------ open / close
@@ -379,14 +380,21 @@ class MessageStore:
         if enc.indexed:
             self.index.reserve(len(enc.key_hashes))
         try:
-            return self.commitlog.append_offset(len(enc.data), self._check_disk_before_roll)
+            at = self.commitlog.append_offset(len(enc.data), self._check_disk_before_roll)
         except _DiskFull:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self._rolled:
+            # Measured again with the new segment counted: if it took the disk past the
+            # warning level, the next put is refused now, not at the next timed check.
+            self._rolled = False
+            self.disk.check()
+        return at
 
     def _check_disk_before_roll(self) -> None:
         # A new segment is the moment to measure: it is what takes the room.
         if self.disk.check().full:
             raise _DiskFull
+        self._rolled = True
 
     def _encode(
         self, msgs: Sequence[MessageToStore], phy: int, qoff: int, now: int

@@ -214,7 +214,8 @@ async def test_full_disk_refuses_sends_keeps_everything_and_resumes(small_fs: Pa
             info = await _runtime_info(conn)
             assert info["diskFull"] == "true", info
             assert str(broker.store) in info["diskFullReason"]
-            assert float(info["commitLogDiskRatio"]) > 0.85
+            assert float(info["commitLogDiskRatio"]) > 0.90
+            assert "diskSpaceWarningLevelRatio (90%)" in info["diskFullReason"]
             _assert_refused_for_disk(await sender.one(conn), broker)
         # The last bytes too: a restart must cope with a disk that is 100 % full.
         fill(small_fs / "filler")
@@ -272,3 +273,31 @@ async def test_retention_frees_a_full_disk_and_sends_resume(small_fs: Path) -> N
             assert kept == {q: b for q, b in sender.acked.items() if q >= low}
         _assert_no_crash(broker)
     print(f"\nretention made room {resumed_s:.2f} s after the refusal; min offset now {low}")
+
+
+async def test_no_room_for_a_segment_below_the_warning_level(small_fs: Path) -> None:
+    """2 MiB segments, 2 MiB ballast, 8 MiB: the third segment finds no room at ~80 %."""
+    ballast = small_fs / "ballast"
+    fill(ballast, leave=FS_SIZE - 2 * MIB)
+    props = {**PROPERTIES, "mappedFileSizeCommitLog": str(2 * MIB)}
+    sender = Sender()
+    async with running_broker(small_fs, props) as broker:
+        async with await open_connection("127.0.0.1", broker.broker_port) as conn:
+            await _topic_saved(broker, conn, sender)
+            await sender.until_refused(conn)
+            _assert_refused_for_disk(sender.refusal, broker)
+            remark = sender.refusal.remark if sender.refusal else ""
+            assert f"no room for {broker.store / 'commitlog'}" in (remark or "")
+            assert float((await _runtime_info(conn))["commitLogDiskRatio"]) < 0.90
+            assert not list(broker.store.rglob("*.allocating"))  # no half-made segment
+            assert await _read_all(conn) == sender.acked
+            refused_at_end = len(sender.acked)
+            freed_at = time.monotonic()
+            ballast.unlink()
+            await broker.wait_line(_RESUMED_LINE, TIMEOUT_S)
+            answer = await sender.one(conn)
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            assert int(answer.ext_fields["queueOffset"]) == refused_at_end
+            resumed_s = time.monotonic() - freed_at
+        _assert_no_crash(broker)
+    print(f"\nENOSPC at a roll: {refused_at_end} acks, resumed {resumed_s:.2f} s after freeing")
