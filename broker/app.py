@@ -6,9 +6,11 @@ on the same directory, or a directory it could not save to, stops it before anyt
 touched. It then opens (and recovers) the store in a worker thread, loads the config
 files, listens, registers the request processors and the name-server registration, and
 starts the periodic services RocketMQ's ``BrokerController`` runs: config persistence
-(5 s), client expiry (10 s), delayed delivery (100 ms), retention (10 s) and
-re-registration (30 s, and at once when the topic table changes). ``stop`` undoes it in
-reverse and leaves a clean store (flushed, checkpointed, no abort marker). With
+(5 s), client expiry (10 s), delayed delivery (100 ms), retention
+(``cleanResourceInterval``, 10 s), the disk space check (1 s;
+:mod:`rocklet.store.disk_space`) and re-registration (30 s, and at once when the topic
+table changes). ``stop`` undoes it in reverse and leaves a clean store (flushed,
+checkpointed, no abort marker). With
 ``metricsPort`` set, a Prometheus endpoint is served too (:mod:`rocklet.broker.prometheus`).
 """
 
@@ -55,7 +57,6 @@ log = structlog.get_logger(__name__)
 
 _CLIENT_SCAN_MS = 10_000
 _DELAY_TICK_MS = 100
-_RETENTION_TICK_MS = 10_000
 
 
 def _prometheus() -> ModuleType:
@@ -319,7 +320,10 @@ class Broker:
         tasks.every(cfg.flush_consumer_offset_interval_ms / 1000, self._persist, "persist")
         tasks.every(_CLIENT_SCAN_MS / 1000, self._scan_clients, "client-scan")
         tasks.every(_DELAY_TICK_MS / 1000, self._deliver_delayed, "delay")
-        tasks.every(_RETENTION_TICK_MS / 1000, self._retain, "retention")
+        tasks.every(cfg.clean_resource_interval_ms / 1000, self._retain, "retention")
+        # Disk usage, so a full disk is noticed (and sends resume) without a send.
+        check_s = self.ctx.store.config.disk_check_interval_ms / 1000
+        tasks.every(check_s, self._check_disk, "disk-check")
         period_s = cfg.register_name_server_period_ms / 1000
         tasks.when_asked(self._register_now, period_s, self._register, "registration")
         # Transaction check-back (broker/transaction_check.py); public so tests can run
@@ -342,7 +346,12 @@ class Broker:
         for manager in (self.ctx.topics, self.ctx.groups, self.ctx.offsets):
             snapshot = manager.snapshot()
             if snapshot is not None:
-                await asyncio.to_thread(manager.persist_snapshot, snapshot)
+                try:
+                    await asyncio.to_thread(manager.persist_snapshot, snapshot)
+                except OSError as exc:
+                    # A full disk must not stop the broker (nor, at stop, the clean
+                    # close of the store) nor keep the other files from being saved.
+                    log.error("saving a config file failed", error=str(exc))
 
     async def _scan_clients(self) -> None:
         self.ctx.clients.scan_once(self.ctx.clock.now_ms())
@@ -352,6 +361,9 @@ class Broker:
 
     async def _retain(self) -> None:
         await asyncio.to_thread(self._retention.run_once)
+
+    async def _check_disk(self) -> None:
+        await asyncio.to_thread(self.ctx.store.disk.check)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop serving, persist everything and close the store cleanly. Idempotent."""
@@ -367,7 +379,10 @@ class Broker:
         await self._registrar.unregister_all()
         await self._registrar.close()
         await self._persist()
-        await asyncio.to_thread(self._delay.persist)
+        try:
+            await asyncio.to_thread(self._delay.persist)
+        except OSError as exc:  # e.g. a full disk: the store must still close cleanly
+            log.error("saving delayOffset.json failed", error=str(exc))
         await asyncio.to_thread(ctx.store.close)
         log.info("broker stopped", addr=ctx.identity.addr)
 

@@ -140,6 +140,15 @@ class BrokerConfig:
     file_reserved_time_hours: int = 72
     delete_when: str = "04"  #: hour(s) of day, ``;``-separated
     disk_max_used_space_ratio: int = 75  #: percent
+    #: Percent of disk use above which unexpired segments are deleted too (RocketMQ 5's
+    #: key; 4.9.4 reads the JVM property ``rocketmq.broker.diskSpaceCleanForciblyRatio``).
+    disk_space_clean_forcibly_ratio: int = 85
+    #: Percent of disk use above which the disk is full and sends are refused (RocketMQ
+    #: 5's key; 4.9.4: ``rocketmq.broker.diskSpaceWarningLevelRatio``).
+    disk_space_warning_level_ratio: int = 90
+    clean_file_forcibly_enable: bool = True
+    #: How often retention runs (``cleanResourceInterval``).
+    clean_resource_interval_ms: int = 10_000
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
@@ -212,10 +221,11 @@ class BrokerConfig:
         for key in _POOL_CAPACITIES:
             _check_min(key, getattr(self, _field_of(key)), 1)
         _check_network_limits(self)
-        if not 10 <= self.disk_max_used_space_ratio <= 95:  # MessageStoreConfig clamps
-            raise ConfigError(
-                f"diskMaxUsedSpaceRatio must be within 10..95: {self.disk_max_used_space_ratio}"
-            )
+        _check_min("cleanResourceInterval", self.clean_resource_interval_ms, 1)
+        # MessageStoreConfig clamps these silently; a value it would change is an error.
+        _check_range("diskMaxUsedSpaceRatio", self.disk_max_used_space_ratio, 10, 95)
+        _check_range("diskSpaceCleanForciblyRatio", self.disk_space_clean_forcibly_ratio, 30, 85)
+        _check_range("diskSpaceWarningLevelRatio", self.disk_space_warning_level_ratio, 35, 90)
         if self.broker_id == 0 and self.broker_role is BrokerRole.SLAVE:
             raise ConfigError("brokerRole=SLAVE needs a brokerId >= 1")
         if self.broker_id > 0 and self.broker_role is not BrokerRole.SLAVE:
@@ -279,7 +289,10 @@ class BrokerConfig:
                 message_delay_level=self.message_delay_level,
                 file_reserved_time_hours=self.file_reserved_time_hours,
                 delete_when=self.delete_when,
-                disk_max_used_space_ratio=min(self.disk_max_used_space_ratio, 85) / 100,
+                disk_max_used_space_ratio=self.disk_max_used_space_ratio / 100,
+                disk_force_clean_ratio=self.disk_space_clean_forcibly_ratio / 100,
+                disk_space_warning_level_ratio=self.disk_space_warning_level_ratio / 100,
+                clean_file_forcibly_enable=self.clean_file_forcibly_enable,
                 message_index_enable=self.message_index_enable,
                 check_crc_on_recover=self.check_crc_on_recover,
                 max_transfer_bytes=self.max_transfer_bytes_on_message_in_memory,
@@ -396,6 +409,11 @@ def _check_network_limits(config: BrokerConfig | NamesrvConfig) -> None:
         "writeBufferHighWaterMark",
     ):
         _check_min(key, getattr(config, _field_of(key)), 0)
+
+
+def _check_range(key: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"{key} must be within {low}..{high}: {value}")
 
 
 # -- Java properties --------------------------------------------------------------------

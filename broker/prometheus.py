@@ -11,10 +11,11 @@ scrapes, so an idle broker pays nothing:
 - requests: :func:`rocklet.transport.dispatch.dispatch` reports each request's code,
   answer code and duration through :attr:`ProcessorRegistry.observer`.
 
-Consumer lag per group and queue, disk use, the commitlog offsets and the parked
-long-poll pulls are computed by :class:`BrokerStateCollector` at scrape time. The HTTP
-endpoint (:class:`MetricsServer`) runs on the broker's event loop, so the collector
-reads the offset table and the hold service on the loop that owns them.
+Consumer lag per group and queue, disk use and the full-disk state, the commitlog
+offsets and the parked long-poll pulls are computed by :class:`BrokerStateCollector` at
+scrape time. The HTTP endpoint (:class:`MetricsServer`) runs on the broker's event
+loop, so the collector reads the offset table and the hold service on the loop that
+owns them.
 
 TPS is not exported as a gauge: ``rate(rocklet_messages_put_total[1m])`` gives it
 over any window, which is what RocketMQ's 10 s / 1 min / 10 min figures approximate.
@@ -24,9 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Final
 
 import structlog
@@ -190,14 +189,6 @@ class MeteredMessageStore(MessageStore):
         return result
 
 
-def _disk_used_ratio(path: Path) -> float:
-    try:
-        usage = shutil.disk_usage(path)
-    except OSError:
-        return -1.0
-    return (usage.total - usage.free) / usage.total if usage.total else -1.0
-
-
 class BrokerStateCollector:
     """Gauges read from the broker's state when Prometheus scrapes. Event loop only.
 
@@ -227,10 +218,25 @@ class BrokerStateCollector:
         yield info
         yield self._lag()
         store = self._store
+        # The broker's disk-check task measures every second; scrapes read its result.
+        disk = store.disk.state
         yield _gauge(
             "rocklet_store_disk_used_ratio",
-            "Used fraction of the commitlog's disk partition (-1 when unknown).",
-            _disk_used_ratio(store.config.commitlog_dir),
+            "Used fraction of the fuller of the commitlog's and the store root's disk "
+            "partitions, as RocketMQ computes it (-1 when unknown).",
+            disk.ratio,
+        )
+        yield _gauge(
+            "rocklet_store_disk_full",
+            "1 while sends are refused because the disk is full "
+            "(above diskSpaceWarningLevelRatio, or a store file found no room).",
+            1 if disk.full else 0,
+        )
+        yield _gauge(
+            "rocklet_store_disk_level",
+            "Highest disk threshold passed: 0 none, 1 diskMaxUsedSpaceRatio, "
+            "2 diskSpaceCleanForciblyRatio, 3 diskSpaceWarningLevelRatio.",
+            int(disk.level),
         )
         yield _gauge(
             "rocklet_commitlog_max_offset_bytes",

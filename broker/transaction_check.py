@@ -260,7 +260,8 @@ class TransactionCheckService:
             if qoff in ops.removed:
                 ops.done.append(ops.removed.pop(qoff))
             elif self._must_discard(half, now_ms):
-                self._discard(half)
+                if not self._discard(half):
+                    break  # refused (a full disk): the half stays for the next round
             elif self._too_young(half, now_ms):
                 break
             else:
@@ -295,7 +296,8 @@ class TransactionCheckService:
         return 0 <= age < immunity
 
     # -- actions -------------------------------------------------------------------
-    def _discard(self, half: StoredMessage) -> None:
+    def _discard(self, half: StoredMessage) -> bool:
+        """Move a half message to the discard topic; False if the store refused it."""
         log.warning(
             "half message checked too many times; moving it to the discard topic",
             topic=half.properties.get(Prop.REAL_TOPIC),
@@ -308,6 +310,7 @@ class TransactionCheckService:
         )
         if not result.ok:
             log.error("discarding a half message failed", status=result.status.value)
+        return result.ok
 
     def _put_back(self, half: StoredMessage) -> tuple[MessageToStore, PutResult] | None:
         props = dict(half.properties)

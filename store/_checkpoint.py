@@ -19,6 +19,8 @@ import struct
 from pathlib import Path
 from typing import Final
 
+from rocklet.store._mapped_file import allocate_file
+
 __all__ = ["CHECKPOINT_SIZE", "Checkpoint"]
 
 CHECKPOINT_SIZE: Final = 4096
@@ -59,9 +61,16 @@ class Checkpoint:
         return low - _SAFETY_MS
 
     def flush(self) -> None:
-        """Write the page and fdatasync it. Flush thread or close."""
+        """Write the page and fdatasync it. Flush thread or close.
+
+        Raises:
+            NoSpaceError: The file does not exist yet and the disk has no room for it.
+        """
         page = bytearray(CHECKPOINT_SIZE)
         _FIELDS.pack_into(page, 0, self.physic_ts, self.logics_ts, self.index_ts)
+        if not self.path.exists():
+            # Created with its page reserved, so rewriting it never needs room again.
+            allocate_file(self.path, CHECKPOINT_SIZE)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.pwrite(fd, page, 0)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -116,7 +116,9 @@ class CommitLog:
         self.write(buf, store_timestamp)
         return AppendResult(AppendStatus.PUT_OK, phy, size)
 
-    def append_offset(self, size: int) -> int | None:
+    def append_offset(
+        self, size: int, before_new_segment: Callable[[], None] | None = None
+    ) -> int | None:
         """Where ``size`` bytes will be appended, rolling to a new segment if needed.
 
         When they do not fit the current segment, its blank filler is written and the
@@ -126,17 +128,32 @@ class CommitLog:
 
         Args:
             size: Bytes about to be appended with :meth:`write`.
+            before_new_segment: Called before a segment is created (the store measures
+                the disk there); what it raises propagates, with nothing written.
 
         Returns:
             The offset, or None if ``size`` cannot fit any segment.
+
+        Raises:
+            NoSpaceError: A new segment is needed and the disk has no room for it;
+                nothing was written (the current segment is not sealed).
         """
         if size + END_FILE_MIN_BLANK > self.file_size:
             return None
-        mf = self.files.last_or_new()
-        if size + END_FILE_MIN_BLANK > mf.free:
+        files = self.files.files
+        mf = files[-1] if files else None
+        if mf is not None and size + END_FILE_MIN_BLANK <= mf.size - mf.wrote_position:
+            return mf.from_offset + mf.wrote_position  # the usual case: it fits
+        if before_new_segment is not None:
+            before_new_segment()
+        if mf is None:
+            return self.files.create_file(0).wrote_offset
+        # The next segment first: if it cannot be created the current one stays open,
+        # so a failed roll leaves the commitlog exactly as it was.
+        new = self.files.create_file(mf.end_offset)
+        if mf.free:
             self._write_blank(mf)
-            mf = self.files.create_file(mf.end_offset)
-        return mf.wrote_offset
+        return new.wrote_offset
 
     def write(self, data: bytes | bytearray, store_timestamp: int) -> None:
         """Append records at the offset :meth:`append_offset` returned for their size.

@@ -142,6 +142,28 @@ class ConsumeQueue:
         self.max_physic_offset = end_physic_offset
         return True
 
+    def reserve(self, queue_offset: int, count: int) -> None:
+        """Reserve on disk the files that ``count`` entries from ``queue_offset`` need.
+
+        The put path calls this before writing the commitlog, so a full disk refuses the
+        put before anything is written rather than after its record is stored.
+
+        Args:
+            queue_offset: Queue offset of the first entry.
+            count: Entries about to be appended.
+
+        Raises:
+            NoSpaceError: The disk has no room for a new file.
+        """
+        start = queue_offset * ENTRY_SIZE
+        end = start + count * ENTRY_SIZE
+        files = self.files.files
+        if files:
+            last = files[-1]
+            if end <= last.from_offset + last.size:
+                return  # fits the current file: the put path's usual case
+        self.files.reserve(end, start)
+
     def _start(self, expect: int) -> None:
         # The first file of a queue starting past entry 0 (fillPreBlank).
         mf = self.files.create_file(expect - expect % self.files.file_size)

@@ -155,6 +155,7 @@ class FlushService:
         self._thread.start()
 
     def _run(self) -> None:
+        failing = False
         while True:
             with self._cond:
                 if not self._stopped and not (self.sync_mode and self._pending):
@@ -168,8 +169,15 @@ class FlushService:
                 if since >= self.config.flush_consume_queue_interval_ms:
                     self.flush_logics_once()
             except Exception:  # a failed sync must not kill the thread silently
-                log.exception("flush failed")
+                # A failing disk fails every round: log the first of a run of failures.
+                if not failing:
+                    log.exception("flush failed; retrying every flush interval")
+                failing = True
                 self._fail_pending()
+            else:
+                if failing:
+                    log.info("flush works again")
+                failing = False
 
     def _fail_pending(self) -> None:
         with self._cond:

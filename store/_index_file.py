@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from rocklet.store._mapped_file import MappedFile, allocate_file
+from rocklet.store._mapped_file import MappedFile, allocate_file, install_file
 
 __all__ = ["HEADER_SIZE", "INDEX_ENTRY_SIZE", "IndexFile", "key_hash"]
 
@@ -61,16 +61,28 @@ class IndexFile:
         max_entries: Entry capacity, counting the unused entry 0.
         begin_phy: Initial begin/end commitlog offset of a new file.
         begin_ts: Initial begin/end time of a new file.
+        reserved: A new file's blocks, reserved ahead with
+            :func:`~rocklet.store._mapped_file.reserve_file`: renamed to ``path``
+            instead of allocating (which can fail for want of room).
     """
 
     def __init__(
-        self, path: Path, slots: int, max_entries: int, begin_phy: int = 0, begin_ts: int = 0
+        self,
+        path: Path,
+        slots: int,
+        max_entries: int,
+        begin_phy: int = 0,
+        begin_ts: int = 0,
+        *,
+        reserved: Path | None = None,
     ) -> None:
-        existed = path.exists()
+        existed = reserved is None and path.exists()
         self.slots = slots
         self.max_entries = max_entries
         size = HEADER_SIZE + slots * 4 + max_entries * INDEX_ENTRY_SIZE
-        if not existed:
+        if reserved is not None:
+            install_file(reserved, path)
+        elif not existed:
             allocate_file(path, size)
         self.file = MappedFile(path, size, 0)
         self._entries_at = HEADER_SIZE + slots * 4

@@ -16,7 +16,7 @@ from rocklet.protocol.message import TRANSACTION_MASK, SysFlag
 from rocklet.store._dispatch_request import DispatchRequest
 from rocklet.store._hashing import index_key_hash, index_key_hashes, java_hash
 from rocklet.store._index_file import IndexFile
-from rocklet.store._mapped_file import ALLOCATING_SUFFIX
+from rocklet.store._mapped_file import ALLOCATING_SUFFIX, reserve_file
 from rocklet.store._time import file_time_name
 from rocklet.transport.clock import Clock
 
@@ -56,6 +56,9 @@ class IndexService:
         self.clock = clock
         self.files: list[IndexFile] = []
         self._pending_close: list[IndexFile] = []
+        #: Files reserved ahead by :meth:`reserve` (temporary paths), used in order.
+        self._reserved: list[Path] = []
+        self._reserved_seq = 0  # names reserved files uniquely
         #: Store time of the newest indexed record (the checkpoint's index time).
         self.last_timestamp = 0
 
@@ -63,7 +66,7 @@ class IndexService:
         """Map existing files in name (creation time) order."""
         if not self.directory.exists():
             return
-        size = 40 + self.slots * 4 + self.max_entries * 20
+        size = self.file_size
         for path in sorted(self.directory.iterdir()):
             if path.name.endswith(ALLOCATING_SUFFIX):
                 path.unlink()  # an allocation a crash interrupted: never held data
@@ -117,6 +120,36 @@ class IndexService:
         self.last_timestamp = store_ts
         return start
 
+    def reserve(self, keys: int) -> None:
+        """Reserve on disk the new files that indexing ``keys`` more keys will create.
+
+        The put path calls this before writing the commitlog, so a full disk refuses the
+        put before anything is written; :meth:`build_keys` then only renames them.
+
+        Args:
+            keys: Keys about to be indexed.
+
+        Raises:
+            NoSpaceError: The disk has no room for a new file.
+        """
+        last = self.files[-1] if self.files else None
+        room = last.max_entries - last.index_count if last is not None else 0
+        if keys <= room:
+            return  # fits the current file: the put path's usual case
+        per_file = self.max_entries - 1  # entry 0 is never used
+        missing = keys - room
+        needed = -(-missing // per_file) if missing > 0 else 0
+        while len(self._reserved) < needed:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._reserved_seq += 1
+            spare = self.directory / f"reserved-{self._reserved_seq}"
+            self._reserved.append(reserve_file(spare, self.file_size))
+
+    @property
+    def file_size(self) -> int:
+        """Bytes of one index file."""
+        return 40 + self.slots * 4 + self.max_entries * 20
+
     def _writable(self) -> IndexFile:
         last = self.files[-1] if self.files else None
         if last is not None and not last.is_full:
@@ -131,7 +164,8 @@ class IndexService:
         while path.exists() or (last is not None and path.name <= last.path.name):
             now += 1  # names must be unique and ordered even under a frozen clock
             path = self.directory / file_time_name(now)
-        f = IndexFile(path, self.slots, self.max_entries, begin_phy, begin_ts)
+        reserved = self._reserved.pop(0) if self._reserved else None
+        f = IndexFile(path, self.slots, self.max_entries, begin_phy, begin_ts, reserved=reserved)
         self.files.append(f)
         return f
 
@@ -210,7 +244,10 @@ class IndexService:
             f.flush()
 
     def close(self) -> None:
-        """Release every map."""
+        """Release every map and delete the files reserved and not used."""
+        for reserved in self._reserved:
+            reserved.unlink(missing_ok=True)
+        self._reserved = []
         for f in self.files + self._pending_close:
             f.try_close()
         self.files = []

@@ -28,9 +28,12 @@ __all__ = [
     "ALLOCATING_SUFFIX",
     "MappedFile",
     "MappedFileQueue",
+    "NoSpaceError",
     "allocate_file",
     "fsync_directory",
+    "install_file",
     "offset_name",
+    "reserve_file",
 ]
 
 log = structlog.get_logger(__name__)
@@ -68,21 +71,44 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def allocate_file(path: Path, size: int) -> None:
-    """Create ``path`` with ``size`` bytes reserved on disk, all or nothing.
+#: Errors that mean "the file system has no room" (a quota counts as no room).
+_NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
-    The file is built under a temporary name, its blocks reserved with
-    ``posix_fallocate`` and synced, then renamed into place: a crash leaves either no
-    file or a whole one (a zero-length segment after a crash used to stop the next
-    start), and a full disk fails here, with ``ENOSPC``, rather than with ``SIGBUS`` at
-    a later page fault of the map.
+
+class NoSpaceError(OSError):
+    """A new store file could not be reserved: its file system has no room for it.
+
+    Attributes:
+        path: The file that could not be created.
+        size: Its size in bytes (the room a retry needs).
+    """
+
+    def __init__(self, path: Path, size: int, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror, str(path))
+        self.path = path
+        self.size = size
+
+
+def reserve_file(path: Path, size: int) -> Path:
+    """Reserve ``size`` bytes on disk for ``path`` under its allocating name.
+
+    The blocks are reserved with ``posix_fallocate`` and synced, so writes into the file
+    (through ``pwrite`` or the map) never need room again: a full disk fails here, with
+    ``ENOSPC``, rather than with ``SIGBUS`` at a later page fault of the map. The file
+    stays under ``<name>.allocating`` (deleted when a store loads) until
+    :func:`install_file` gives it its name.
 
     Args:
-        path: The final path; must not exist.
-        size: Its size in bytes.
+        path: The final path.
+        size: The file's size in bytes.
+
+    Returns:
+        The reserved file's temporary path.
 
     Raises:
-        OSError: The space cannot be reserved (``ENOSPC``) or the file written.
+        NoSpaceError: The file system has no room (``ENOSPC``, ``EDQUOT``); nothing is
+            left behind.
+        OSError: Another failure; nothing is left behind either.
     """
     tmp = path.with_name(path.name + ALLOCATING_SUFFIX)
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -96,13 +122,45 @@ def allocate_file(path: Path, size: int) -> None:
                 raise
             os.ftruncate(fd, size)
         os.fsync(fd)
-    except BaseException:
+    except BaseException as exc:
         os.close(fd)
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
+            raise NoSpaceError(path, size, exc) from exc
         raise
     os.close(fd)
-    os.replace(tmp, path)
+    return tmp
+
+
+def install_file(reserved: Path, path: Path) -> None:
+    """Give a file reserved by :func:`reserve_file` its final name, durably.
+
+    A rename needs no new blocks, so this does not fail for want of room.
+
+    Args:
+        reserved: The temporary path :func:`reserve_file` returned.
+        path: The final path.
+    """
+    os.replace(reserved, path)
     fsync_directory(path.parent)
+
+
+def allocate_file(path: Path, size: int) -> None:
+    """Create ``path`` with ``size`` bytes reserved on disk, all or nothing.
+
+    The file is built under a temporary name (:func:`reserve_file`) and renamed into
+    place: a crash leaves either no file or a whole one (a zero-length segment after a
+    crash used to stop the next start).
+
+    Args:
+        path: The final path; must not exist.
+        size: Its size in bytes.
+
+    Raises:
+        NoSpaceError: The file system has no room for it.
+        OSError: The file cannot be written.
+    """
+    install_file(reserve_file(path, size), path)
 
 
 class MappedFile:
@@ -333,6 +391,8 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         #: Files removed from the queue whose maps were still exported.
         self.pending_destroy: list[MappedFile] = []
+        #: Files reserved ahead (:meth:`reserve`), by start offset: temporary paths.
+        self._reserved: dict[int, Path] = {}
 
     def load(self) -> None:
         """Map every existing file in name order. Files of the wrong size are an error.
@@ -372,18 +432,62 @@ class MappedFileQueue:
     def create_file(self, from_offset: int) -> MappedFile:
         """Create and map the file starting at ``from_offset`` and append it to the queue.
 
+        A file reserved with :meth:`reserve` is only renamed into place, which needs no
+        room; otherwise it is allocated now.
+
         Args:
             from_offset: A multiple of the file size.
 
         Returns:
             The new file.
+
+        Raises:
+            NoSpaceError: It was not reserved and the disk has no room for it.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / offset_name(from_offset)
-        allocate_file(path, self.file_size)
-        mf = MappedFile(path, self.file_size, from_offset)
+        reserved = self._reserved.pop(from_offset, None)
+        if reserved is not None:
+            install_file(reserved, path)
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            allocate_file(path, self.file_size)
+        try:
+            mf = MappedFile(path, self.file_size, from_offset)
+        except BaseException:
+            path.unlink(missing_ok=True)  # never leave a file the queue does not hold
+            raise
         self.files.append(mf)
         return mf
+
+    def reserve(self, end_offset: int, start_offset: int = 0) -> None:
+        """Reserve on disk every file an append up to ``end_offset`` will create.
+
+        Callers that must not fail half-way (a put writes the commitlog, then its
+        consume-queue entries) reserve first: afterwards :meth:`create_file` only
+        renames, so running out of room happens before anything was written.
+
+        Args:
+            end_offset: Global offset just past the bytes about to be appended.
+            start_offset: Where the first file starts when the queue has none.
+
+        Raises:
+            NoSpaceError: The disk has no room (files reserved so far stay reserved).
+        """
+        last = self.last
+        size = self.file_size
+        offset = last.end_offset if last is not None else start_offset - start_offset % size
+        while offset < end_offset:
+            if offset not in self._reserved:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                path = self.directory / offset_name(offset)
+                self._reserved[offset] = reserve_file(path, size)
+            offset += size
+
+    def release_reserved(self) -> None:
+        """Delete the files reserved ahead and not used (at close)."""
+        for reserved in self._reserved.values():
+            reserved.unlink(missing_ok=True)
+        self._reserved.clear()
 
     def last_or_new(self, start_offset: int = 0) -> MappedFile:
         """The newest file if it has room, else a new one after it.
@@ -490,6 +594,7 @@ class MappedFileQueue:
 
     def close(self) -> None:
         """Close every file (views still held by callers leave their maps to the GC)."""
+        self.release_reserved()
         for mf in self.files + self.pending_destroy:
             if not mf.try_close():
                 log.warning("closing store with live views", path=str(mf.path))

@@ -70,7 +70,14 @@ class StoreConfig:
         disk_max_used_space_ratio: ``diskMaxUsedSpaceRatio`` as a ratio (0.75): above
             it expired files are deleted at any hour.
         disk_force_clean_ratio: ``diskSpaceCleanForciblyRatio`` (0.85): above it the
-            oldest sealed segments go even if not expired.
+            oldest sealed segments go even if not expired (if
+            ``clean_file_forcibly_enable``).
+        disk_space_warning_level_ratio: ``diskSpaceWarningLevelRatio`` (0.90): above it
+            the disk is full and puts are refused (SERVICE_NOT_AVAILABLE).
+        clean_file_forcibly_enable: ``cleanFileForciblyEnable``: past the force ratio,
+            delete unexpired segments (oldest first).
+        disk_check_interval_ms: How often disk usage is measured again while the disk
+            is full (and by the broker's disk-check task).
         delete_files_per_run: ``deleteCommitLogFilesInterval`` batch size (10).
         message_index_enable: ``messageIndexEnable``.
         check_crc_on_recover: ``checkCRCOnRecover``.
@@ -94,6 +101,9 @@ class StoreConfig:
     delete_when: str = "04"
     disk_max_used_space_ratio: float = 0.75
     disk_force_clean_ratio: float = 0.85
+    disk_space_warning_level_ratio: float = 0.90
+    clean_file_forcibly_enable: bool = True
+    disk_check_interval_ms: int = 1000
     delete_files_per_run: int = 10
     message_index_enable: bool = True
     check_crc_on_recover: bool = True
@@ -120,8 +130,16 @@ class StoreConfig:
             raise ValueError("max_message_size_bytes must be positive")
         if self.flush_interval_ms <= 0 or self.flush_consume_queue_interval_ms <= 0:
             raise ValueError("flush intervals must be positive")
-        if not 0 < self.disk_max_used_space_ratio <= self.disk_force_clean_ratio <= 1:
-            raise ValueError("disk ratios must satisfy 0 < max_used <= force_clean <= 1")
+        ratios = (
+            self.disk_max_used_space_ratio,
+            self.disk_force_clean_ratio,
+            self.disk_space_warning_level_ratio,
+        )
+        if not all(0 < ratio <= 1 for ratio in ratios):
+            # Independent, as in RocketMQ: each threshold has its own effect.
+            raise ValueError("disk ratios must be within (0, 1]")
+        if self.disk_check_interval_ms <= 0:
+            raise ValueError("disk_check_interval_ms must be positive")
         if self.file_reserved_time_hours < 0 or self.delete_files_per_run < 1:
             raise ValueError("retention settings out of range")
         object.__setattr__(self, "delay_levels_ms", parse_delay_levels(self.message_delay_level))

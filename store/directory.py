@@ -13,13 +13,16 @@ lock keeps Rocklet processes apart, not a Java broker from a Rocklet one.
 
 :func:`check_writable` probes a directory the way the store and the broker will use it
 (create, write, fsync, remove), so an unwritable directory is reported at start, before
-anything was created there that could not be saved later.
+anything was created there that could not be saved later. A directory that is only full
+passes: the broker starts on it, serves what is stored and refuses sends until there is
+room.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import os
 import socket
@@ -140,7 +143,13 @@ class StoreLock:
         text += f"program={program}\n"
         assert self._fd is not None
         os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, text.encode(), 0)
+        try:
+            os.pwrite(self._fd, text.encode(), 0)
+        except OSError as exc:
+            # Only the refusal message of a second process needs them; a full disk
+            # must not keep the broker from starting (it then refuses sends).
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
 
     def release(self) -> None:
         """Empty the holder's details and drop the lock (the file stays, as in RocketMQ).
@@ -196,4 +205,8 @@ def check_writable(directory: Path, purpose: str) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             probe.unlink()
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            # Writable, only full: the broker starts, serves reads and refuses sends
+            # until there is room (rocklet.store.disk_space).
+            return
         raise StoreDirectoryError(_cannot_write(directory, purpose, exc)) from None

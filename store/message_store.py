@@ -28,6 +28,7 @@ from rocklet.store._dispatch_request import DispatchRequest
 from rocklet.store._encoder import NOT_IN_QUEUE, EncodedBatch, encode_batch, rewrite_delay
 from rocklet.store._flush import FlushService
 from rocklet.store._index_service import IndexService
+from rocklet.store._mapped_file import NoSpaceError
 from rocklet.store._reader import earliest_store_time, get_messages, offset_for_time
 from rocklet.store._recovery import (
     RecoveryReport,
@@ -38,6 +39,7 @@ from rocklet.store._recovery import (
 from rocklet.store._reput import ReputService
 from rocklet.store.config import FlushDiskType, StoreConfig
 from rocklet.store.directory import StoreLock
+from rocklet.store.disk_space import DiskSpace
 from rocklet.store.results import (
     GetResult,
     MessageArrivingListener,
@@ -85,6 +87,9 @@ class MessageStore:
         self.flush_service = FlushService(
             config, self.commitlog, self.checkpoint, self._flush_logics, clock
         )
+        #: Disk usage and whether puts are refused for want of space.
+        self.disk = DiskSpace(config, clock)
+        self._rolled = False  # a put is creating a segment (measure after, too)
         self.recovery_report: RecoveryReport
 
     # ------------------------------------------------------------------ open / close
@@ -122,6 +127,7 @@ class MessageStore:
             store = cls(config, listener, clock or SystemClock())
             store._dir_lock = dir_lock
             store._recover()
+            store.disk.check()  # a store opened on a full disk refuses puts from the start
             store.flush_service.flushed_offset = store.commitlog.max_offset()
             store.flush_service.start()
         except BaseException:
@@ -133,6 +139,13 @@ class MessageStore:
         started = self.clock.monotonic_ms()
         root = self.config.store_path
         root.mkdir(parents=True, exist_ok=True)
+        if not self.checkpoint.path.exists():
+            # Created now, with its page reserved, rather than at the first flush, when
+            # the disk may have filled up.
+            try:
+                self.checkpoint.flush()
+            except NoSpaceError:
+                log.warning("no room for the checkpoint yet", path=str(self.checkpoint.path))
         abort = root / "abort"
         clean = not abort.exists()
         self.commitlog.load()
@@ -202,8 +215,13 @@ class MessageStore:
             if self._closed:
                 return
             self._closed = True
-        self.flush_service.stop()
-        (self.config.store_path / "abort").unlink(missing_ok=True)
+        try:
+            self.flush_service.stop()
+        except OSError:
+            # Keep the abort marker: the next start recovers as after a crash.
+            log.exception("final flush failed; the next start checks the store as after a crash")
+        else:
+            (self.config.store_path / "abort").unlink(missing_ok=True)
         self.commitlog.close()
         for cq in self.queues.values():
             cq.close()
@@ -287,22 +305,31 @@ class MessageStore:
         with self._lock:
             if self._closed:
                 return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            if self.disk.full and self.disk.still_full():
+                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
             phy = self.commitlog.max_offset()
-            if self.reput.reput_from < phy:
-                # Only if an earlier put failed between writing and dispatching.
-                self.reput.run_once()
             qoff = self._next_queue_offset.get(key, 0)
             now = self.clock.now_ms()
             enc = self._encode(msgs, phy, qoff, now)
             if isinstance(enc, PutMessageStatus):
                 return PutResult(enc)
-            at = self.commitlog.append_offset(len(enc.data))
+            try:
+                at = self._make_room(key, enc, qoff, phy)
+            except NoSpaceError as exc:
+                self.disk.no_room(exc.path, exc.size)
+                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            except OSError as exc:
+                log.error("creating a store file failed", error=str(exc))
+                return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             if at is None:
                 return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            if isinstance(at, PutMessageStatus):
+                return PutResult(at)
             if at != phy:
                 # Rolled to a new segment (once per segment): same records at new
                 # offsets; validation does not depend on the offset, so this succeeds.
                 enc = cast(EncodedBatch, self._encode(msgs, at, qoff, now))
+            # Into blocks reserved when the segment was created: no room is needed.
             self.commitlog.write(enc.data, now)
             end = at + len(enc.data)
             self._dispatch_batch(key, enc, qoff, now, end)
@@ -323,6 +350,51 @@ class MessageStore:
             tuple(enc.offsets),
             durable,
         )
+
+    def _make_room(
+        self, key: tuple[str, int], enc: EncodedBatch, qoff: int, phy: int
+    ) -> int | PutMessageStatus | None:
+        """Create every file the put needs before anything is written; store lock held.
+
+        Consume-queue and index files are reserved, then the commitlog rolls if it must,
+        so a disk without room refuses the put whole (``NoSpaceError``) and leaves the
+        store as it was. A roll measures the disk first. In the usual case (everything
+        fits the current files) this costs a few comparisons.
+
+        Returns:
+            Where the records go; a status when the disk is full; None when they
+            cannot fit a segment.
+
+        Raises:
+            NoSpaceError: A file could not be created for want of room.
+            OSError: A file could not be created.
+        """
+        if self.reput.reput_from < phy:
+            # Only if an earlier put failed between writing and dispatching.
+            self.reput.run_once()
+        if enc.queued:
+            cq = self.queues.get(key)
+            if cq is None:
+                cq = self._new_queue(*key)
+            cq.reserve(qoff, len(enc.offsets))
+        if enc.indexed:
+            self.index.reserve(len(enc.key_hashes))
+        try:
+            at = self.commitlog.append_offset(len(enc.data), self._check_disk_before_roll)
+        except _DiskFull:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        if self._rolled:
+            # Measured again with the new segment counted: if it took the disk past the
+            # warning level, the next put is refused now, not at the next timed check.
+            self._rolled = False
+            self.disk.check()
+        return at
+
+    def _check_disk_before_roll(self) -> None:
+        # A new segment is the moment to measure: it is what takes the room.
+        if self.disk.check().full:
+            raise _DiskFull
+        self._rolled = True
 
     def _encode(
         self, msgs: Sequence[MessageToStore], phy: int, qoff: int, now: int
@@ -482,6 +554,10 @@ class MessageStore:
     def lock(self) -> threading.RLock:
         """The store lock (retention and the delay service run under it)."""
         return self._lock
+
+
+class _DiskFull(Exception):
+    """The disk was found full just before a commitlog segment would be created."""
 
 
 def _one_queue(msgs: Sequence[MessageToStore]) -> bool:

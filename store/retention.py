@@ -2,12 +2,16 @@
 
 Sealed commitlog segments older than ``file_reserved_time_hours`` are deleted at a
 ``delete_when`` hour, or at any hour once disk usage passes
-``disk_max_used_space_ratio``; past ``disk_force_clean_ratio`` the oldest sealed
-segments go even if not expired. A segment's age is the store time of the first record
-of the segment after it (the newest its own records can be), so the age comes from the
-records and the injected clock, not from file mtimes. Consume-queue and index files
-that only point at deleted data follow. Segments still viewed by readers are closed
-and unlinked later (RocketMQ's destroy-with-interval).
+``disk_max_used_space_ratio``; past ``disk_force_clean_ratio`` (or when the disk is
+full) the oldest sealed segments go even if not expired, when
+``clean_file_forcibly_enable`` (RocketMQ's ``cleanImmediately``). Unlike RocketMQ, a
+forced pass stops once usage is back below the force ratio instead of deleting a whole
+batch. A segment's age is the store time of the first record of the segment after it
+(the newest its own records can be), so the age comes from the records and the injected
+clock, not from file mtimes. Consume-queue and index files that only point at deleted
+data follow. Segments still viewed by readers are closed and unlinked later (RocketMQ's
+destroy-with-interval). Each pass ends with a fresh disk measurement, so puts refused
+for a full disk resume as soon as a pass freed the room.
 """
 
 from __future__ import annotations
@@ -50,14 +54,17 @@ class RetentionService:
 
     Args:
         store: The open store.
-        disk_usage: Disk usage probe.
+        disk_usage: Disk usage probe for the deletion decisions (tests); by default the
+            store's own measurement (:attr:`MessageStore.disk`).
     """
 
-    def __init__(self, store: MessageStore, disk_usage: DiskUsageFn = _system_usage) -> None:
+    def __init__(self, store: MessageStore, disk_usage: DiskUsageFn | None = None) -> None:
         self.store = store
         self.disk_usage = disk_usage
 
     def _usage_ratio(self) -> float:
+        if self.disk_usage is None:
+            return self.store.disk.check().ratio
         u = self.disk_usage(self.store.config.store_path)
         return u.used / u.total if u.total else 0.0
 
@@ -71,24 +78,40 @@ class RetentionService:
         now = self.store.clock.now_ms()
         ratio = self._usage_ratio()
         time_up = local_hour(now) in cfg.delete_hours
-        space_up = ratio >= cfg.disk_max_used_space_ratio
-        force = ratio >= cfg.disk_force_clean_ratio
+        # An unknown usage (-1) reclaims too, as RocketMQ's isSpaceToDelete does.
+        space_up = ratio > cfg.disk_max_used_space_ratio or ratio < 0
         reserved_ms = cfg.file_reserved_time_hours * 3_600_000
         deleted = 0
         with self.store.lock:
             files = self.store.commitlog.files
-            if time_up or space_up or force:
+            if time_up or space_up:
                 while deleted < cfg.delete_files_per_run and len(files.files) > 1:
                     newest_in_first = self._first_time(1)
                     expired = newest_in_first is not None and newest_in_first + reserved_ms <= now
-                    if not (expired or force):
+                    if not (expired or self._forced(ratio)):
                         break
-                    log.info("deleting commitlog segment", path=str(files.files[0].path))
+                    log.info(
+                        "deleting commitlog segment",
+                        path=str(files.files[0].path),
+                        expired=expired,
+                        disk_used=f"{ratio:.2f}",
+                    )
                     files.delete_first()
                     deleted += 1
+                    if not expired:
+                        ratio = self._usage_ratio()  # forced: stop once below the ratio
             files.retry_destroy()
             self._clean_logics()
+        if deleted:
+            self.store.disk.check()  # sends refused for a full disk resume now
         return deleted
+
+    def _forced(self, ratio: float) -> bool:
+        cfg = self.store.config
+        immediately = ratio > cfg.disk_force_clean_ratio or (
+            ratio > cfg.disk_space_warning_level_ratio
+        )
+        return cfg.clean_file_forcibly_enable and immediately
 
     def _first_time(self, index: int) -> int | None:
         mf = self.store.commitlog.files.files[index]

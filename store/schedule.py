@@ -58,6 +58,7 @@ class DelayDeliveryService:
         self.store = store
         self.path = store.config.store_path / "config" / "delayOffset.json"
         self.offsets = read_delay_offsets(self.path)
+        self._refused = False  # the last re-put was refused (logged once)
 
     def run_once(self, now_ms: int) -> int:
         """Deliver every message whose deliver time is ≤ ``now_ms``.
@@ -93,7 +94,11 @@ class DelayDeliveryService:
                 if entry is None or (entry[1] != BLANK_ENTRY_SIZE and entry[2] > now_ms):
                     due = False
                     break
-                self._redeliver(view)
+                if not self._redeliver(view):
+                    # Refused (a full disk): not delivered, so the offset stays and the
+                    # message is tried again next round; dropping it would lose it.
+                    due = False
+                    break
                 offset = qoff + 1
                 count += 1
             if not due:
@@ -101,7 +106,7 @@ class DelayDeliveryService:
         self.offsets[level] = offset
         return count
 
-    def _redeliver(self, view: memoryview) -> None:
+    def _redeliver(self, view: memoryview) -> bool:
         msg = decode_message(view)
         props = dict(msg.properties)
         topic = props.pop(Prop.REAL_TOPIC, msg.topic)
@@ -123,7 +128,18 @@ class DelayDeliveryService:
             )
         )
         if not result.ok:
-            log.error("delayed message re-put failed", topic=topic, status=result.status.value)
+            if not self._refused:  # once per run of refusals: every 100 ms otherwise
+                log.error(
+                    "delayed message re-put failed; retrying each round",
+                    topic=topic,
+                    status=result.status.value,
+                )
+            self._refused = True
+            return False
+        if self._refused:
+            log.info("delayed messages are delivered again")
+        self._refused = False
+        return True
 
     def persist(self) -> None:
         """Write ``delayOffset.json`` atomically (temp, fsync, rename; ``.bak`` kept)."""

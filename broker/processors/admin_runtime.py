@@ -5,7 +5,9 @@
   Not measured here, so reported as zeros: TPS figures, get counts and thread-pool
   queues. ``msgPutTotalTodayNow`` counts consume-queue entries added since boot on
   client topics (RocketMQ counts sends); both "morning" values stay 0 as in a
-  RocketMQ broker that has not yet passed midnight.
+  RocketMQ broker that has not yet passed midnight. The disk keys are measured at the
+  request; ``diskFull``, ``diskSpaceLevel`` and ``diskFullReason`` are Rocklet's
+  (whether sends are refused for a full disk, and why).
 - GET_BROKER_CONFIG (26): the configuration as ``key=value`` lines (RocketMQ property
   names), with a data version header.
 - UPDATE_BROKER_CONFIG (25): the configuration is read-only at runtime: a body that
@@ -23,9 +25,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import shutil
 import struct
-from pathlib import Path
 from typing import Final
 
 from rocklet.broker.clients import ClientChannel, ClientManager
@@ -115,15 +115,6 @@ def config_properties(config: BrokerConfig) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def _disk_ratio(path: Path) -> float:
-    # ``UtilAll.getDiskPartitionSpaceUsedPercent``: a fraction, -1 when the path is absent.
-    try:
-        usage = shutil.disk_usage(path)
-    except OSError:
-        return -1.0
-    return (usage.total - usage.free) / usage.total if usage.total else -1.0
-
-
 def _record_store_time(store: MessageStore, offset: int) -> int:
     view = store.read_record(offset)
     if view is None or len(view) < STORE_TIMESTAMP_POS + 8:
@@ -168,18 +159,28 @@ def _store_facts(store: MessageStore) -> dict[str, str]:
     return facts
 
 
-def _disk_facts(root: Path, commitlog: Path) -> dict[str, str]:
-    """Disk use of the store's partition(s), as ``DefaultMessageStore.getRuntimeInfo``."""
-    ratio = str(_disk_ratio(commitlog))
+def _disk_facts(store: MessageStore) -> dict[str, str]:
+    """Disk use of the store's partitions, as ``DefaultMessageStore.getRuntimeInfo``.
+
+    Measured now (a worker thread). ``diskFull``, ``diskSpaceLevel`` and
+    ``diskFullReason`` are Rocklet's: whether sends are refused, the highest threshold
+    passed (:class:`~rocklet.store.disk_space.DiskLevel`) and why.
+    """
+    state = store.disk.check()
+    commitlog = state.commitlog
+    ratio = str(commitlog.ratio)
     facts = {
         "commitLogDiskRatio": ratio,
-        f"commitLogDiskRatio_{commitlog}": ratio,
-        "consumeQueueDiskRatio": str(_disk_ratio(root / "consumequeue")),
+        f"commitLogDiskRatio_{store.config.commitlog_dir}": ratio,
+        "consumeQueueDiskRatio": str(state.logics.ratio),
+        "diskFull": "true" if state.full else "false",
+        "diskSpaceLevel": state.level.name,
     }
-    if root.exists():
-        usage = shutil.disk_usage(root)
-        total, free = human_bytes(usage.total), human_bytes(usage.free)
+    if commitlog.total > 0:
+        total, free = human_bytes(commitlog.total), human_bytes(commitlog.available)
         facts["commitLogDirCapacity"] = f"Total : {total}, Free : {free}."
+    if state.full:
+        facts["diskFullReason"] = store.disk.reason()
     return facts
 
 
@@ -227,7 +228,7 @@ class RuntimeAdmin:
             "msgGetTotalTodayNow": "0",
             **_NOT_MEASURED,
             **_store_facts(store),
-            **_disk_facts(store.config.store_path, store.config.commitlog_dir),
+            **_disk_facts(store),
         }
         return dict(sorted(info.items()))
 

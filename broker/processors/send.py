@@ -345,6 +345,15 @@ class SendProcessor:
             )
         if result.status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED:
             return code, "the message properties are longer than 32767 bytes"
+        if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            full = self._store.disk.reason()
+            if full:
+                # RocketMQ's remark names the disk usage too ("the broker's disk is full
+                # [CL: ...]"); ours says which path and what makes sends resume.
+                return code, f"service not available now: {full}"
+            return code, "service not available now: the message store has been shut down"
+        if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+            return code, "create mapped file failed, server is busy or broken."
         return code, f"store refused the message: {result.status.value}"
 
     async def _durable(self, durable: Future[bool]) -> tuple[ResponseCode, str | None]:

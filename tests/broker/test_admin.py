@@ -346,6 +346,8 @@ async def test_runtime_info_broker_config_and_delay_offsets(tmp_path: Path) -> N
         assert table["scheduleMessageOffset_1"] == "0,0"
         assert float(table["putTps"].split()[0]) == 0.0  # clusterList parses this
         assert 0.0 <= float(table["commitLogDiskRatio"]) <= 1.0
+        assert table["diskFull"] == "false" and "diskFullReason" not in table
+        assert table["diskSpaceLevel"] == store.disk.state.level.name
 
         config = await ok(conn, admin(RequestCode.GET_BROKER_CONFIG))
         lines = config.body.decode().splitlines()

@@ -104,6 +104,10 @@ def test_defaults_are_rocketmqs() -> None:
         ("flushDiskType=SOMETIMES", "flushDiskType"),
         ("listenPort=70000", "listenPort"),
         ("diskMaxUsedSpaceRatio=99", "diskMaxUsedSpaceRatio"),
+        ("diskSpaceWarningLevelRatio=95", "diskSpaceWarningLevelRatio"),
+        ("diskSpaceWarningLevelRatio=0.9", "diskSpaceWarningLevelRatio"),
+        ("diskSpaceCleanForciblyRatio=20", "diskSpaceCleanForciblyRatio"),
+        ("cleanFileForciblyEnable=maybe", "cleanFileForciblyEnable"),
         ("brokerId=1", "brokerId"),
         ("deleteWhen=25", "deleteWhen"),
         ("deleteWhen=4am", "deleteWhen"),
@@ -117,6 +121,29 @@ def test_invalid_values_name_key_and_value(tmp_path: Path, text: str, key: str) 
     conf.write_text(text + "\n")
     with pytest.raises(ConfigError, match=key):
         load_broker_config(conf, environ={})
+
+
+def test_disk_thresholds_reach_the_store(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "diskMaxUsedSpaceRatio=95\ndiskSpaceCleanForciblyRatio=80\n"
+        "diskSpaceWarningLevelRatio=88\ncleanFileForciblyEnable=false\n"
+    )
+    store = load_broker_config(conf, environ={}).store_config()
+    assert store.disk_max_used_space_ratio == 0.95  # no longer capped at 85: independent
+    assert store.disk_force_clean_ratio == 0.80
+    assert store.disk_space_warning_level_ratio == 0.88
+    assert store.clean_file_forcibly_enable is False
+    defaults = BrokerConfig().store_config()
+    assert (defaults.disk_force_clean_ratio, defaults.disk_space_warning_level_ratio) == (
+        0.85,
+        0.90,
+    )
+    assert defaults.clean_file_forcibly_enable is True
+    assert (
+        BrokerConfig.from_properties({"cleanResourceInterval": "500"}).clean_resource_interval_ms
+        == 500
+    )
 
 
 def test_overrides_and_environment(tmp_path: Path) -> None:

@@ -89,6 +89,9 @@ async def test_puts_gets_requests_lag_and_store_gauges(tmp_path: Path) -> None:
     assert value(samples, "rocklet_commitlog_max_offset_bytes") == stored_bytes
     assert value(samples, "rocklet_commitlog_min_offset_bytes") == 0
     assert 0 < value(samples, "rocklet_store_disk_used_ratio") <= 1
+    assert value(samples, "rocklet_store_disk_full") == 0
+    level = value(samples, "rocklet_store_disk_level")
+    assert level == int(cluster.broker.ctx.store.disk.state.level)
     info = {
         k: v
         for (name, labels), _ in samples.items()
