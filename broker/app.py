@@ -266,7 +266,8 @@ class Broker:
             timeout_s=config.register_broker_timeout_ms / 1000,
             compressed=config.compressed_register,
         )
-        broker = cls(ctx, server, registrar, DelayDeliveryService(store), RetentionService(store))
+        delay = DelayDeliveryService(store, sync_timeout_s=config.sync_flush_timeout_ms / 1000)
+        broker = cls(ctx, server, registrar, delay, RetentionService(store))
         topics.on_change = broker._register_now.set
         await broker._register()
         broker._start_services()
