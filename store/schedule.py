@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 
 import structlog
@@ -63,8 +64,9 @@ def read_delay_offsets(path: Path) -> dict[int, int]:
 class DelayDeliveryService:
     """Delivers due delayed messages.
 
-    Call :meth:`run_once` and :meth:`persist` from one thread at a time; they block on
-    the disk, so never from an event loop.
+    :meth:`run_once` and :meth:`persist` block on the disk: call them from worker
+    threads, never an event loop. They never overlap (a lock): the broker's stop may
+    persist while the thread of a cancelled round still runs.
 
     Args:
         store: The open store.
@@ -88,6 +90,7 @@ class DelayDeliveryService:
         self._reput_end = 0
         self._dirty = False
         self._last_persist_ms: int | None = None
+        self._lock = threading.RLock()
 
     def run_once(self, now_ms: int) -> int:
         """Deliver every message whose deliver time is ≤ ``now_ms``.
@@ -101,16 +104,17 @@ class DelayDeliveryService:
         Returns:
             Messages delivered.
         """
-        delivered = 0
-        for level in range(1, len(self.store.config.delay_levels_ms) + 1):
-            delivered += self._deliver_level(level, now_ms)
-        if delivered:
-            self._dirty = True
-        last = self._last_persist_ms
-        due = last is None or now_ms - last >= self._persist_interval_ms
-        if self._dirty and due and self.persist():
-            self._last_persist_ms = now_ms
-        return delivered
+        with self._lock:
+            delivered = 0
+            for level in range(1, len(self.store.config.delay_levels_ms) + 1):
+                delivered += self._deliver_level(level, now_ms)
+            if delivered:
+                self._dirty = True
+            last = self._last_persist_ms
+            due = last is None or now_ms - last >= self._persist_interval_ms
+            if self._dirty and due and self.persist():
+                self._last_persist_ms = now_ms
+            return delivered
 
     def _deliver_level(self, level: int, now_ms: int) -> int:
         store = self.store
@@ -177,15 +181,17 @@ class DelayDeliveryService:
             Whether the file was written; if not (the sync failed or timed out, or the
             write failed), the reason is logged and a later call tries again.
         """
-        body = json.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
-        try:
-            if self._reput_end and not self.store.sync_to(self._reput_end).result(
-                self._sync_timeout_s
-            ):
-                raise OSError("commitlog sync failed")
-            replace_file(self.path, body.encode())
-        except (OSError, TimeoutError) as exc:
-            log.error("delayOffset.json not written", error=str(exc) or type(exc).__name__)
-            return False
-        self._dirty = False
-        return True
+        with self._lock:
+            offsets = {str(k): v for k, v in sorted(self.offsets.items())}
+            body = json.dumps({"offsetTable": offsets})
+            try:
+                if self._reput_end and not self.store.sync_to(self._reput_end).result(
+                    self._sync_timeout_s
+                ):
+                    raise OSError("commitlog sync failed")
+                replace_file(self.path, body.encode())
+            except (OSError, TimeoutError) as exc:
+                log.error("delayOffset.json not written", error=str(exc) or type(exc).__name__)
+                return False
+            self._dirty = False
+            return True
