@@ -5,18 +5,20 @@ of the store root and of ``config/``; :mod:`rocklet.store.directory`), so a seco
 on the same directory, or a directory it could not save to, stops it before anything is
 touched. It then opens (and recovers) the store in a worker thread, loads the config
 files, listens, registers the request processors and the name-server registration, and
-starts the periodic services RocketMQ's ``BrokerController`` runs: config persistence
-(5 s), client expiry (10 s), delayed delivery (100 ms), retention
-(``cleanResourceInterval``, 10 s), the disk space check (1 s;
-:mod:`rocklet.store.disk_space`) and re-registration (30 s, and at once when the topic
-table changes). ``stop`` undoes it in reverse and leaves a clean store (flushed,
-checkpointed, no abort marker). With
-``metricsPort`` set, a Prometheus endpoint is served too (:mod:`rocklet.broker.prometheus`).
+starts the periodic services RocketMQ's ``BrokerController`` runs: consumer offset
+persistence (5 s; topics and groups are written before the requests that change them
+are answered, :mod:`rocklet.broker.config_writer`), client expiry (10 s), delayed
+delivery (100 ms), retention (``cleanResourceInterval``, 10 s), the disk space check
+(1 s; :mod:`rocklet.store.disk_space`) and re-registration (30 s, and at once when the
+topic table changes). ``stop`` undoes it in reverse and leaves a clean store (flushed,
+checkpointed, no abort marker). With ``metricsPort`` set, a Prometheus endpoint is
+served too (:mod:`rocklet.broker.prometheus`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from functools import partial
 from pathlib import Path
@@ -27,6 +29,7 @@ import structlog
 
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.config import BrokerConfig, ConfigError
+from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.identity import BrokerIdentity
@@ -83,8 +86,8 @@ def _claim(root: Path, program: str) -> StoreLock:
     lock = StoreLock.acquire(root, program)
     try:
         check_writable(root, "the store")
-        # Topics, groups and offsets are saved under config/ every few seconds and at
-        # stop; finding out then would lose everything created meanwhile.
+        # Topics, groups and offsets are saved under config/ as they change; a broker
+        # that cannot write there would refuse every request that creates one.
         check_writable(root / "config", "where topics, subscription groups and offsets are saved")
     except BaseException:
         lock.release()
@@ -272,7 +275,8 @@ class Broker:
             timeout_s=config.register_broker_timeout_ms / 1000,
             compressed=config.compressed_register,
         )
-        broker = cls(ctx, server, registrar, DelayDeliveryService(store), RetentionService(store))
+        delay = DelayDeliveryService(store, sync_timeout_s=config.sync_flush_timeout_ms / 1000)
+        broker = cls(ctx, server, registrar, delay, RetentionService(store))
         topics.on_change = broker._register_now.set
         await broker._register()
         broker._start_services()
@@ -343,15 +347,12 @@ class Broker:
         await self.ctx.registration.wait_next()
 
     async def _persist(self) -> None:
+        # Topic and group changes are written as they happen (their requests wait for
+        # it); this writes the offsets nobody waited for, and retries a failed write.
         for manager in (self.ctx.topics, self.ctx.groups, self.ctx.offsets):
-            snapshot = manager.snapshot()
-            if snapshot is not None:
-                try:
-                    await asyncio.to_thread(manager.persist_snapshot, snapshot)
-                except OSError as exc:
-                    # A full disk must not stop the broker (nor, at stop, the clean
-                    # close of the store) nor keep the other files from being saved.
-                    log.error("saving a config file failed", error=str(exc))
+            # A failure is logged by the writer; the next round tries again.
+            with contextlib.suppress(ConfigWriteError):
+                await manager.writer.flush()
 
     async def _scan_clients(self) -> None:
         self.ctx.clients.scan_once(self.ctx.clock.now_ms())

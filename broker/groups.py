@@ -4,6 +4,11 @@ A group unknown to the broker is created with defaults on first use when
 ``autoCreateSubscriptionGroup`` is on, as RocketMQ's ``SubscriptionGroupManager``
 does, unless its name breaks RocketMQ's rules (as RocketMQ 5 checks); otherwise pulls
 of that group get SUBSCRIPTION_GROUP_NOT_EXIST.
+
+Every change (auto-created groups included) starts a durable write of the file
+(:mod:`rocklet.broker.config_writer`, shared by concurrent changes); until it is on disk
+the group is listed in :attr:`SubscriptionGroupManager.unsaved`, and requests that rely
+on it await :meth:`SubscriptionGroupManager.saved` before answering.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rocklet.broker.config_writer import ConfigWriter
 from rocklet.broker.json_file import load_json, persist_json
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.bodies.topic import DataVersion
@@ -50,7 +56,13 @@ class SubscriptionGroupManager:
             name: SubscriptionGroupConfig(name) for name in _SYSTEM_GROUPS
         }
         self.data_version = DataVersion()
-        self._dirty = False
+        #: Groups whose latest change is not on disk yet -> that change's generation.
+        #: Empty almost always: hot paths test it before calling :meth:`saved`.
+        self.unsaved: dict[str, int] = {}
+        self.writer: ConfigWriter[dict[str, Any]] = ConfigWriter(
+            path.name, self.wrapper, self._write_file
+        )
+        self.writer.on_saved = self._forget_saved
 
     def load(self) -> None:
         """Load the file or its backup; entries that do not parse are skipped."""
@@ -86,17 +98,28 @@ class SubscriptionGroupManager:
     def update(self, config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
         """Create or replace a group's config."""
         self._table[config.group_name] = config
-        self.data_version = self.data_version.next_version(self._clock.now_ms())
-        self._dirty = True
+        self._changed(config.group_name)
         return config
 
     def delete(self, group: str) -> bool:
         """Delete a group; returns whether it existed."""
         if self._table.pop(group, None) is None:
             return False
-        self.data_version = self.data_version.next_version(self._clock.now_ms())
-        self._dirty = True
+        self._changed(group)
         return True
+
+    async def saved(self, *groups: str) -> None:
+        """Wait until the latest change of each named group is on disk.
+
+        Returns at once for groups not in :attr:`unsaved`.
+
+        Raises:
+            ConfigWriteError: ``subscriptionGroup.json`` could not be written.
+        """
+        unsaved = self.unsaved
+        pending = [unsaved[g] for g in groups if g in unsaved]
+        if pending:
+            await self.writer.durable(max(pending))
 
     def all(self) -> list[SubscriptionGroupConfig]:
         """Return every group config."""
@@ -109,13 +132,13 @@ class SubscriptionGroupManager:
             "subscriptionGroupTable": {n: c.to_dict() for n, c in self._table.items()},
         }
 
-    def snapshot(self) -> dict[str, Any] | None:
-        """Return the file content if anything changed since the last snapshot."""
-        if not self._dirty:
-            return None
-        self._dirty = False
-        return self.wrapper()
+    def _write_file(self, content: dict[str, Any]) -> None:
+        persist_json(self._path, content)
 
-    def persist_snapshot(self, snapshot: dict[str, Any]) -> None:
-        """Write a snapshot to disk (blocking; call from a worker thread)."""
-        persist_json(self._path, snapshot)
+    def _forget_saved(self, generation: int) -> None:
+        for group in [g for g, gen in self.unsaved.items() if gen <= generation]:
+            del self.unsaved[group]
+
+    def _changed(self, group: str) -> None:
+        self.data_version = self.data_version.next_version(self._clock.now_ms())
+        self.unsaved[group] = self.writer.changed(urgent=True)

@@ -3,20 +3,22 @@
 RocketMQ's ``ConfigManager.persist`` writes the new text to a temp file, keeps the
 previous version as ``<name>.bak`` and renames; on load it falls back to the ``.bak``
 when the main file is missing or unreadable. We do the same, adding an fsync of the
-temp file and of the directory so a crash never leaves a half-written config behind.
+temp file and of the directory (:func:`rocklet.store.durable_file.replace_file`), so
+the file is on disk when :func:`persist_json` returns and a crash never leaves a
+half-written config behind.
 Files RocketMQ wrote use fastjson's unquoted integer keys; :mod:`rocklet.protocol.fastjson`
 reads both styles, and we write standard JSON.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from rocklet.protocol import fastjson
+from rocklet.store.durable_file import replace_file
 
 __all__ = ["load_json", "persist_json"]
 
@@ -56,19 +58,8 @@ def persist_json(path: Path, obj: Any) -> None:
     Args:
         path: Destination file; its directory is created if needed.
         obj: A JSON-serializable value.
+
+    Raises:
+        OSError: The file could not be written (the previous version stays).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = fastjson.dumps(obj).encode()
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    if path.exists():
-        os.replace(path, path.with_name(path.name + ".bak"))
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_file(path, fastjson.dumps(obj).encode())

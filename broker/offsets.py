@@ -2,6 +2,12 @@
 
 File shape (RocketMQ ``ConsumerOffsetManager``): ``{"offsetTable": {"topic@group":
 {queueId: offset}}}``; RocketMQ writes the queue ids unquoted, we accept both.
+
+Commits are written lazily (:mod:`rocklet.broker.config_writer`): a commit that is
+answered awaits :meth:`ConsumerOffsetManager.durable`, and all such commits arriving
+together share one write; commits nobody waits for (oneway, or piggybacked on a pull)
+are written by the next such write or by the broker's periodic flush
+(``flushConsumerOffsetInterval``), whichever comes first.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rocklet.broker.config_writer import ConfigWriter
 from rocklet.broker.json_file import load_json, persist_json
 
 __all__ = ["ConsumerOffsetManager"]
@@ -18,10 +25,9 @@ _SEP = "@"
 
 
 class ConsumerOffsetManager:
-    """In-memory offset table with explicit persistence.
+    """In-memory offset table, written to its file by :attr:`writer`.
 
-    Not thread-safe: mutate it from the event loop; :meth:`snapshot` gives a copy that
-    a worker thread can write with :meth:`persist_snapshot`.
+    Not thread-safe: use it from the event loop.
 
     Args:
         path: ``<store>/config/consumerOffset.json``.
@@ -30,7 +36,9 @@ class ConsumerOffsetManager:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._table: dict[str, dict[int, int]] = {}
-        self._dirty = False
+        self.writer: ConfigWriter[dict[str, Any]] = ConfigWriter(
+            path.name, self._file_content, self._write_file
+        )
 
     def load(self) -> None:
         """Load the file (or its backup); a missing file means an empty table."""
@@ -52,7 +60,7 @@ class ConsumerOffsetManager:
         queues = self._table.setdefault(f"{topic}{_SEP}{group}", {})
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
-            self._dirty = True
+            self.writer.changed(urgent=False)
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         """Return the committed offset, or ``None`` when the group never committed one."""
@@ -80,21 +88,24 @@ class ConsumerOffsetManager:
         """Forget every offset of a group (subscription group deleted)."""
         for key in [k for k in self._table if k.rpartition(_SEP)[2] == group]:
             del self._table[key]
-            self._dirty = True
+            self.writer.changed(urgent=False)
 
     def remove_topic(self, topic: str) -> None:
         """Forget every offset on a topic (topic deleted)."""
         for key in [k for k in self._table if k.rpartition(_SEP)[0] == topic]:
             del self._table[key]
-            self._dirty = True
+            self.writer.changed(urgent=False)
 
-    def snapshot(self) -> dict[str, Any] | None:
-        """Return the file content if anything changed since the last snapshot."""
-        if not self._dirty:
-            return None
-        self._dirty = False
+    async def durable(self) -> None:
+        """Wait until every change so far is on disk (shared with concurrent callers).
+
+        Raises:
+            ConfigWriteError: ``consumerOffset.json`` could not be written.
+        """
+        await self.writer.durable()
+
+    def _file_content(self) -> dict[str, Any]:
         return {"offsetTable": {k: dict(v) for k, v in self._table.items()}}
 
-    def persist_snapshot(self, snapshot: dict[str, Any]) -> None:
-        """Write a snapshot to disk (blocking; call from a worker thread)."""
-        persist_json(self._path, snapshot)
+    def _write_file(self, content: dict[str, Any]) -> None:
+        persist_json(self._path, content)

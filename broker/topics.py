@@ -6,14 +6,22 @@ when the template carries the INHERIT permission, i.e. ``autoCreateTopicEnable``
 the retry / dead-letter topics created on demand for consumer groups. Any change bumps
 the data version and calls ``on_change`` so the broker re-registers with the name
 servers at once instead of waiting for the 30 s timer.
+
+Any change also starts a durable write of ``topics.json`` (:mod:`rocklet.broker.config_writer`:
+concurrent changes share one write). Until it is on disk the topic is listed in
+:attr:`TopicConfigManager.unsaved`, and a request that relies on it awaits
+:meth:`TopicConfigManager.saved` before it answers: a topic announced to a client is
+never lost by a crash. RocketMQ 4.9.4 writes ``topics.json`` on each change too, but
+without an fsync and answers even when the write failed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
+from rocklet.broker.config_writer import ConfigWriter
 from rocklet.broker.json_file import load_json, persist_json
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
@@ -69,7 +77,14 @@ class TopicConfigManager:
         self.on_change = on_change
         self._table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
-        self._dirty = False
+        #: Topics whose latest change is not on disk yet -> that change's generation.
+        #: Empty almost always: hot paths test it before calling :meth:`saved`.
+        self.unsaved: dict[str, int] = {}
+        # The snapshot is a shallow copy (configs are immutable); the thread encodes it.
+        self.writer: ConfigWriter[TopicConfigSerializeWrapper] = ConfigWriter(
+            path.name, self.wrapper, self._write_file
+        )
+        self.writer.on_saved = self._forget_saved
         system = [
             TopicConfig(SELF_TEST_TOPIC, 1, 1),
             # The cluster's and the broker's own topics always exist; the two switches
@@ -149,29 +164,38 @@ class TopicConfigManager:
     def update(self, config: TopicConfig) -> TopicConfig:
         """Create or replace a topic's config (admin UPDATE_AND_CREATE_TOPIC)."""
         self._table[config.topic_name] = config
-        self._changed()
+        self._changed(config.topic_name)
         return config
 
     def delete(self, topic: str) -> bool:
         """Delete a topic's config; returns whether it existed."""
         if self._table.pop(topic, None) is None:
             return False
-        self._changed()
+        self._changed(topic)
         return True
 
-    def snapshot(self) -> dict[str, Any] | None:
-        """Return the file content if anything changed since the last snapshot."""
-        if not self._dirty:
-            return None
-        self._dirty = False
-        return self.wrapper().to_dict()
+    async def saved(self, *topics: str) -> None:
+        """Wait until the latest change of each named topic is on disk.
 
-    def persist_snapshot(self, snapshot: dict[str, Any]) -> None:
-        """Write a snapshot to disk (blocking; call from a worker thread)."""
-        persist_json(self._path, snapshot)
+        Returns at once for topics not in :attr:`unsaved`.
 
-    def _changed(self) -> None:
+        Raises:
+            ConfigWriteError: ``topics.json`` could not be written.
+        """
+        unsaved = self.unsaved
+        pending = [unsaved[t] for t in topics if t in unsaved]
+        if pending:
+            await self.writer.durable(max(pending))
+
+    def _write_file(self, wrapper: TopicConfigSerializeWrapper) -> None:
+        persist_json(self._path, wrapper.to_dict())
+
+    def _forget_saved(self, generation: int) -> None:
+        for topic in [t for t, g in self.unsaved.items() if g <= generation]:
+            del self.unsaved[topic]
+
+    def _changed(self, topic: str) -> None:
         self.data_version = self.data_version.next_version(self._clock.now_ms())
-        self._dirty = True
+        self.unsaved[topic] = self.writer.changed(urgent=True)
         if self.on_change is not None:
             self.on_change()

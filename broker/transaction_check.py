@@ -22,6 +22,9 @@ store:
   ``DefaultTransactionalMessageCheckListener.resolveDiscardMsg``), never delivered.
 - The walk ends at the half queue's end as it was when the round began, so copies put
   back during the round wait for the next one (RocketMQ compares store times instead).
+- The check offset of a queue moves past the halves a walk put back or discarded only
+  once those copies are on disk (SYNC_FLUSH; RocketMQ's puts wait for the flush too) and
+  the discard topic is saved; otherwise the next round walks them again.
 
 Deviations: all op records from the op check offset on are read at once (RocketMQ reads
 32 at a time and reads more on demand), and a half younger than a custom
@@ -40,6 +43,8 @@ from typing import Final
 import structlog
 
 from rocklet.broker.clients import ClientManager
+from rocklet.broker.config_writer import ConfigWriteError
+from rocklet.broker.flush_wait import wait_flushed
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.codes import RequestCode
@@ -170,6 +175,8 @@ class TransactionCheckService:
         check_max: ``transactionCheckMax``: checks before a half is discarded.
         interval_ms: ``transactionCheckInterval``: time between rounds of :meth:`run`.
         reserved_ms: The store's file reservation time; older halves are discarded.
+        sync_flush_timeout_ms: ``syncFlushTimeout``: under SYNC_FLUSH the longest wait
+            for the copies a round stored before its progress is recorded.
     """
 
     def __init__(
@@ -185,7 +192,11 @@ class TransactionCheckService:
         check_max: int,
         interval_ms: int,
         reserved_ms: int,
+        sync_flush_timeout_ms: int,
     ) -> None:
+        self._sync_timeout_s = sync_flush_timeout_ms / 1000
+        #: Puts of the queue being walked that must be durable before progress is kept.
+        self._moved: list[PutResult] = []
         self._store = store
         self._topics = topics
         self._offsets = offsets
@@ -250,6 +261,7 @@ class TransactionCheckService:
         return scan
 
     async def _check_queue(self, queue_id: int, now_ms: int) -> int:
+        self._moved = []
         half_offset = self._progress(TRANS_HALF_TOPIC, queue_id)
         op_offset = self._progress(TRANS_OP_HALF_TOPIC, queue_id)
         ops = self._scan_ops(queue_id, op_offset, half_offset)
@@ -271,12 +283,34 @@ class TransactionCheckService:
                 await self._ask_producer(half, copy)
                 checked += 1
             new_offset = qoff + 1
+        if not await self._moved_durable():
+            return checked  # the next round walks these halves again
         if new_offset != half_offset:
             self._offsets.commit(TRANS_SYS_GROUP, TRANS_HALF_TOPIC, queue_id, new_offset)
         new_op_offset = _advance(op_offset, ops.done)
         if new_op_offset != op_offset:
             self._offsets.commit(TRANS_SYS_GROUP, TRANS_OP_HALF_TOPIC, queue_id, new_op_offset)
         return checked
+
+    async def _moved_durable(self) -> bool:
+        """Whether the halves this walk put back or discarded are safely stored.
+
+        The check offset moves past a half only once its copy is on disk (SYNC_FLUSH)
+        and the discard topic is saved: otherwise a crash could lose a half whose
+        progress was already recorded. Under ASYNC_FLUSH there is nothing to wait for.
+        """
+        moved, self._moved = self._moved, []
+        try:
+            await self._topics.saved(CHECK_MAX_TIME_TOPIC)
+        except ConfigWriteError as exc:
+            log.error("transaction check progress not kept", error=str(exc))
+            return False
+        for result in moved:
+            problem = await wait_flushed(result, self._sync_timeout_s)
+            if problem is not None:
+                log.error("transaction check progress not kept", error=problem)
+                return False
+        return True
 
     # -- decisions -----------------------------------------------------------------
     def _must_discard(self, half: StoredMessage, now_ms: int) -> bool:
@@ -310,6 +344,8 @@ class TransactionCheckService:
         )
         if not result.ok:
             log.error("discarding a half message failed", status=result.status.value)
+        elif result.durable is not None:
+            self._moved.append(result)
         return result.ok
 
     def _put_back(self, half: StoredMessage) -> tuple[MessageToStore, PutResult] | None:
@@ -321,6 +357,8 @@ class TransactionCheckService:
         if not result.ok:
             log.error("putting a half message back failed", status=result.status.value)
             return None
+        if result.durable is not None:
+            self._moved.append(result)
         return copy, result
 
     async def _ask_producer(

@@ -79,11 +79,24 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
     client_manage.register(registry, ClientManageProcessor(clients, groups, topics, ctx.clock))
     consumer_manage.register(registry, ConsumerManageProcessor(store, ctx.offsets, ctx.locks))
     sendback.register(
-        registry, SendBackProcessor(store=store, topics=topics, groups=groups, identity=identity)
+        registry,
+        SendBackProcessor(
+            store=store,
+            topics=topics,
+            groups=groups,
+            identity=identity,
+            sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
+        ),
     )
     transaction.register(
         registry,
-        EndTransactionProcessor(store=store, topics=topics, clock=ctx.clock, identity=identity),
+        EndTransactionProcessor(
+            store=store,
+            topics=topics,
+            clock=ctx.clock,
+            identity=identity,
+            sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
+        ),
     )
     reply.register(
         registry,
@@ -94,6 +107,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             clock=ctx.clock,
             identity=identity,
             store_replies=cfg.store_reply_message_enable,
+            sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
         ),
     )
     admin.register(
@@ -140,4 +154,5 @@ def transaction_check_service(ctx: BrokerContext) -> TransactionCheckService:
         check_max=cfg.transaction_check_max,
         interval_ms=cfg.transaction_check_interval_ms,
         reserved_ms=cfg.file_reserved_time_hours * 3_600_000,
+        sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
     )

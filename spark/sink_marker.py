@@ -15,8 +15,9 @@ of one checkpoint, and a replay plans the same partitions over the same input, s
 key is stable. The record lives on the first broker (by name) of the cluster.
 
 This narrows duplicates; it does not remove them all: a task that dies after sending
-part of its rows is retried from its first row (at-least-once). The offset table is
-flushed by the broker every few seconds, so a broker crash can also lose a marker.
+part of its rows is retried from its first row (at-least-once). The broker writes an
+answered offset commit to disk before answering it, so a broker crash does not lose a
+marker :func:`mark_done` saw acknowledged.
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@ SYNC_FLUSH puts get a ``concurrent.futures.Future`` completed once their bytes a
 durable; every put that arrived before a sync shares it (group commit, RocketMQ's
 ``GroupCommitService``). ASYNC_FLUSH syncs every ``flush_interval_ms`` when at least
 ``flush_least_pages`` are dirty, or everything every ``flush_thorough_interval_ms``
-(``FlushRealTimeService``). Consume queues, index and checkpoint follow every
-``flush_consume_queue_interval_ms`` (``FlushConsumeQueueService``).
+(``FlushRealTimeService``); a durability future asked for explicitly (:meth:`request`,
+e.g. before delayed delivery records its progress) is served at once in either mode.
+Consume queues, index and checkpoint follow every ``flush_consume_queue_interval_ms``
+(``FlushConsumeQueueService``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 
 import structlog
 
@@ -123,7 +125,7 @@ class FlushService:
         dirty = target - self.flushed_offset
         now = self.clock.monotonic_ms()
         thorough = now - self._last_thorough >= self.config.flush_thorough_interval_ms
-        needed = self.sync_mode or force or thorough
+        needed = self.sync_mode or force or thorough or bool(self._pending)
         if not needed and dirty < self.config.flush_least_pages * _PAGE:
             return 0
         if thorough:
@@ -134,7 +136,7 @@ class FlushService:
         with self._cond:
             self.flushed_offset = max(self.flushed_offset, target)
             while self._pending and self._pending[0][0] <= self.flushed_offset:
-                self._pending.popleft()[1].set_result(True)
+                _settle(self._pending.popleft()[1], True)
         if dirty > 0:
             self.checkpoint.physic_ts = max(self.checkpoint.physic_ts, ts)
         return synced
@@ -158,7 +160,7 @@ class FlushService:
         failing = False
         while True:
             with self._cond:
-                if not self._stopped and not (self.sync_mode and self._pending):
+                if not self._stopped and not self._pending:
                     self._cond.wait(self.config.flush_interval_ms / 1000)
                 if self._stopped:
                     return
@@ -182,7 +184,7 @@ class FlushService:
     def _fail_pending(self) -> None:
         with self._cond:
             while self._pending:
-                self._pending.popleft()[1].set_exception(OSError("flush failed"))
+                _settle(self._pending.popleft()[1], OSError("flush failed"))
 
     def stop(self) -> None:
         """Stop and join the thread, then flush everything once more (idempotent)."""
@@ -193,3 +195,18 @@ class FlushService:
             self._thread.join()
         self.run_once(force=True)
         self.flush_logics_once()
+
+
+def _settle(future: Future[bool], outcome: bool | BaseException) -> None:
+    """Complete a durability future unless its waiter already cancelled it.
+
+    A waiter that gives up may cancel its future from another thread; that must not
+    fail the flush round (and with it every other future of the group commit).
+    """
+    try:
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+    except InvalidStateError:
+        pass  # cancelled by its waiter

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence, Set
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Final, cast
 
@@ -549,6 +550,21 @@ class MessageStore:
         """The commitlog's max offset. Any thread; takes the store lock."""
         with self._lock:
             return self.commitlog.max_offset()
+
+    def sync_to(self, end_offset: int) -> Future[bool]:
+        """Have the commitlog made durable up to ``end_offset`` now, in either flush mode.
+
+        For work that records its own progress after putting messages (delayed
+        delivery): that record must not reach the disk before the messages do. Any
+        thread.
+
+        Args:
+            end_offset: Commitlog offset just past the last byte that must be durable.
+
+        Returns:
+            Completed with True once it is, or with an ``OSError`` if the sync failed.
+        """
+        return self.flush_service.request(end_offset)
 
     @property
     def lock(self) -> threading.RLock:

@@ -5,13 +5,21 @@ store order with their deliver time in the consume-queue tags field. Delivery re
 from the level's delivered offset while the deliver time has come, re-puts each message
 to its REAL_TOPIC / REAL_QID (DELAY and REAL_* removed, reconsume times kept) and
 advances the offset, persisted to ``config/delayOffset.json``.
+
+Ordering, so that no crash loses a delayed message: a level's offset moves past a
+message only once its re-put succeeded (a refused re-put is tried again next round),
+and ``delayOffset.json`` is written (atomically, fsynced) only after the commitlog is
+on disk up to the last re-put it accounts for, in either flush mode. The file is
+written at most once per ``persist_interval_ms`` (and at stop), so after a crash the
+messages delivered since the last write are delivered again: delayed delivery is
+at least once.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
+import threading
 from pathlib import Path
 
 import structlog
@@ -20,6 +28,7 @@ from rocklet.protocol.message import decode_message
 from rocklet.protocol.names import SCHEDULE_TOPIC
 from rocklet.protocol.properties import Prop
 from rocklet.store._consume_queue import BLANK_ENTRY_SIZE
+from rocklet.store.durable_file import replace_file
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import MessageToStore
 
@@ -34,34 +43,61 @@ _UNQUOTED_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
 def read_delay_offsets(path: Path) -> dict[int, int]:
     """Read ``delayOffset.json`` as RocketMQ (unquoted keys) or we (quoted) write it.
 
+    Falls back to ``delayOffset.json.bak`` when the file is missing (a crash between
+    the two renames of :func:`~rocklet.store.durable_file.replace_file`), as RocketMQ's
+    ``ConfigManager.load`` does.
+
     Args:
         path: The file.
 
     Returns:
-        Delay level to delivered offset; empty if the file is missing.
+        Delay level to delivered offset; empty if neither file exists.
     """
-    if not path.exists():
-        return {}
-    text = _UNQUOTED_KEY.sub(r'\1"\2"\3', path.read_text("utf-8"))
-    table = json.loads(text).get("offsetTable", {})
-    return {int(k): int(v) for k, v in table.items()}
+    for candidate in (path, path.with_name(path.name + ".bak")):
+        if candidate.exists():
+            text = _UNQUOTED_KEY.sub(r'\1"\2"\3', candidate.read_text("utf-8"))
+            table = json.loads(text).get("offsetTable", {})
+            return {int(k): int(v) for k, v in table.items()}
+    return {}
 
 
 class DelayDeliveryService:
-    """Delivers due delayed messages. :meth:`run_once` from one timer thread at a time.
+    """Delivers due delayed messages.
+
+    :meth:`run_once` and :meth:`persist` block on the disk: call them from worker
+    threads, never an event loop. They never overlap (a lock): the broker's stop may
+    persist while the thread of a cancelled round still runs.
 
     Args:
         store: The open store.
+        persist_interval_ms: Shortest time between two writes of ``delayOffset.json``.
+        sync_timeout_s: Longest wait for the commitlog sync that precedes a write.
     """
 
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        persist_interval_ms: int = 1000,
+        sync_timeout_s: float = 5.0,
+    ) -> None:
         self.store = store
         self.path = store.config.store_path / "config" / "delayOffset.json"
         self.offsets = read_delay_offsets(self.path)
         self._refused = False  # the last re-put was refused (logged once)
+        self._persist_interval_ms = persist_interval_ms
+        self._sync_timeout_s = sync_timeout_s
+        #: Commitlog offset just past the latest re-put (what must be durable first).
+        self._reput_end = 0
+        self._dirty = False
+        self._last_persist_ms: int | None = None
+        self._lock = threading.RLock()
 
     def run_once(self, now_ms: int) -> int:
         """Deliver every message whose deliver time is ≤ ``now_ms``.
+
+        Writes ``delayOffset.json`` afterwards when something was delivered since the
+        last write and ``persist_interval_ms`` has passed.
 
         Args:
             now_ms: The current time.
@@ -69,12 +105,17 @@ class DelayDeliveryService:
         Returns:
             Messages delivered.
         """
-        delivered = 0
-        for level in range(1, len(self.store.config.delay_levels_ms) + 1):
-            delivered += self._deliver_level(level, now_ms)
-        if delivered:
-            self.persist()
-        return delivered
+        with self._lock:
+            delivered = 0
+            for level in range(1, len(self.store.config.delay_levels_ms) + 1):
+                delivered += self._deliver_level(level, now_ms)
+            if delivered:
+                self._dirty = True
+            last = self._last_persist_ms
+            due = last is None or now_ms - last >= self._persist_interval_ms
+            if self._dirty and due and self.persist():
+                self._last_persist_ms = now_ms
+            return delivered
 
     def _deliver_level(self, level: int, now_ms: int) -> int:
         store = self.store
@@ -136,20 +177,33 @@ class DelayDeliveryService:
                 )
             self._refused = True
             return False
+        self._reput_end = max(self._reput_end, result.wrote_offset + result.wrote_bytes)
         if self._refused:
             log.info("delayed messages are delivered again")
         self._refused = False
         return True
 
-    def persist(self) -> None:
-        """Write ``delayOffset.json`` atomically (temp, fsync, rename; ``.bak`` kept)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        body = json.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
-        tmp = self.path.with_suffix(".json.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        if self.path.exists():
-            os.replace(self.path, self.path.with_suffix(".json.bak"))
-        os.replace(tmp, self.path)
+    def persist(self) -> bool:
+        """Write ``delayOffset.json``, once every re-put it accounts for is on disk.
+
+        The commitlog is synced up to the latest re-put first (in either flush mode),
+        then the file is replaced atomically and durably (``.bak`` kept). Blocking.
+
+        Returns:
+            Whether the file was written; if not (the sync failed or timed out, or the
+            write failed), the reason is logged and a later call tries again.
+        """
+        with self._lock:
+            offsets = {str(k): v for k, v in sorted(self.offsets.items())}
+            body = json.dumps({"offsetTable": offsets})
+            try:
+                if self._reput_end and not self.store.sync_to(self._reput_end).result(
+                    self._sync_timeout_s
+                ):
+                    raise OSError("commitlog sync failed")
+                replace_file(self.path, body.encode())
+            except (OSError, TimeoutError) as exc:
+                log.error("delayOffset.json not written", error=str(exc) or type(exc).__name__)
+                return False
+            self._dirty = False
+            return True

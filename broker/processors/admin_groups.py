@@ -12,6 +12,9 @@
   tell each online member with RESET_CONSUMER_CLIENT_OFFSET (220), and answer the new
   table (``Broker2Client.resetOffset``).
 
+Every change is on disk before it is answered (SYSTEM_ERROR naming the file if it could
+not be written; the change then lives in memory only until a later write succeeds).
+
 Deviations in 222: the new offsets are also committed on the broker, and with nobody
 online the answer is still SUCCESS (RocketMQ answers CONSUMER_NOT_ONLINE and its tools
 then commit the offsets one by one); the body sent to each member is the C++ list form
@@ -21,11 +24,13 @@ language).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Final
 
 import structlog
 
 from rocklet.broker.clients import ClientChannel, ClientManager
+from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.offsets import ConsumerOffsetManager
@@ -99,7 +104,7 @@ class GroupAdmin:
         log.info(
             "subscription group updated by admin", group=config.group_name, peer=rctx.peer_address
         )
-        return cmd.make_response(ResponseCode.SUCCESS)
+        return await self._saved(cmd, self._groups.saved(config.group_name))
 
     async def all_configs(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every group config with the table's version."""
@@ -120,6 +125,18 @@ class GroupAdmin:
         log.info(
             "subscription group deleted by admin", group=header.group_name, peer=rctx.peer_address
         )
+        answer = await self._saved(cmd, self._groups.saved(header.group_name))
+        if header.remove_offset and answer.code == ResponseCode.SUCCESS:
+            answer = await self._saved(cmd, self._offsets.durable())
+        return answer
+
+    @staticmethod
+    async def _saved(cmd: RemotingCommand, write: Awaitable[None]) -> RemotingCommand:
+        """Answer SUCCESS once ``write`` put the change on disk, SYSTEM_ERROR if it failed."""
+        try:
+            await write
+        except ConfigWriteError as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def consume_stats(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -181,6 +198,10 @@ class GroupAdmin:
         log.info(
             "offsets reset by admin", group=header.group, topic=header.topic, peer=rctx.peer_address
         )
+        try:
+            await self._offsets.durable()
+        except ConfigWriteError as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         if info is not None:
             for channel in list(info.channels.values()):
                 await self._notify_reset(channel, header, table)

@@ -1,9 +1,11 @@
 """Admin requests about topics (RocketMQ 4.9's ``AdminBrokerProcessor``, §3.15).
 
-- UPDATE_AND_CREATE_TOPIC (17): create or replace a topic's config. The topic table's
-  change makes the broker re-register with its name servers at once, so routes show the
-  topic without waiting for the 30 s timer.
-- DELETE_TOPIC_IN_BROKER (215): forget a topic's config and every group's offsets on it.
+- UPDATE_AND_CREATE_TOPIC (17): create or replace a topic's config. The answer waits
+  until ``topics.json`` has the change on disk (SYSTEM_ERROR naming the file if it
+  could not be written). The topic table's change makes the broker re-register with
+  its name servers at once, so routes show the topic without waiting for the 30 s timer.
+- DELETE_TOPIC_IN_BROKER (215): forget a topic's config and every group's offsets on it,
+  on disk before the answer.
   Its messages stay in the commitlog and its consume-queue files stay on disk until
   retention removes them (RocketMQ's ``cleanUnusedTopic`` deletes the queue files at
   once). The name servers keep the route until DELETE_TOPIC_IN_NAMESRV, as in RocketMQ.
@@ -23,6 +25,7 @@ from typing import Final
 import structlog
 
 from rocklet.broker.clients import ClientManager
+from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.processors.refusal import Refused
@@ -167,6 +170,10 @@ class TopicAdmin:
             return refused.answer(cmd)
         self._topics.update(config)
         log.info("topic updated by admin", topic=header.topic, peer=rctx.peer_address)
+        try:
+            await self._topics.saved(header.topic)
+        except ConfigWriteError as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         await self._registered()
         return cmd.make_response(ResponseCode.SUCCESS)
 
@@ -180,6 +187,11 @@ class TopicAdmin:
         self._topics.delete(header.topic)
         self._offsets.remove_topic(header.topic)
         log.info("topic deleted by admin", topic=header.topic, peer=rctx.peer_address)
+        try:
+            await self._topics.saved(header.topic)
+            await self._offsets.durable()
+        except ConfigWriteError as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         await self._registered()
         return cmd.make_response(ResponseCode.SUCCESS)
 

@@ -7,7 +7,8 @@ CHECK_CLIENT_CONFIG (46). Follows RocketMQ 4.9's ``ClientManageProcessor`` and
 - a heartbeat registers the connection under each producer and consumer group it names;
   for each consumer group the subscription group is looked up (created with defaults
   when ``autoCreateSubscriptionGroup`` is on) and its retry topic ``%RETRY%<group>`` is
-  created, which makes the broker re-register so the name server routes it;
+  created, which makes the broker re-register so the name server routes it; the answer
+  waits until both are on disk (concurrent heartbeats share the writes);
 - the first registration of a connection watches it close, so a client that vanishes
   leaves its groups at once (RocketMQ's ``ClientHousekeepingService``) and the remaining
   members are told to rebalance;
@@ -22,6 +23,7 @@ from typing import Final
 import structlog
 
 from rocklet.broker.clients import ClientChannel, ClientManager
+from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
@@ -100,6 +102,10 @@ class ClientManageProcessor:
         for producer in data.producer_data_set:
             channel = ClientChannel(data.client_id, conn, cmd.language, cmd.version, now)
             self._clients.register_producer(producer.group_name, channel)
+        if self._groups.unsaved or self._topics.unsaved:
+            problem = await self._consumer_groups_saved(data)
+            if problem is not None:
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
         # Java answers with no extFields at all; clients read nothing from it but the
         # version, which make_response sets to ours (401).
         return cmd.make_response(ResponseCode.SUCCESS)
@@ -163,6 +169,22 @@ class ClientManageProcessor:
         )
 
     # -- helpers -------------------------------------------------------------------
+    async def _consumer_groups_saved(self, data: HeartbeatData) -> str | None:
+        """Wait until the groups and retry topics the heartbeat created are on disk.
+
+        Many heartbeats arriving together share one write of each file.
+
+        Returns:
+            ``None``, or why they could not be saved.
+        """
+        names = [c.group_name for c in data.consumer_data_set]
+        try:
+            await self._groups.saved(*names)
+            await self._topics.saved(*(f"{RETRY_PREFIX}{name}" for name in names))
+        except ConfigWriteError as exc:
+            return str(exc)
+        return None
+
     def _watch(self, conn: Connection, client_id: str) -> None:
         first = CLIENT_ID_ATTRIBUTE not in conn.attributes
         conn.attributes[CLIENT_ID_ATTRIBUTE] = client_id

@@ -16,6 +16,7 @@ SUBSCRIPTION_GROUP_NOT_EXIST (RocketMQ 4.9.4 would save it; its clients never se
 
 from __future__ import annotations
 
+from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.processors.refusal import refuse_bad_group
@@ -90,14 +91,23 @@ class ConsumerManageProcessor:
     ) -> RemotingCommand:
         """Commit a group's offset (``updateConsumerOffset``).
 
-        The C++ client sends this "oneway" without the oneway bit (§1.4), so it gets
-        an answer it drops; Java clients send it with the bit and get none.
+        An answered commit is on disk when it is answered; commits arriving together
+        share one write. A oneway commit (Java clients send them so, and get no
+        answer) is written with the next write or the periodic one
+        (``flushConsumerOffsetInterval``). The C++ client sends this "oneway" without
+        the oneway bit (§1.4), so it gets an answer it drops.
         """
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         refusal = refuse_bad_group(cmd, h.consumer_group)
         if refusal is not None:
             return refusal  # it would be saved in consumerOffset.json
         self._offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if cmd.is_oneway:
+            return cmd.make_response(ResponseCode.SUCCESS)  # not sent; written lazily
+        try:
+            await self._offsets.durable()
+        except ConfigWriteError as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         return cmd.make_response(ResponseCode.SUCCESS)
 
     # -- queue metadata ------------------------------------------------------------------

@@ -7,6 +7,10 @@ caught up and allowed to suspend, park the pull in
 or ``suspendTimeoutMillis`` passes, then read again and answer. The response body is
 the stored records themselves, written from the mapped commitlog without decoding
 (docs/protocol.md).
+
+An offset committed with the pull (``FLAG_COMMIT_OFFSET``) is written lazily, with
+the next offset write or the periodic one; a group the pull auto-created is on disk
+before the pull is answered.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Set
 
 from rocklet.broker.clients import ClientManager
+from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.long_polling import PullHoldService
@@ -102,6 +107,12 @@ class PullProcessor:
             codes = self._check(h)
         except Refused as refused:
             return refused.answer(cmd)
+        if self._groups.unsaved:
+            # A group this pull auto-created is on disk before it is answered.
+            try:
+                await self._groups.saved(h.consumer_group)
+            except ConfigWriteError as exc:
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         flags = h.sys_flag
         if flags & _COMMIT_OFFSET and self._is_master:
             self._offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)

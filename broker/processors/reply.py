@@ -8,7 +8,9 @@ PUSH_REPLY_MESSAGE_TO_CLIENT (326): the send fields plus ``bornHost``, ``storeHo
 ``PUSH_REPLY_TIME`` added. The replier gets SUCCESS with ``msgId "0"`` and queue offset
 0 when the push succeeded, SYSTEM_ERROR with the reason otherwise. When
 ``storeReplyMessageEnable`` (default true) the reply is also stored on its topic
-(``<cluster>_REPLY_TOPIC``), and the answer then names where.
+(``<cluster>_REPLY_TOPIC``), and the answer then names where; under SYNC_FLUSH it
+waits for the stored reply to reach the disk (FLUSH_DISK_TIMEOUT with the reason if the
+sync times out or fails).
 
 Deviation: the push waits 3 s for the requester's answer, RocketMQ 10 s; a Java
 replier gives up on its own send after 3 s anyway.
@@ -22,6 +24,8 @@ from typing import Final
 import structlog
 
 from rocklet.broker.clients import ClientManager
+from rocklet.broker.config_writer import ConfigWriteError
+from rocklet.broker.flush_wait import wait_flushed
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.processors.send import peer_host
@@ -38,7 +42,7 @@ from rocklet.protocol.message_id import make_offset_msg_id
 from rocklet.protocol.names import check_topic_name
 from rocklet.protocol.properties import Prop, decode_properties, encode_properties
 from rocklet.store.message_store import MessageStore
-from rocklet.store.results import MessageToStore
+from rocklet.store.results import MessageToStore, PutResult
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.clock import Clock
 from rocklet.transport.errors import RemotingError
@@ -61,6 +65,8 @@ class ReplyProcessor:
         clock: Time source (``PUSH_REPLY_TIME``, ``storeTimestamp``).
         identity: This broker's name, address, permissions and record host field.
         store_replies: ``storeReplyMessageEnable``.
+        sync_flush_timeout_ms: ``syncFlushTimeout``: under SYNC_FLUSH the longest wait
+            for a stored reply to reach the disk.
     """
 
     def __init__(
@@ -72,7 +78,9 @@ class ReplyProcessor:
         clock: Clock,
         identity: BrokerIdentity,
         store_replies: bool,
+        sync_flush_timeout_ms: int,
     ) -> None:
+        self._sync_timeout_s = sync_flush_timeout_ms / 1000
         self._store = store
         self._topics = topics
         self._clients = clients
@@ -87,14 +95,25 @@ class ReplyProcessor:
             queue_id = self._check(header)
         except Refused as refused:
             return refused.answer(cmd)
+        if self._topics.unsaved:
+            try:  # a reply topic created here is on disk before a reply is stored in it
+                await self._topics.saved(header.topic)
+            except ConfigWriteError as exc:
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         props = decode_properties(header.properties or "")
         pushed, remark = await self._push(rctx, header, dict(props), cmd.body)
         ext = SendMessageResponseHeader(msg_id="0", queue_id=queue_id, queue_offset=0)
+        code = ResponseCode.SUCCESS
         if self._store_replies:
-            ext = self._store_reply(rctx, header, props, cmd.body, queue_id) or ext
+            stored = self._store_reply(rctx, header, props, cmd.body, queue_id)
+            if stored is not None:
+                ext, result = stored
+                flush_problem = await wait_flushed(result, self._sync_timeout_s)
+                if flush_problem is not None:
+                    code, remark = ResponseCode.FLUSH_DISK_TIMEOUT, flush_problem
         if not pushed:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
-        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=ext.to_ext_fields())
+        return cmd.make_response(code, remark=remark or None, ext_fields=ext.to_ext_fields())
 
     def _check(self, header: SendMessageRequestHeader) -> int:
         """``msgCheck`` for a reply: broker and topic writable, queue in range."""
@@ -175,7 +194,7 @@ class ReplyProcessor:
         props: dict[str, str],
         body: bytes,
         queue_id: int,
-    ) -> SendMessageResponseHeader | None:
+    ) -> tuple[SendMessageResponseHeader, PutResult] | None:
         """Store the reply on its topic; returns where, or None if the store refused."""
         store_host = self._identity.store_host
         result = self._store.put_message(
@@ -195,11 +214,12 @@ class ReplyProcessor:
         if not result.ok:
             log.warning("storing a reply failed", topic=header.topic, status=result.status.value)
             return None
-        return SendMessageResponseHeader(
+        where = SendMessageResponseHeader(
             msg_id=make_offset_msg_id(store_host, result.wrote_offset),
             queue_id=queue_id,
             queue_offset=result.queue_offset,
         )
+        return where, result
 
 
 def register(registry: ProcessorRegistry, processor: ReplyProcessor) -> None:

@@ -9,18 +9,25 @@ code 10 with ``batch="1"``; it is stored as its individual messages (docs/protoc
 unlike RocketMQ 4.9.4, which stores the blob as one message.
 
 Under SYNC_FLUSH the answer waits for the group commit without blocking the event loop:
-the store's durability future is awaited, and other connections keep being served.
+the store's durability future is awaited, and other connections keep being served. A
+sync that times out or fails is answered FLUSH_DISK_TIMEOUT with the reason in the
+remark (the message is stored; the producer may retry and duplicate it).
+
+A topic created by this send (or by a concurrent one, not yet on disk) is written to
+``topics.json`` before the message is stored, so an acknowledged message never lives
+in a topic the broker forgets in a crash. Sends to existing topics pay one test of an
+empty dict for this.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Sequence
-from concurrent.futures import Future
 
 import structlog
 
+from rocklet.broker.config_writer import ConfigWriteError
+from rocklet.broker.flush_wait import wait_flushed
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
@@ -138,6 +145,12 @@ class SendProcessor:
             msgs = self._messages(header, cmd, queue_id, self._born_host(rctx), cmd.version)
         except Refused as refused:
             return refused.answer(cmd)
+        if self._topics.unsaved or self._groups.unsaved:
+            # A topic or group this send relies on was just created (perhaps by this
+            # very send): it is on disk before a message is stored in it.
+            problem = await self._metadata_saved(header.topic, msgs[0].topic)
+            if problem is not None:
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
         result = self._store.put_messages(msgs)
         if result.status is not PutMessageStatus.PUT_OK:
             refused_code, why = self._refusal(result)
@@ -145,7 +158,9 @@ class SendProcessor:
         code: ResponseCode = ResponseCode.SUCCESS
         remark: str | None = None
         if self._sync_flush and result.durable is not None:
-            code, remark = await self._durable(result.durable)
+            remark = await wait_flushed(result, self._sync_timeout_s)
+            if remark is not None:
+                code = ResponseCode.FLUSH_DISK_TIMEOUT
         first = msgs[0]
         # A half message is stored in the half topic's queue 0, but the producer is told
         # the queue it asked for, as RocketMQ answers (it ends the transaction there).
@@ -356,15 +371,19 @@ class SendProcessor:
             return code, "create mapped file failed, server is busy or broken."
         return code, f"store refused the message: {result.status.value}"
 
-    async def _durable(self, durable: Future[bool]) -> tuple[ResponseCode, str | None]:
-        """SYNC_FLUSH: wait for the group commit, within syncFlushTimeout."""
+    async def _metadata_saved(self, topic: str, stored_topic: str) -> str | None:
+        """Wait until the send's topics (and a retry topic's group) are on disk.
+
+        Returns:
+            ``None``, or why they could not be saved.
+        """
         try:
-            flushed = await asyncio.wait_for(asyncio.wrap_future(durable), self._sync_timeout_s)
-        except TimeoutError:
-            flushed = False
-        if not flushed:
-            return ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out"
-        return ResponseCode.SUCCESS, None
+            await self._topics.saved(topic, stored_topic)
+            if topic.startswith(RETRY_PREFIX):
+                await self._groups.saved(topic.removeprefix(RETRY_PREFIX))
+        except ConfigWriteError as exc:
+            return f"{exc}; the message was not stored"
+        return None
 
 
 def register(registry: ProcessorRegistry, processor: SendProcessor) -> None:

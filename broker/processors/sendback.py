@@ -19,6 +19,11 @@ Follows RocketMQ 4.9's ``SendMessageProcessor.asyncConsumerSendMsgBack``
    or 3 + reconsume times when 0 was asked (the C++ client always asks 0). The store
    parks a delayed message in ``SCHEDULE_TOPIC_XXXX`` and the broker's delay service
    brings it back to the retry topic when it is due.
+
+The group and the retry / dead-letter topic, when created here, are on disk before the
+copy is stored; under SYNC_FLUSH the answer waits for the copy to reach the disk, and a
+sync that times out or fails is answered SYSTEM_ERROR (as RocketMQ answers any store
+failure of a send-back), so the consumer consumes the message again rather than lose it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from __future__ import annotations
 import random
 from typing import Final
 
+from rocklet.broker.config_writer import ConfigWriteError
+from rocklet.broker.flush_wait import wait_flushed
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.topics import TopicConfigManager
@@ -70,6 +77,8 @@ class SendBackProcessor:
         topics: Topic configs (retry and dead-letter topics are created).
         groups: Subscription group configs.
         identity: This broker's name, permissions and record host field.
+        sync_flush_timeout_ms: ``syncFlushTimeout``: under SYNC_FLUSH the longest wait
+            for the copy to reach the disk.
     """
 
     def __init__(
@@ -79,8 +88,10 @@ class SendBackProcessor:
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         identity: BrokerIdentity,
+        sync_flush_timeout_ms: int,
     ) -> None:
         self._store = store
+        self._sync_timeout_s = sync_flush_timeout_ms / 1000
         self._topics = topics
         self._groups = groups
         self._identity = identity
@@ -98,10 +109,20 @@ class SendBackProcessor:
             msg = self._copy(h, group, retry, original, cmd.version)
         except _Refused as refused:
             return cmd.make_response(refused.code, remark=refused.remark)
+        if self._topics.unsaved or self._groups.unsaved:
+            try:  # a group or topic created for this send-back is on disk first
+                await self._groups.saved(group.group_name)
+                await self._topics.saved(retry.topic_name, msg.topic)
+            except ConfigWriteError as exc:
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         result = self._store.put_message(msg)
         if result.status is not PutMessageStatus.PUT_OK:
             # Java answers every store failure of a send-back with SYSTEM_ERROR.
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=result.status.value)
+        problem = await wait_flushed(result, self._sync_timeout_s)
+        if problem is not None:
+            # The consumer keeps the message and consumes it again later.
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     def _check(self, group_name: str) -> SubscriptionGroupConfig:

@@ -12,6 +12,11 @@ half message is looked up by ``commitLogOffset`` and checked against the request
 - ROLLBACK (12): only the op record.
 - UNKNOWN (0): nothing; a later check-back asks again (:mod:`rocklet.broker.transaction_check`).
 
+Under SYNC_FLUSH a COMMIT is answered once the committed copy is on disk, and only
+then is the op record written: a sync that times out or fails is answered
+FLUSH_DISK_TIMEOUT and leaves the half unresolved, so the check-back asks the producer
+again (RocketMQ 4.9.4 answers SUCCESS and resolves the half anyway).
+
 Every request is answered SUCCESS unless it failed. The C++ client sends
 END_TRANSACTION without the oneway bit (§1.4) and drops the answer; Java marks it
 oneway, so the connection sends nothing. RocketMQ answers UNKNOWN with nothing at all.
@@ -23,6 +28,8 @@ from typing import Final
 
 import structlog
 
+from rocklet.broker.config_writer import ConfigWriteError
+from rocklet.broker.flush_wait import wait_flushed
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
@@ -36,7 +43,7 @@ from rocklet.protocol.message import TRANSACTION_MASK, StoredMessage, SysFlag, d
 from rocklet.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.protocol.properties import Prop
 from rocklet.store.message_store import MessageStore
-from rocklet.store.results import MessageToStore
+from rocklet.store.results import MessageToStore, PutResult
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.clock import Clock
 
@@ -56,6 +63,8 @@ class EndTransactionProcessor:
         topics: Topic configs (the op topic is created).
         clock: Time source (the op record's born time).
         identity: Whether this broker is a master, and its record host field.
+        sync_flush_timeout_ms: ``syncFlushTimeout``: under SYNC_FLUSH the longest wait
+            for the committed copy to reach the disk.
     """
 
     def __init__(
@@ -65,7 +74,9 @@ class EndTransactionProcessor:
         topics: TopicConfigManager,
         clock: Clock,
         identity: BrokerIdentity,
+        sync_flush_timeout_ms: int,
     ) -> None:
+        self._sync_timeout_s = sync_flush_timeout_ms / 1000
         self._store = store
         self._topics = topics
         self._clock = clock
@@ -98,10 +109,18 @@ class EndTransactionProcessor:
         try:
             half = self._find_half(header)
             if kind is TransactionType.COMMIT:
-                self._deliver(half, header)
+                problem = await wait_flushed(self._deliver(half, header), self._sync_timeout_s)
+                if problem is not None:
+                    # No op record: the half stays unresolved and is checked back, so
+                    # the producer commits it again (a duplicate at worst, never a loss).
+                    raise Refused(ResponseCode.FLUSH_DISK_TIMEOUT, problem)
             self._resolve(half)
+            if self._topics.unsaved:
+                await self._topics.saved(TRANS_OP_HALF_TOPIC)
         except Refused as refused:
             return refused.answer(cmd)
+        except ConfigWriteError as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
         return cmd.make_response(ResponseCode.SUCCESS)
 
     def _find_half(self, header: EndTransactionRequestHeader) -> StoredMessage:
@@ -126,7 +145,7 @@ class EndTransactionProcessor:
             raise Refused(ResponseCode.SYSTEM_ERROR, "The commit log offset wrong")
         return half
 
-    def _deliver(self, half: StoredMessage, header: EndTransactionRequestHeader) -> None:
+    def _deliver(self, half: StoredMessage, header: EndTransactionRequestHeader) -> PutResult:
         """Store the committed message on its real topic (``endMessageTransaction``)."""
         props = dict(half.properties)
         real_topic = props.pop(Prop.REAL_TOPIC)
@@ -154,6 +173,7 @@ class EndTransactionProcessor:
                 PUT_STATUS_TO_RESPONSE[result.status],
                 f"storing the committed message failed: {result.status.value}",
             )
+        return result
 
     def _resolve(self, half: StoredMessage) -> None:
         """Write the op record that tells the check-back this half is done."""

@@ -38,18 +38,18 @@ def test_offsets_load_fastjson_file_written_by_rocketmq(golden_config: Path) -> 
     assert sorted(offsets.topics_of("GoldenGroup")) == ["%RETRY%GoldenGroup", "GoldenTopic"]
 
 
-def test_offsets_persist_roundtrip_keeps_backup(tmp_path: Path) -> None:
+async def test_offsets_persist_roundtrip_keeps_backup(tmp_path: Path) -> None:
     path = tmp_path / "config" / "consumerOffset.json"
     offsets = ConsumerOffsetManager(path)
     offsets.commit("G", "T", 0, 5)
-    snap = offsets.snapshot()
-    assert snap is not None
-    offsets.persist_snapshot(snap)
-    assert offsets.snapshot() is None  # nothing changed since
+    assert not path.exists()  # a commit alone is written lazily
+    await offsets.durable()
+    assert offsets.writer.writes == 1
+    await offsets.durable()
+    assert offsets.writer.writes == 1  # nothing changed since
     offsets.commit("G", "T", 0, 7)
-    snap = offsets.snapshot()
-    assert snap is not None
-    offsets.persist_snapshot(snap)
+    await offsets.writer.flush()
+    assert offsets.writer.writes == 2
     assert path.with_name("consumerOffset.json.bak").exists()
     reloaded = ConsumerOffsetManager(path)
     reloaded.load()
@@ -87,7 +87,7 @@ def test_groups_load_and_auto_create(golden_config: Path) -> None:
     assert groups.data_version.counter == before + 1
 
 
-def test_topics_auto_create_from_template(tmp_path: Path) -> None:
+async def test_topics_auto_create_from_template(tmp_path: Path) -> None:
     changes: list[int] = []
     topics = TopicConfigManager(
         tmp_path / "topics.json",
@@ -107,9 +107,9 @@ def test_topics_auto_create_from_template(tmp_path: Path) -> None:
     # A template without INHERIT (or unknown) does not create.
     assert topics.create_for_send("Nope", "NewTopic", 4) is None
     assert topics.create_for_send("Nope", "Missing", 4) is None
-    snap = topics.snapshot()
-    assert snap is not None
-    topics.persist_snapshot(snap)
+    assert set(topics.unsaved) == {"NewTopic", "Big"}
+    await topics.saved("NewTopic", "Big")
+    assert not topics.unsaved
     reloaded = TopicConfigManager(
         tmp_path / "topics.json", ManualClock(), cluster_name="C", broker_name="b"
     )

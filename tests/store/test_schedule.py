@@ -44,3 +44,41 @@ def test_reads_fastjson_offsets(tmp_path: Path) -> None:
     path = tmp_path / "delayOffset.json"
     path.write_text('{\n\t"offsetTable":{1:1,3:7\n\t}\n}')
     assert read_delay_offsets(path) == {1: 1, 3: 7}
+
+
+def test_delay_offsets_reach_the_disk_after_the_delivered_copies(tmp_path: Path) -> None:
+    """delayOffset.json never runs ahead of the commitlog on disk, even in ASYNC_FLUSH.
+
+    Otherwise a machine crash could keep the advanced offset but lose the copies, and
+    those delayed messages would never be delivered.
+    """
+    clock = ManualClock(1_700_000_000_000)
+    cfg = small_config(
+        tmp_path, flush_interval_ms=60_000, flush_least_pages=1000, flush_thorough_interval_ms=10**6
+    )
+    with MessageStore.open(cfg, clock=clock) as store:
+        m = message(1, queue_id=0)
+        m.properties["DELAY"] = "1"
+        store.put_message(m)
+        service = DelayDeliveryService(store)
+        assert service.run_once(clock.now_ms() + 1000) == 1
+        path = tmp_path / "config" / "delayOffset.json"
+        assert read_delay_offsets(path) == {1: 1}
+        # The copy was synced before the file was written.
+        assert store.flush_service.flushed_offset == store.commitlog_max_offset()
+        # A second delivery within persist_interval_ms is not written yet ...
+        m2 = message(2, queue_id=0)
+        m2.properties["DELAY"] = "1"
+        store.put_message(m2)
+        assert service.run_once(clock.now_ms() + 1500) == 1
+        assert read_delay_offsets(path) == {1: 1}
+        # ... but at the next round past the interval, or at stop.
+        assert service.run_once(clock.now_ms() + 2001) == 0
+        assert read_delay_offsets(path) == {1: 2}
+
+
+def test_delay_offsets_fall_back_to_the_backup(tmp_path: Path) -> None:
+    """A crash between replace_file's two renames leaves only the .bak: it is read."""
+    path = tmp_path / "delayOffset.json"
+    path.with_name("delayOffset.json.bak").write_text('{"offsetTable":{"3":7}}')
+    assert read_delay_offsets(path) == {3: 7}

@@ -1,0 +1,46 @@
+"""Replacing a small file durably and atomically (config and offset files).
+
+RocketMQ's ``MixAll.string2File`` writes ``<name>.tmp``, keeps the previous content as
+``<name>.bak`` and renames the temp file over ``<name>``; its readers fall back to the
+``.bak`` when the file is missing or unreadable. We do the same and add the two fsyncs
+it leaves out (of the temp file before the rename, of the directory after it), so the
+new content is on disk when this returns and a crash at any point leaves either the old
+or the new version readable, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["replace_file"]
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically and durably, keeping the old file as ``.bak``.
+
+    Blocking (two fsyncs): call it from a worker thread, never on an event loop.
+
+    Args:
+        path: Destination file; its directory is created if needed.
+        data: The new content.
+
+    Raises:
+        OSError: The file could not be written; the previous version is still there
+            (as ``path`` or ``path.bak``).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if path.exists():
+        # Between these two renames only the .bak exists, and readers fall back to it.
+        os.replace(path, path.with_name(path.name + ".bak"))
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
