@@ -13,7 +13,7 @@ from rocklet.store.results import GetMessageStatus, MessageToStore
 BORN = pack_host("127.0.0.1", 5555)
 STORE_HOST = pack_host("127.0.0.1", 10911)
 
-#: File sizes of /work/shared/data/rocketmq-4.9.4-store.broker.conf.
+#: File sizes of the golden store's broker.conf (tests/data/README.md).
 GOLDEN_SIZES = {
     "commitlog_file_size_bytes": 1048576,
     "consume_queue_entries_per_file": 300,
