@@ -56,8 +56,15 @@ run: install
 	@echo "==> starting rocklet standalone: name server $(HOST):9876, broker $(HOST):10911, data in $(DATA)"
 	$(BIN)/rocklet standalone --data-dir $(DATA) --host $(HOST)
 
-## cluster: name server + broker-a + broker-b as local processes (Ctrl-C stops them)
-cluster: install
+## cluster: name server + broker-a + broker-b as local processes (Ctrl-C stops them),
+## each broker with a Prometheus endpoint (the metrics extra)
+METRICS_STAMP := $(VENV)/.metrics-stamp
+$(METRICS_STAMP): pyproject.toml $(RUNTIME_STAMP)
+	@echo "==> installing the metrics extra (prometheus-client) into $(VENV)"
+	$(PIP) install --progress-bar on -e '.[metrics]'
+	@touch $@
+
+cluster: $(METRICS_STAMP)
 	$(BIN)/rocklet cluster --data-dir $(DATA)/cluster
 
 ## lint: ruff and mypy

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import signal
 import sys
@@ -348,6 +349,12 @@ def run_cluster(args: argparse.Namespace) -> int:
         The exit code: 0 after a clean stop, 1 when a process failed.
     """
     metrics = None if args.no_metrics else (args.metrics_a_port, args.metrics_b_port)
+    if metrics is not None and importlib.util.find_spec("prometheus_client") is None:
+        sys.stderr.write(
+            "rocklet cluster: no Prometheus endpoints: prometheus-client is not installed "
+            "(pip install '.[metrics]', or make cluster, installs it)\n"
+        )
+        metrics = None
     cluster = LocalCluster(
         args.data_dir,
         namesrv_port=args.namesrv_port,

@@ -20,13 +20,12 @@ import sys
 from collections.abc import Mapping
 from typing import Final, TextIO
 
-import uvloop
-
 from rocklet.admin.args import DEFAULT_NAMESRV
 from rocklet.client import MessageExt, MessageQueue, PullConsumer
 from rocklet.client.errors import ClientError
 from rocklet.explain import describe_error
 from rocklet.progress_note import ProgressNote
+from rocklet.transport.loop import run as run_loop
 
 __all__ = ["TOOLS_CONSUMER_GROUP", "run_consume", "run_consume_async"]
 
@@ -234,4 +233,4 @@ def run_consume(args: argparse.Namespace) -> int:
     Returns:
         The exit code.
     """
-    return uvloop.run(_main(args))
+    return run_loop(_main(args))

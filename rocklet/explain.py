@@ -16,6 +16,7 @@ from rocklet.client.errors import (
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
+from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.codes import ResponseCode
 
 __all__ = ["describe_error", "topic_missing"]
@@ -29,6 +30,16 @@ async def _cluster_name(namesrv: str) -> str:
     except ClientError:
         return "<clusterName>"
     return clusters[0] if len(clusters) == 1 else "<clusterName>"
+
+
+async def _read_only_on(namesrv: str, topic: str) -> list[str]:
+    """The brokers that list ``topic`` without write permission (none: it is missing)."""
+    try:
+        async with Admin(namesrv, instance_name="rocklet-explain", timeout_s=3.0) as admin:
+            route = await admin.topic_route(topic)
+    except ClientError:
+        return []
+    return sorted(q.broker_name for q in route.queue_datas if not q.perm & Perm.WRITE)
 
 
 async def topic_missing(namesrv: str, topic: str, *, sending: bool) -> str:
@@ -83,6 +94,13 @@ async def describe_error(
     if isinstance(exc, RequestTimeoutError):
         return f"{exc.peer or 'a server'} did not answer in time: {exc}"
     if isinstance(exc, NoRouteError | TopicNotExistError):
+        if sending and (readonly := await _read_only_on(namesrv, topic)):
+            return (
+                f"topic {topic!r} exists but no broker takes writes to it (permission "
+                f"without write on {', '.join(readonly)}): give it write permission with: "
+                f"rocklet admin updateTopic -n {namesrv} -c {await _cluster_name(namesrv)} "
+                f"-t {topic} -p 6"
+            )
         return await topic_missing(namesrv, topic, sending=sending)
     if isinstance(exc, SubscriptionGroupNotExistError):
         where = exc.addr or "<brokerAddr>"

@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
-import uvloop
-
 from rocklet.broker.config import ConfigError
 from rocklet.cli import broker_config, build_parser, namesrv_config
 from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocklet.transport.connection import open_connection
 from rocklet.transport.errors import RemotingError
+from rocklet.transport.loop import run as run_loop
 
 __all__ = ["Check", "HealthcheckError", "checks_for", "run_healthcheck", "server_command_line"]
 
@@ -181,4 +180,4 @@ def run_healthcheck(args: argparse.Namespace) -> int:
     Returns:
         The exit code.
     """
-    return uvloop.run(run_healthcheck_async(args.pid, args.timeout, sys.stdout, sys.stderr))
+    return run_loop(run_healthcheck_async(args.pid, args.timeout, sys.stdout, sys.stderr))

@@ -17,13 +17,12 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Final, TextIO
 
-import uvloop
-
 from rocklet.admin.args import DEFAULT_NAMESRV
 from rocklet.client import Message, Producer, SendResult
 from rocklet.client.errors import ClientError
 from rocklet.explain import describe_error
 from rocklet.progress_note import ProgressNote
+from rocklet.transport.loop import run as run_loop
 
 __all__ = ["run_produce", "run_produce_async"]
 
@@ -160,7 +159,7 @@ def run_produce(args: argparse.Namespace) -> int:
         The exit code.
     """
     try:
-        return uvloop.run(run_produce_async(args, sys.stdin, sys.stdout, sys.stderr))
+        return run_loop(run_produce_async(args, sys.stdin, sys.stdout, sys.stderr))
     except KeyboardInterrupt:
         sys.stderr.write("rocklet produce: interrupted\n")
         return 130

@@ -7,7 +7,7 @@ a reader or writer (the planner, the streaming runner, executors) at no cost.
 Names follow Spark's Kafka source (``subscribe`` / ``subscribePattern`` / ``assign``,
 ``startingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``minPartitions``) and
 the old ``rocketmq-spark`` connector (``nameServer``, ``topic``, ``subExpression``,
-``pullBatchSize``, ``pullTimeoutMs``), as docs/spark.md Part 2 recommends.
+``pullBatchSize``, ``pullTimeoutMs``), as docs/spark.md recommends.
 """
 
 from __future__ import annotations

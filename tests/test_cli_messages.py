@@ -209,6 +209,22 @@ async def test_failures_and_bad_arguments_say_what_to_do(standalone: Standalone)
         assert run.code == 2 and message in run.err, (argv, run.err)
 
 
+async def test_a_read_only_topic_is_not_called_missing(standalone: Standalone) -> None:
+    ns = standalone.namesrv
+    made = await rocklet(
+        "admin", "updateTopic", "-n", ns, "-c", "DefaultCluster", "-t", "frozen", "-p", "4"
+    )
+    assert made.code == 0, made.err
+    run = await rocklet("produce", "-n", ns, "-t", "frozen", "--body", "x")
+    assert run.code == 1
+    assert "topic 'frozen' exists but no broker takes writes to it" in run.err
+    assert "does not exist" not in run.err
+    fix = re.search(r"rocklet admin updateTopic [^\n]*-p 6", run.err)
+    assert fix is not None
+    assert (await rocklet(*fix.group(0).split()[1:])).code == 0
+    assert (await rocklet("produce", "-n", ns, "-t", "frozen", "--body", "x")).code == 0
+
+
 async def test_a_strict_broker_gets_the_commands_that_create_topic_and_group(
     tmp_path: Path,
 ) -> None:
