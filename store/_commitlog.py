@@ -68,6 +68,9 @@ class CommitLog:
         self.file_size = file_size
         #: Store time of the newest appended record (the checkpoint's physic time).
         self.last_store_timestamp = 0
+        #: Records from here on were checked by recovery or written by this process;
+        #: reads check the header of records below it (:mod:`rocklet.store._reader`).
+        self.verified_from = 0
 
     def load(self) -> None:
         """Map the existing segments (positions are set by recovery)."""

@@ -28,6 +28,7 @@ from typing import Final, Self
 
 __all__ = [
     "LOCK_FILE",
+    "StoreDamagedError",
     "StoreDirectoryError",
     "StoreInUseError",
     "StoreLock",
@@ -42,6 +43,14 @@ _ELSEWHERE: Final = "choose another data directory (--data-dir or storePathRootD
 
 class StoreDirectoryError(Exception):
     """A store directory cannot be used; the message names it and says what to do."""
+
+
+class StoreDamagedError(StoreDirectoryError):
+    """Store files are damaged in a way recovery must not guess past.
+
+    A commitlog segment missing between two others, a file of the wrong size: the
+    message names the file and what to do.
+    """
 
 
 class StoreInUseError(StoreDirectoryError):
