@@ -180,7 +180,10 @@ def record_mismatch(
         if magic != MESSAGE_MAGIC:
             return f"no record there (magic {magic & 0xFFFFFFFF:#010x})"
         if rsize != size or qid != queue_id or qoff != queue_offset:
-            return f"the record there is queue {qid} offset {qoff} of {rsize} bytes"
+            return (
+                f"the entry says {size} bytes; the record there is queue {qid} offset "
+                f"{qoff} of {rsize} bytes"
+            )
         p = pos + _BODY_LEN_POS
         if sys_flag & _HOSTS_V6:
             p += (12 if sys_flag & _BORN_V6 else 0) + (12 if sys_flag & _STORE_V6 else 0)
