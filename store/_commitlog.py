@@ -71,6 +71,9 @@ class CommitLog:
         #: Records from here on were checked by recovery or written by this process;
         #: reads check the header of records below it (:mod:`rocklet.store._reader`).
         self.verified_from = 0
+        #: Records reads skipped since the start because they were not the record
+        #: their consume-queue entry names (damage recovery did not scan).
+        self.damaged_reads = 0
 
     def load(self) -> None:
         """Map the existing segments (positions are set by recovery)."""

@@ -115,6 +115,7 @@ def get_messages(
             offset + scanned - 1,
         ):
             _skip_damaged(cq, offset + scanned - 1, phy)
+            commitlog.damaged_reads += 1
             continue
         buffers.append(seg_view[pos : pos + size])
         offsets.append(offset + scanned - 1)
