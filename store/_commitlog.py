@@ -25,6 +25,7 @@ from typing import Final, NamedTuple
 
 from rocklet.protocol.message import (
     BLANK_MAGIC,
+    MESSAGE_MAGIC,
     PHYSICAL_OFFSET_POS,
     QUEUE_OFFSET_POS,
     STORE_TIMESTAMP_POS,
@@ -181,7 +182,7 @@ class CommitLog:
         return mf.view[pos : pos + size]
 
     def record_size_at(self, offset: int) -> int:
-        """TOTALSIZE of the record at ``offset``, or 0 if none is stored there.
+        """TOTALSIZE of the record at ``offset``, or 0 if no record (message magic) is there.
 
         Args:
             offset: Commitlog offset.
@@ -193,7 +194,7 @@ class CommitLog:
         if head is None:
             return 0
         size, magic = _BLANK.unpack(head)
-        return size if magic != BLANK_MAGIC and size > 0 else 0
+        return size if magic == MESSAGE_MAGIC and size > 0 else 0
 
     def roll_next_file(self, offset: int) -> int:
         """Start of the segment after the one holding ``offset`` (``rollNextFile``).

@@ -316,9 +316,7 @@ class ConsumeQueue:
         """
         deleted = 0
         while len(self.files.files) > 1:
-            mf = self.files.files[0]
-            phy, size, _ = ENTRY.unpack_from(mf.view, mf.size - ENTRY_SIZE)
-            if phy + size > commitlog_min:
+            if _last_record_end(self.files.files[0].view) > commitlog_min:
                 break
             self.files.delete_first()
             deleted += 1
@@ -353,3 +351,16 @@ def _may_overlap(view: memoryview, lo: int, hi: int) -> bool:
     if first_size in (0, BLANK_ENTRY_SIZE) or last_size in (0, BLANK_ENTRY_SIZE):
         return True
     return first < hi and last + last_size > lo
+
+
+def _last_record_end(view: memoryview) -> int:
+    """End of the record of a full file's last non-blank entry (0 if all are blank).
+
+    A blank entry (a damaged record's, or a gap) says nothing about the file's age.
+    """
+    for pos in range(len(view) - ENTRY_SIZE, -1, -ENTRY_SIZE):
+        phy, size, _tags = ENTRY.unpack_from(view, pos)
+        if size != BLANK_ENTRY_SIZE:
+            end: int = phy + size
+            return end
+    return 0

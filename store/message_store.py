@@ -19,6 +19,7 @@ from typing import Final, cast
 
 import structlog
 
+from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.message import TRANSACTION_MASK, decode_message
 from rocklet.protocol.properties import Prop
 from rocklet.store._checkpoint import Checkpoint
@@ -470,7 +471,10 @@ class MessageStore:
                 view = self.commitlog.read(phy, size) if size else None
                 if view is None:
                     continue
-                msg = decode_message(view)
+                try:
+                    msg = decode_message(view)
+                except MessageFormatError:
+                    continue  # damaged bytes an index entry still points at
                 if (
                     msg.topic == topic
                     and begin_ms <= msg.store_timestamp <= end_ms

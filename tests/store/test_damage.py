@@ -342,3 +342,17 @@ def test_a_segment_allocated_ahead_by_rocketmq_is_not_damage(tmp_path: Path) -> 
         assert store.put_message(message(60)).wrote_offset == rep.commitlog_max_offset
         assert _seqs(store) == set(range(61))
     assert not ahead.exists()
+
+
+def test_a_blanked_last_entry_does_not_keep_a_queue_file_forever(tmp_path: Path) -> None:
+    # Retention judges a consume-queue file by its last entry's record; a blank (the
+    # entry of a damaged record) has none, so the last real entry decides.
+    puts = _fill(tmp_path, 120)
+    victim = puts[30]  # queue 0, offset 15: the last entry of its first file
+    _overwrite(tmp_path, victim.wrote_offset, b"\xff" * 8)
+    with MessageStore.open(small_config(tmp_path)) as store:
+        assert store.recovery_report.consume_queue_entries_blanked == 1
+        cq = store.queues[("T", 0)]
+        with store.lock:
+            assert cq.delete_expired(puts[28].wrote_offset + puts[28].wrote_bytes) == 1
+        assert cq.min_offset() == 16
