@@ -200,15 +200,17 @@ class ConsumeQueue:
         per_file = self.files.file_size // ENTRY_SIZE
         return index + per_file - index % per_file
 
-    def recover(self, validate: EntryValidator) -> int:
+    def recover(self, validate: EntryValidator, known_bad: int | None = None) -> int:
         """Find the valid end (``ConsumeQueue.recover``) and set positions.
 
-        Scans the last up-to-3 files; an entry is valid if its size is positive and
-        ``validate`` accepts it (blank entries are accepted as they are). Everything
-        from the first invalid entry on is dropped, to be rebuilt from the commitlog.
+        Scans the last up-to-3 files, or from the file of ``known_bad`` if that is
+        older; an entry is valid if its size is positive and ``validate`` accepts it
+        (blank entries are accepted as they are). Everything from the first invalid
+        entry on is dropped, to be rebuilt from the commitlog.
 
         Args:
             validate: Checks an entry against the commitlog.
+            known_bad: A queue offset already known to hold a wrong entry.
 
         Returns:
             Entries dropped (garbage or pointing past the commitlog).
@@ -217,6 +219,9 @@ class ConsumeQueue:
         if not files:
             return 0
         start = max(0, len(files) - 3)
+        if known_bad is not None:
+            bad_file = (known_bad * ENTRY_SIZE - files[0].from_offset) // self.files.file_size
+            start = max(0, min(start, bad_file))
         end = files[start].from_offset
         for mf in files[start:]:
             index = mf.from_offset // ENTRY_SIZE

@@ -358,8 +358,9 @@ def recover_consume_queues(
     truncated = dropped = 0
     rebuild_from = end if cross.queue_missing_from is None else cross.queue_missing_from
     for cq in queues:
-        first_bad = cross.first_bad.get((cq.topic, cq.queue_id), 1 << 62)
-        lost = cq.recover(_validator(commitlog, cq, end, first_bad))
+        first_bad = cross.first_bad.get((cq.topic, cq.queue_id))
+        validate = _validator(commitlog, cq, end, 1 << 62 if first_bad is None else first_bad)
+        lost = cq.recover(validate, first_bad)
         cq.correct_min_offset(commitlog.min_offset())
         if lost:
             log.warning("consume queue rebuilt", topic=cq.topic, queue=cq.queue_id, dropped=lost)

@@ -356,3 +356,23 @@ def test_a_blanked_last_entry_does_not_keep_a_queue_file_forever(tmp_path: Path)
         with store.lock:
             assert cq.delete_expired(puts[28].wrote_offset + puts[28].wrote_bytes) == 1
         assert cq.min_offset() == 16
+
+
+def test_a_wrong_tags_code_before_the_last_three_files_is_rebuilt(tmp_path: Path) -> None:
+    # Start checks only a queue's last 3 files, but the scan compared the record with
+    # its entry, so the queue is rebuilt from there all the same.
+    _fill(tmp_path, 120)
+    first_file = tmp_path / "consumequeue" / "T" / "0" / f"{0:020d}"
+    assert len(list(first_file.parent.iterdir())) == 4
+    with open(first_file, "r+b") as f:
+        f.seek(5 * 20 + 12)
+        f.write((4242).to_bytes(8, "big"))
+    with MessageStore.open(small_config(tmp_path)) as store:
+        rep = store.recovery_report
+        assert rep.consume_queues_truncated == 1 and rep.consume_queue_entries_dropped == 55
+        even = {java_string_hash("even")}
+        served = 0
+        for start in range(0, 60, 16):
+            served += len(store.get_messages("T", 0, start, 16, tag_codes=even).buffers)
+        assert served == 60
+    assert check_store(tmp_path, SEG, 16, 32, 40).errors == []
