@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rocklet.store.check import StoreCheckReport, check_store
+from rocklet.store.check import StoreCheckReport, check_store, live_limits
 from rocklet.store.config import StoreConfig
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import PutResult
@@ -201,3 +201,20 @@ def test_garbage_index_entries_are_problems(tmp_path: Path) -> None:
     report = _check(tmp_path)
     assert [(f.area, f.offset) for f in report.problems] == [("index", 1)]
     assert report.summary["index_entries_bad"] == 1
+
+
+def test_a_live_check_reads_below_the_write_positions_taken_at_its_start(tmp_path: Path) -> None:
+    # What the broker's check sees when writers go on: new segments, queue files and
+    # index files appear after the positions were taken, and are not judged.
+    with MessageStore.open(small_config(tmp_path)) as store:
+        for n in range(120):
+            store.put_message(message(n, queue_id=n % 2, size=150))
+        limits = live_limits(store)
+        index_files = len(list((tmp_path / "index").iterdir()))
+        for n in range(120, 240):
+            store.put_message(message(n, queue_id=n % 2, size=150))
+        assert len(list((tmp_path / "index").iterdir())) > index_files
+        report = check_store(small_config(tmp_path), live=limits)
+    assert report.live and report.clean_stop is None
+    assert report.findings == [] and report.summary["records"] == 120
+    assert report.summary["entries"] == 120
