@@ -12,10 +12,11 @@ scrapes, so an idle broker pays nothing:
   answer code and duration through :attr:`ProcessorRegistry.observer`.
 
 Consumer lag per group and queue, disk use and the full-disk state, the commitlog
-offsets and the parked long-poll pulls are computed by :class:`BrokerStateCollector` at
-scrape time. The HTTP endpoint (:class:`MetricsServer`) runs on the broker's event
-loop, so the collector reads the offset table and the hold service on the loop that
-owns them.
+offsets, the parked long-poll pulls and what the last start's recovery found (damaged
+bytes skipped, bytes truncated, consume-queue entries dropped or blanked, stray files)
+are computed by :class:`BrokerStateCollector` at scrape time. The HTTP endpoint
+(:class:`MetricsServer`) runs on the broker's event loop, so the collector reads the
+offset table and the hold service on the loop that owns them.
 
 TPS is not exported as a gauge: ``rate(rocklet_messages_put_total[1m])`` gives it
 over any window, which is what RocketMQ's 10 s / 1 min / 10 min figures approximate.
@@ -37,7 +38,12 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 
 from rocklet.broker.long_polling import PullHoldService
 from rocklet.broker.metrics import NULL_METRICS, MetricsSink
@@ -251,6 +257,7 @@ class BrokerStateCollector:
         yield _gauge(
             "rocklet_long_poll_held", "Pull requests parked waiting for messages.", self._holds.held
         )
+        yield from _recovery_metrics(store)
 
     def _lag(self) -> GaugeMetricFamily:
         lag = GaugeMetricFamily(
@@ -263,6 +270,45 @@ class BrokerStateCollector:
                 behind = max(0, self._store.max_offset(topic, queue_id) - committed)
                 lag.add_metric([group, topic, str(queue_id)], behind)
         return lag
+
+
+def _recovery_metrics(store: MessageStore) -> Iterable[Metric]:
+    """What the last start's recovery found, and damaged records reads skipped since."""
+    rep = store.recovery_report
+    yield _gauge(
+        "rocklet_store_recovery_damaged_bytes",
+        "Commitlog bytes the last start found damaged and skipped (kept, never served).",
+        rep.damaged_bytes,
+    )
+    yield _gauge(
+        "rocklet_store_recovery_damaged_ranges",
+        "Damaged commitlog ranges the last start skipped.",
+        len(rep.damaged),
+    )
+    yield _gauge(
+        "rocklet_store_recovery_truncated_bytes",
+        "Bytes the last start cut off the commitlog's tail (a torn last write).",
+        rep.truncated_bytes,
+    )
+    entries = GaugeMetricFamily(
+        "rocklet_store_recovery_consume_queue_entries",
+        "Consume-queue entries the last start dropped (to rebuild) or blanked (damaged).",
+        labels=["action"],
+    )
+    entries.add_metric(["dropped"], rep.consume_queue_entries_dropped)
+    entries.add_metric(["blanked"], rep.consume_queue_entries_blanked)
+    yield entries
+    yield _gauge(
+        "rocklet_store_recovery_ignored_files",
+        "Files in the store's directories the last start ignored (not store files).",
+        len(rep.ignored_files),
+    )
+    reads = CounterMetricFamily(
+        "rocklet_store_damaged_reads",
+        "Records reads skipped because they were not the record their entry names.",
+    )
+    reads.add_metric([], store.commitlog.damaged_reads)
+    yield reads
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.processors import (
     admin,
+    admin_store,
     client_manage,
     consumer_manage,
     pull,
@@ -21,6 +22,7 @@ from rocklet.broker.processors import (
 )
 from rocklet.broker.processors.admin_groups import GroupAdmin
 from rocklet.broker.processors.admin_runtime import RuntimeAdmin
+from rocklet.broker.processors.admin_store import StoreAdmin
 from rocklet.broker.processors.admin_topics import TopicAdmin
 from rocklet.broker.processors.client_manage import ClientManageProcessor
 from rocklet.broker.processors.consumer_manage import ConsumerManageProcessor
@@ -131,6 +133,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
         ),
         RuntimeAdmin(config=cfg, store=store, clients=clients, clock=ctx.clock),
     )
+    admin_store.register(registry, StoreAdmin(store))
 
 
 def transaction_check_service(ctx: BrokerContext) -> TransactionCheckService:

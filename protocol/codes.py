@@ -112,6 +112,10 @@ class RequestCode(IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325  #: the same with the V2 header
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326  #: broker -> requesting client
     ADD_WRITE_PERM_OF_BROKER = 327
+    #: Rocklet only: check the broker's store files (``rocklet admin storeCheck``).
+    #: Rocklet's own codes are 40000-40999, a range RocketMQ does not use (4.9.4 ends
+    #: at 329; 5.x adds 1001-1018, 2001-2004, 3001-3010 and 200050-200151).
+    ROCKLET_STORE_CHECK = 40001
 
 
 class ResponseCode(IntEnum):

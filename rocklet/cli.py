@@ -29,6 +29,7 @@ from rocklet.help_text import plain_parser_help
 from rocklet.logging import configure_logging
 from rocklet.message_args import add_consume_parser, add_produce_parser
 from rocklet.store.directory import StoreDirectoryError
+from rocklet.store_cmd import add_store_parser
 from rocklet.transport.loop import loop_name
 from rocklet.transport.loop import run as run_loop
 
@@ -138,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(sub.choices["cluster"])
     add_bench_parser(sub)
     _common(sub.choices["bench"], "WARNING")
+    add_store_parser(sub)
+    _common(sub.choices["store"], "WARNING")
     health = sub.add_parser(
         "healthcheck",
         help="check that the Rocklet server of this container answers (the image's check)",
@@ -260,6 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rocklet.benchsuite.cli import run_bench
 
             return run_bench(args)
+        if args.command == "store":
+            from rocklet.store_cmd import run_store
+
+            return run_store(args)
         if args.command == "healthcheck":
             from rocklet.healthcheck import run_healthcheck
 

@@ -25,6 +25,7 @@ from typing import Final, NamedTuple
 
 from rocklet.protocol.message import (
     BLANK_MAGIC,
+    MESSAGE_MAGIC,
     PHYSICAL_OFFSET_POS,
     QUEUE_OFFSET_POS,
     STORE_TIMESTAMP_POS,
@@ -68,6 +69,12 @@ class CommitLog:
         self.file_size = file_size
         #: Store time of the newest appended record (the checkpoint's physic time).
         self.last_store_timestamp = 0
+        #: Records from here on were checked by recovery or written by this process;
+        #: reads check the header of records below it (:mod:`rocklet.store._reader`).
+        self.verified_from = 0
+        #: Records reads skipped since the start because they were not the record
+        #: their consume-queue entry names (damage recovery did not scan).
+        self.damaged_reads = 0
 
     def load(self) -> None:
         """Map the existing segments (positions are set by recovery)."""
@@ -192,7 +199,7 @@ class CommitLog:
         return mf.view[pos : pos + size]
 
     def record_size_at(self, offset: int) -> int:
-        """TOTALSIZE of the record at ``offset``, or 0 if none is stored there.
+        """TOTALSIZE of the record at ``offset``, or 0 if no record (message magic) is there.
 
         Args:
             offset: Commitlog offset.
@@ -204,7 +211,7 @@ class CommitLog:
         if head is None:
             return 0
         size, magic = _BLANK.unpack(head)
-        return size if magic != BLANK_MAGIC and size > 0 else 0
+        return size if magic == MESSAGE_MAGIC and size > 0 else 0
 
     def roll_next_file(self, offset: int) -> int:
         """Start of the segment after the one holding ``offset`` (``rollNextFile``).

@@ -19,7 +19,7 @@ with blank entries (offset 0, size 0x7FFFFFFF, tags 0: ``fillPreBlank``).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -38,8 +38,8 @@ BLANK_ENTRY_SIZE: Final = 0x7FFFFFFF
 _BLANK_ENTRY: Final = ENTRY.pack(0, BLANK_ENTRY_SIZE, 0)
 _PHY_SIZE: Final = struct.Struct(">qi")
 
-#: ``validate(index, commitlog_offset, size) -> bool`` used by recovery.
-EntryValidator = Callable[[int, int, int], bool]
+#: ``validate(index, commitlog_offset, size, tags_code) -> bool`` used by recovery.
+EntryValidator = Callable[[int, int, int, int], bool]
 
 
 class ConsumeQueue:
@@ -222,14 +222,17 @@ class ConsumeQueue:
         per_file = self.files.file_size // ENTRY_SIZE
         return index + per_file - index % per_file
 
-    def recover(self, validate: EntryValidator) -> int:
+    def recover(self, validate: EntryValidator, known_bad: int | None = None) -> int:
         """Find the valid end (``ConsumeQueue.recover``) and set positions.
 
-        Scans the last up-to-3 files; an entry is valid if its size is positive and
-        ``validate`` accepts it (pre-blank entries are accepted as they are).
+        Scans the last up-to-3 files, or from the file of ``known_bad`` if that is
+        older; an entry is valid if its size is positive and ``validate`` accepts it
+        (blank entries are accepted as they are). Everything from the first invalid
+        entry on is dropped, to be rebuilt from the commitlog.
 
         Args:
             validate: Checks an entry against the commitlog.
+            known_bad: A queue offset already known to hold a wrong entry.
 
         Returns:
             Entries dropped (garbage or pointing past the commitlog).
@@ -238,17 +241,18 @@ class ConsumeQueue:
         if not files:
             return 0
         start = max(0, len(files) - 3)
+        if known_bad is not None:
+            bad_file = (known_bad * ENTRY_SIZE - files[0].from_offset) // self.files.file_size
+            start = max(0, min(start, bad_file))
         end = files[start].from_offset
-        written_end = end
         for mf in files[start:]:
             index = mf.from_offset // ENTRY_SIZE
             pos = 0
-            for phy, size, _tags in ENTRY.iter_unpack(mf.view):
+            for phy, size, tags in ENTRY.iter_unpack(mf.view):
                 if phy == 0 and size == 0:
                     break
-                written_end = mf.from_offset + pos + ENTRY_SIZE
                 blank = phy == 0 and size == BLANK_ENTRY_SIZE
-                if not blank and (phy < 0 or size <= 0 or not validate(index, phy, size)):
+                if not blank and (phy < 0 or size <= 0 or not validate(index, phy, size, tags)):
                     break
                 if not blank:
                     self.max_physic_offset = phy + size
@@ -257,9 +261,63 @@ class ConsumeQueue:
             end = mf.from_offset + pos
             if pos < mf.size:
                 break
-        dropped = max(0, written_end - end) // ENTRY_SIZE
+        dropped = self._written_past(end)
         self.files.set_write_position(end)
         return dropped
+
+    def _written_past(self, end: int) -> int:
+        """Entries written (not all zero) from byte ``end`` on: what recovery drops."""
+        count = 0
+        for mf in self.files.files:
+            if mf.end_offset <= end:
+                continue
+            pos = max(0, end - mf.from_offset)
+            for phy, size, _tags in ENTRY.iter_unpack(mf.view[pos:]):
+                if phy == 0 and size == 0:
+                    break
+                count += 1
+        return count
+
+    def blank_entries(self, ranges: Sequence[tuple[int, int]]) -> int:
+        """Turn entries whose record overlaps a damaged commitlog range into blanks.
+
+        Readers skip blank entries, so the damaged record is never served while the
+        queue offsets of every other entry stay as they are. Each changed file is
+        synced before this returns: a blank lost in a power cut would serve the
+        damaged bytes again if the damage lies where recovery does not scan.
+
+        Args:
+            ranges: Damaged ``[start, end)`` commitlog ranges.
+
+        Returns:
+            Entries blanked.
+        """
+        if not ranges:
+            return 0
+        lo, hi = min(a for a, _ in ranges), max(b for _, b in ranges)
+        count = 0
+        for mf in self.files.files:
+            view = mf.view[: mf.wrote_position]
+            if not _may_overlap(view, lo, hi):
+                continue
+            for n, (phy, size, _tags) in enumerate(ENTRY.iter_unpack(view)):
+                if size == 0 and phy == 0:
+                    break
+                if size == BLANK_ENTRY_SIZE or size < 0:
+                    continue
+                if any(phy < end and phy + size > start for start, end in ranges):
+                    mf.write_at(n * ENTRY_SIZE, _BLANK_ENTRY)
+                    mf.flushed_position = min(mf.flushed_position, n * ENTRY_SIZE)
+                    count += 1
+        if count:
+            log.warning(
+                "consume queue entries of damaged records blanked",
+                topic=self.topic,
+                queue=self.queue_id,
+                entries=count,
+            )
+            self.files.flush()
+        return count
 
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Set the min offset to the first entry whose record is still stored.
@@ -285,9 +343,7 @@ class ConsumeQueue:
         """
         deleted = 0
         while len(self.files.files) > 1:
-            mf = self.files.files[0]
-            phy, size, _ = ENTRY.unpack_from(mf.view, mf.size - ENTRY_SIZE)
-            if phy + size > commitlog_min:
+            if _last_record_end(self.files.files[0].view) > commitlog_min:
                 break
             self.files.delete_first()
             deleted += 1
@@ -305,3 +361,33 @@ class ConsumeQueue:
     def close(self) -> None:
         """Release the maps."""
         self.files.close()
+
+
+def _may_overlap(view: memoryview, lo: int, hi: int) -> bool:
+    """Whether a file's entries can reach into ``[lo, hi)`` (phys ascend in a queue).
+
+    Only a full file starting with a real entry is judged by its first and last entry;
+    anything else (blanks first, a zero tail) is read whole.
+    """
+    if len(view) < ENTRY_SIZE:
+        return False
+    first: int
+    last: int
+    first, first_size, _ = ENTRY.unpack_from(view, 0)
+    last, last_size, _ = ENTRY.unpack_from(view, len(view) - ENTRY_SIZE)
+    if first_size in (0, BLANK_ENTRY_SIZE) or last_size in (0, BLANK_ENTRY_SIZE):
+        return True
+    return first < hi and last + last_size > lo
+
+
+def _last_record_end(view: memoryview) -> int:
+    """End of the record of a full file's last non-blank entry (0 if all are blank).
+
+    A blank entry (a damaged record's, or a gap) says nothing about the file's age.
+    """
+    for pos in range(len(view) - ENTRY_SIZE, -1, -ENTRY_SIZE):
+        phy, size, _tags = ENTRY.unpack_from(view, pos)
+        if size != BLANK_ENTRY_SIZE:
+            end: int = phy + size
+            return end
+    return 0

@@ -21,6 +21,7 @@ __all__ = [
     "DispatchRequest",
     "check_record",
     "deliver_time",
+    "record_mismatch",
     "tags_hash",
 ]
 
@@ -30,12 +31,17 @@ BLANK: Final = 0
 INVALID: Final = -1
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # size, magic, crc, qid, flag, qoff, phy, sysflag, born
+# size, magic, queue id, queue offset, sysflag (CRC, flag, physical offset skipped)
+_ENTRY_HEAD = struct.Struct(">ii4xi4xq8xi")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _Q = struct.Struct(">q")
 # Plain ints: IntFlag arithmetic costs microseconds per record on the hot path.
 _BORN_V6: Final = int(SysFlag.BORNHOST_V6)
 _STORE_V6: Final = int(SysFlag.STOREHOST_V6)
+_HOSTS_V6: Final = _BORN_V6 | _STORE_V6
+#: BODYLENGTH's position in a record with IPv4 hosts (each IPv6 host adds 12).
+_BODY_LEN_POS: Final = 84
 
 
 class DispatchRequest(NamedTuple):
@@ -146,3 +152,49 @@ def deliver_time(level_text: str | None, store_ts: int, levels: tuple[int, ...])
     if level <= 0:
         return store_ts + 1000
     return store_ts + levels[min(level, len(levels)) - 1]
+
+
+def record_mismatch(
+    view: memoryview, pos: int, topic: bytes, queue_id: int, queue_offset: int, size: int
+) -> str | None:
+    """Why the record at ``pos`` is not the one a consume-queue entry names, or None.
+
+    The record must have the entry's size, the message magic, the queue's id and topic
+    and the entry's queue offset. Reads two header fields and the topic, nothing else
+    (recovery runs this for every entry it checks); the tags code is compared where
+    the record is parsed whole (:func:`check_record`).
+
+    Args:
+        view: The mapped segment holding the record (``pos + size`` lies within).
+        pos: The record's position in ``view``.
+        topic: The queue's topic, UTF-8.
+        queue_id: The queue's id.
+        queue_offset: The entry's queue offset.
+        size: The entry's record size.
+
+    Returns:
+        None if the record is the entry's, else a short reason for a report.
+    """
+    try:
+        rsize, magic, qid, qoff, sys_flag = _ENTRY_HEAD.unpack_from(view, pos)
+        if magic != MESSAGE_MAGIC:
+            return f"no record there (magic {magic & 0xFFFFFFFF:#010x})"
+        if rsize != size or qid != queue_id or qoff != queue_offset:
+            return (
+                f"the entry says {size} bytes; the record there is queue {qid} offset "
+                f"{qoff} of {rsize} bytes"
+            )
+        p = pos + _BODY_LEN_POS
+        if sys_flag & _HOSTS_V6:
+            p += (12 if sys_flag & _BORN_V6 else 0) + (12 if sys_flag & _STORE_V6 else 0)
+        (body_len,) = _I32.unpack_from(view, p)
+        p += 4 + body_len
+        if body_len < 0 or p >= pos + size:
+            return "the record's field lengths do not add up"
+        topic_len = view[p]
+        if view[p + 1 : p + 1 + topic_len] != topic:
+            text = bytes(view[p + 1 : p + 1 + topic_len]).decode("utf-8", "replace")
+            return f"the record there is of topic {text!r}"
+    except (struct.error, IndexError):
+        return "the record runs past its segment"
+    return None

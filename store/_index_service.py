@@ -59,6 +59,8 @@ class IndexService:
         #: Files reserved ahead by :meth:`reserve` (temporary paths), used in order.
         self._reserved: list[Path] = []
         self._reserved_seq = 0  # names reserved files uniquely
+        #: What :meth:`load` found that is not an index file of this configuration.
+        self.ignored: list[Path] = []
         #: Store time of the newest indexed record (the checkpoint's index time).
         self.last_timestamp = 0
 
@@ -68,12 +70,13 @@ class IndexService:
             return
         size = self.file_size
         for path in sorted(self.directory.iterdir()):
-            if path.name.endswith(ALLOCATING_SUFFIX):
+            if path.name.endswith(ALLOCATING_SUFFIX) and path.is_file():
                 path.unlink()  # an allocation a crash interrupted: never held data
-            elif path.name.isdigit() and path.stat().st_size == size:
+            elif path.name.isdigit() and path.is_file() and path.stat().st_size == size:
                 self.files.append(IndexFile(path, self.slots, self.max_entries))
             else:
                 log.warning("ignoring foreign index file", path=str(path))
+                self.ignored.append(path)
 
     def end_phy_offset(self) -> int:
         """Commitlog offset of the newest indexed record (0 if none)."""

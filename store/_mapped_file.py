@@ -24,6 +24,8 @@ from pathlib import Path
 
 import structlog
 
+from rocklet.store.directory import StoreDamagedError
+
 __all__ = [
     "ALLOCATING_SUFFIX",
     "MappedFile",
@@ -335,6 +337,19 @@ class MappedFile:
             pos += len(data)
         return end
 
+    def find_bytes(self, sub: bytes, start: int, end: int) -> int:
+        """Lowest position of ``sub`` in ``[start, end)``, or -1 (recovery's resync).
+
+        Args:
+            sub: The bytes to find (a record's magic).
+            start: First position to look at.
+            end: Position the match must end by.
+
+        Returns:
+            The position, or -1.
+        """
+        return self._mm.find(sub, start, end)
+
     def zero_from(self, pos: int) -> None:
         """Zero stale bytes from ``pos`` (truncating a torn tail). Writer thread only.
 
@@ -393,24 +408,48 @@ class MappedFileQueue:
         self.pending_destroy: list[MappedFile] = []
         #: Files reserved ahead (:meth:`reserve`), by start offset: temporary paths.
         self._reserved: dict[int, Path] = {}
+        #: What :meth:`load` found in the directory that is not a segment file.
+        self.ignored: list[Path] = []
 
     def load(self) -> None:
-        """Map every existing file in name order. Files of the wrong size are an error.
+        """Map every segment file in name order; ignore anything else with a warning.
+
+        A segment file is a regular file named by 20 digits. Anything else in the
+        directory (an editor's backup ``...~``, a ``.tmp``, a README, a directory) is
+        left alone, named in a warning and in :attr:`ignored`: refusing to start over a
+        stray file would stop a broker for nothing it needs.
 
         Raises:
-            ValueError: A file's size differs from the configured size.
+            StoreDamagedError: A segment's size differs from the configured size, or a
+                segment is missing between two others (offsets would map to the wrong
+                file); the message names the file and the offsets.
         """
         if not self.directory.exists():
             return
-        for stale in self.directory.glob("*" + ALLOCATING_SUFFIX):
-            stale.unlink()  # an allocation a crash interrupted: never held data
-        names = sorted(
-            p for p in self.directory.iterdir() if p.name.isdigit() and len(p.name) == 20
-        )
+        names = []
+        for path in sorted(self.directory.iterdir()):
+            if path.name.endswith(ALLOCATING_SUFFIX) and path.is_file():
+                path.unlink()  # an allocation a crash interrupted: never held data
+            elif path.name.isdigit() and len(path.name) == 20 and path.is_file():
+                names.append(path)
+            else:
+                log.warning("ignoring a file that is not a store file", path=str(path))
+                self.ignored.append(path)
         for path in names:
             actual = path.stat().st_size
             if actual != self.file_size:
-                raise ValueError(f"{path} is {actual} bytes; configured size is {self.file_size}")
+                raise StoreDamagedError(
+                    f"{path} is {actual} bytes but files here are {self.file_size} bytes: "
+                    "written with another file size setting, or cut short; start with the "
+                    "setting it was written with, or restore the file from a backup"
+                )
+            expected = self.files[-1].end_offset if self.files else int(path.name)
+            if int(path.name) != expected:
+                raise StoreDamagedError(
+                    f"{self.directory / offset_name(expected)} is missing (offsets {expected} "
+                    f"to {int(path.name) - 1}, before {path.name}): restore it from a backup "
+                    "before starting; offsets past it would be read from the wrong file"
+                )
             mf = MappedFile(path, self.file_size, int(path.name))
             mf.wrote_position = mf.flushed_position = self.file_size
             self.files.append(mf)

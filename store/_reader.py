@@ -1,18 +1,31 @@
-"""Reads by queue (``DefaultMessageStore.getMessage``) and by store time."""
+"""Reads by queue (``DefaultMessageStore.getMessage``) and by store time.
+
+Recovery scans only the newest segments after a clean stop, so damage in an older
+one can reach a read. A record below :attr:`CommitLog.verified_from` is therefore
+checked to be the entry's before it is served (magic, size, queue id and queue offset
+at its start; ~0.6 µs, so not for the verified segments most reads hit). One that
+fails is skipped like a blank entry and logged, never served (RocketMQ sends the bytes).
+"""
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Set
 
+import structlog
+
+from rocklet.protocol.message import MESSAGE_MAGIC
 from rocklet.store._commitlog import CommitLog
 from rocklet.store._consume_queue import BLANK_ENTRY_SIZE, ENTRY, ENTRY_SIZE, ConsumeQueue
 from rocklet.store.results import GetMessageStatus, GetResult
 
 __all__ = ["earliest_store_time", "get_messages", "offset_for_time"]
 
+log = structlog.get_logger(__name__)
+
 _STORE_TS = struct.Struct(">q")
 _PHY = struct.Struct(">q")
+_HEAD = struct.Struct(">ii4xi4xq")  # size, magic, queue id, queue offset
 #: RocketMQ scans at most max(16000, maxMsgNums * 20) entries looking for matches.
 _MIN_FILTER_SCAN = 16000
 
@@ -64,7 +77,7 @@ def get_messages(
     total = 0
     if tag_codes is None:
         count = max(1, min(max_count, len(block) // ENTRY_SIZE))
-        total, done = _read_run(block, count, max_bytes, commitlog, buffers)
+        total, done = _read_run(block, count, max_bytes, commitlog, buffers, cq.queue_id, offset)
         if done:
             n = len(buffers)
             return GetResult(
@@ -79,6 +92,8 @@ def get_messages(
     # share one. Bounds no offset satisfies make the first record look its segment up.
     seg_from, seg_end, seg_view = 1 << 62, 0, block
     find = commitlog.files.find
+    head = _HEAD.unpack_from
+    verified = commitlog.verified_from
     for phy, size, tags in ENTRY.iter_unpack(block[scanned * ENTRY_SIZE : scan_limit]):
         if buffers and (len(buffers) >= max_count or total + size > max_bytes):
             break
@@ -93,6 +108,15 @@ def get_messages(
             seg_from, seg_view = mf.from_offset, mf.view
             seg_end = seg_from + mf.wrote_position
         pos = phy - seg_from
+        if phy < verified and head(seg_view, pos) != (
+            size,
+            MESSAGE_MAGIC,
+            cq.queue_id,
+            offset + scanned - 1,
+        ):
+            _skip_damaged(cq, offset + scanned - 1, phy)
+            commitlog.damaged_reads += 1
+            continue
         buffers.append(seg_view[pos : pos + size])
         offsets.append(offset + scanned - 1)
         total += size
@@ -105,14 +129,31 @@ def get_messages(
     return GetResult(status, buffers, offsets, offset + scanned, lo, hi)
 
 
+def _skip_damaged(cq: ConsumeQueue, index: int, phy: int) -> None:
+    log.warning(
+        "damaged record skipped by a read",
+        topic=cq.topic,
+        queue=cq.queue_id,
+        queue_offset=index,
+        commitlog_offset=phy,
+    )
+
+
 def _read_run(
-    block: memoryview, count: int, max_bytes: int, commitlog: CommitLog, out: list[memoryview]
+    block: memoryview,
+    count: int,
+    max_bytes: int,
+    commitlog: CommitLog,
+    out: list[memoryview],
+    queue_id: int,
+    first: int,
 ) -> tuple[int, bool]:
     """Views of the first ``count`` entries' records while they are plain and live.
 
     The unfiltered read's fast path: stops at the first entry that is a blank, lies
-    outside the first record's segment or past its written end (the caller goes on
-    entry by entry), or would pass ``max_bytes`` (the read is complete).
+    outside the first record's segment or past its written end, or is not the record
+    the entry names (the caller goes on entry by entry), or would pass ``max_bytes``
+    (the read is complete).
 
     Returns:
         (bytes read, whether the read is complete).
@@ -125,6 +166,10 @@ def _read_run(
     base, limit, view = mf.from_offset, min(mf.wrote_position, BLANK_ENTRY_SIZE - 1), mf.view
     total = 0
     append = out.append
+    if base < commitlog.verified_from and not _entries_match(
+        block, count, view, base, queue_id, first
+    ):
+        return 0, False
     for phy, size, _tags in ENTRY.iter_unpack(block[: count * ENTRY_SIZE]):
         pos = phy - base
         if pos < 0 or pos + size > limit:
@@ -134,6 +179,25 @@ def _read_run(
         append(view[pos : pos + size])
         total += size
     return total, True
+
+
+def _entries_match(
+    block: memoryview, count: int, view: memoryview, base: int, queue_id: int, first: int
+) -> bool:
+    """Whether each of the first ``count`` entries names the record at its offset.
+
+    Entries outside ``view`` (another segment) fail here; the caller's entry-by-entry
+    path sorts those out.
+    """
+    head = _HEAD.unpack_from
+    size_limit = len(view)
+    for n, (phy, size, _tags) in enumerate(ENTRY.iter_unpack(block[: count * ENTRY_SIZE])):
+        pos = phy - base
+        if not 0 <= pos <= size_limit - _HEAD.size:
+            return False
+        if head(view, pos) != (size, MESSAGE_MAGIC, queue_id, first + n):
+            return False
+    return True
 
 
 def _store_time(cq: ConsumeQueue, commitlog: CommitLog, index: int) -> int | None:

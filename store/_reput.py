@@ -6,24 +6,35 @@ rounds. Here puts dispatch their own records, from the data the encoder computed
 message is readable by queue as soon as the put returns. :meth:`ReputService.run_once`
 parses and dispatches whatever lies past ``reput_from``: at recovery, to rebuild
 consume queues and index, and as a catch-up if a put failed after writing.
+
+Damaged commitlog bytes (:mod:`rocklet.store._damage`) are never dispatched: recovery
+hands the ranges it found to :meth:`ReputService.skip`, and while it re-dispatches it
+sets :attr:`ReputService.on_damage`, which finds the next whole record after bad bytes
+in a segment the recovery scan did not read (an old segment after a clean stop).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import bisect
+from collections.abc import Callable, Iterable, Sequence
 
 import structlog
 
 from rocklet.protocol.errors import MessageFormatError
 from rocklet.store._commitlog import CommitLog
+from rocklet.store._damage import DamagedRange, is_segment_end
 from rocklet.store._dispatch_request import BLANK, DispatchRequest, check_record
+from rocklet.store._mapped_file import MappedFile
 
-__all__ = ["Dispatcher", "ReputService"]
+__all__ = ["DamageHandler", "Dispatcher", "ReputService"]
 
 log = structlog.get_logger(__name__)
 
 #: A dispatcher is called once per record (``CommitLogDispatcher.dispatch``).
 Dispatcher = Callable[[DispatchRequest], None]
+#: Called with a segment and the position of bad bytes; returns the range to skip.
+DamageHandler = Callable[[MappedFile, int], DamagedRange]
+_NONE: int = 1 << 62
 
 
 class ReputService:
@@ -49,6 +60,29 @@ class ReputService:
         self.delay_levels_ms = delay_levels_ms
         #: Records dispatched since the service was created.
         self.dispatched = 0
+        #: Recovery's resync for bad bytes not in :meth:`skip`; None: they are an error.
+        self.on_damage: DamageHandler | None = None
+        self._skip_starts: list[int] = []
+        self._skip_ends: list[int] = []
+
+    def skip(self, ranges: Iterable[DamagedRange]) -> None:
+        """Never dispatch from these damaged commitlog ranges.
+
+        Args:
+            ranges: Damaged ranges (any order; they do not overlap).
+        """
+        pairs = sorted(
+            {*zip(self._skip_starts, self._skip_ends, strict=True)}
+            | {(r.offset, r.end) for r in ranges}
+        )
+        self._skip_starts = [a for a, _ in pairs]
+        self._skip_ends = [b for _, b in pairs]
+
+    def _next_skip(self, offset: int) -> tuple[int, int]:
+        k = bisect.bisect_right(self._skip_ends, offset)
+        if k < len(self._skip_starts):
+            return self._skip_starts[k], self._skip_ends[k]
+        return _NONE, _NONE
 
     def run_once(self) -> int:
         """Dispatch every record between :attr:`reput_from` and the commitlog's end.
@@ -57,8 +91,8 @@ class ReputService:
             Records dispatched.
 
         Raises:
-            MessageFormatError: A record below the write position does not parse
-                (corruption; recovery should have truncated it).
+            MessageFormatError: A record below the write position does not parse and
+                no :attr:`on_damage` is set (corruption after recovery).
         """
         count = 0
         files = self.commitlog.files
@@ -72,22 +106,30 @@ class ReputService:
                     break
                 self.reput_from = first
                 continue
-            view = mf.view
-            pos = self.reput_from - mf.from_offset
+            view, base = mf.view, mf.from_offset
+            pos = self.reput_from - base
             limit = mf.wrote_position
+            skip_from, skip_to = self._next_skip(self.reput_from)
             while pos < limit:
+                if base + pos >= skip_from:  # known damage: jump over it
+                    pos = skip_to - base
+                    skip_from, skip_to = self._next_skip(skip_to)
+                    continue
                 req = check_record(view, pos, check_crc=False, delay_levels_ms=self.delay_levels_ms)
                 if isinstance(req, int):
-                    if req == BLANK:
+                    if req == BLANK and (self.on_damage is None or is_segment_end(view, pos)):
                         pos = mf.size
                         break
-                    raise MessageFormatError(
-                        f"invalid record at commitlog offset {mf.from_offset + pos}"
-                    )
+                    if self.on_damage is None:
+                        raise MessageFormatError(f"invalid record at commitlog offset {base + pos}")
+                    found = self.on_damage(mf, pos)
+                    self.skip([found])
+                    skip_from, skip_to = self._next_skip(base + pos)
+                    continue
                 for dispatch in self.dispatchers:
                     dispatch(req)
                 pos += req.size
                 count += 1
-            self.reput_from = mf.from_offset + (mf.size if pos >= mf.size else pos)
+            self.reput_from = base + (mf.size if pos >= mf.size else pos)
         self.dispatched += count
         return count

@@ -31,6 +31,7 @@ from typing import Final, Self
 
 __all__ = [
     "LOCK_FILE",
+    "StoreDamagedError",
     "StoreDirectoryError",
     "StoreInUseError",
     "StoreLock",
@@ -47,6 +48,14 @@ class StoreDirectoryError(Exception):
     """A store directory cannot be used; the message names it and says what to do."""
 
 
+class StoreDamagedError(StoreDirectoryError):
+    """Store files are damaged in a way recovery must not guess past.
+
+    A commitlog segment missing between two others, a file of the wrong size: the
+    message names the file and what to do.
+    """
+
+
 class StoreInUseError(StoreDirectoryError):
     """Another live process holds the store directory's lock.
 
@@ -59,9 +68,9 @@ class StoreInUseError(StoreDirectoryError):
     def __init__(self, path: Path, holder: dict[str, str]) -> None:
         self.path = path
         self.holder = holder
-        super().__init__(
-            f"the store {path} is in use by {_describe(holder)}; stop it or {_ELSEWHERE}"
-        )
+        #: Who holds it, for a message: ``pid 12 (rocklet broker started ...)``.
+        self.who = _describe(holder)
+        super().__init__(f"the store {path} is in use by {self.who}; stop it or {_ELSEWHERE}")
 
 
 def _describe(holder: dict[str, str]) -> str:
@@ -134,6 +143,47 @@ class StoreLock:
             raise StoreDirectoryError(_cannot_write(root, "the store", exc)) from None
         lock = cls(path, fd)
         lock._write_holder(program)
+        return lock
+
+    @classmethod
+    def acquire_shared(cls, root: Path, program: str) -> Self | None:
+        """Take the lock shared, for a reader that must not run beside a broker.
+
+        ``rocklet store check`` holds it while it reads: a broker started meanwhile
+        refuses to start (naming the check) instead of recovering files under it. The
+        lock file is not created: a store without one has never had a broker.
+
+        Args:
+            root: The store root.
+            program: What holds the lock, for a refused broker's message.
+
+        Returns:
+            The held lock, or None when there is no lock file to lock.
+
+        Raises:
+            StoreInUseError: A broker (or another holder) has the store exclusively.
+        """
+        path = root / LOCK_FILE
+        writable = True
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            try:  # a read-only copy of a store: lock it for reading all the same
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                return None
+            writable = False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+            os.close(fd)
+            raise StoreInUseError(root, _parse_holder(text)) from None
+        lock = cls(path, fd)
+        if writable:
+            lock._write_holder(program)
         return lock
 
     def _write_holder(self, program: str) -> None:

@@ -20,11 +20,13 @@ from typing import Final, cast
 
 import structlog
 
+from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.message import TRANSACTION_MASK, decode_message
 from rocklet.protocol.properties import Prop
 from rocklet.store._checkpoint import Checkpoint
 from rocklet.store._commitlog import CommitLog
 from rocklet.store._consume_queue import ENTRY, ConsumeQueue
+from rocklet.store._damage import DamagedRange
 from rocklet.store._dispatch_request import DispatchRequest
 from rocklet.store._encoder import NOT_IN_QUEUE, EncodedBatch, encode_batch, rewrite_delay
 from rocklet.store._flush import FlushService
@@ -32,10 +34,13 @@ from rocklet.store._index_service import IndexService
 from rocklet.store._mapped_file import NoSpaceError
 from rocklet.store._reader import earliest_store_time, get_messages, offset_for_time
 from rocklet.store._recovery import (
+    QueueCrossCheck,
     RecoveryReport,
+    blank_damaged_entries,
     recover_commitlog,
     recover_consume_queues,
     recover_index,
+    resync_handler,
 )
 from rocklet.store._reput import ReputService
 from rocklet.store.config import FlushDiskType, StoreConfig
@@ -92,6 +97,7 @@ class MessageStore:
         self.disk = DiskSpace(config, clock)
         self._rolled = False  # a put is creating a segment (measure after, too)
         self.recovery_report: RecoveryReport
+        self._ignored: list[Path] = []
 
     # ------------------------------------------------------------------ open / close
 
@@ -152,15 +158,21 @@ class MessageStore:
         self.commitlog.load()
         self._load_queues(root / "consumequeue")
         self.index.load()
+        cross = QueueCrossCheck(self.queues)
         cl = recover_commitlog(
             self.commitlog,
             self.checkpoint,
             clean=clean,
             check_crc=self.config.check_crc_on_recover,
             with_index=self.config.message_index_enable,
+            on_record=cross,
+            delay_levels_ms=self.config.delay_levels_ms,
         )
+        # Entries of damaged records become blanks first, so the checks below keep
+        # the entries after them instead of rebuilding the queue from there.
+        blanked = blank_damaged_entries(self.queues.values(), cl.damaged)
         truncated_q, dropped, cq_from = recover_consume_queues(
-            self.commitlog, self.queues.values(), cl.end
+            self.commitlog, self.queues.values(), cl.end, cross
         )
         index_dropped, index_from = recover_index(self.index, self.commitlog, cl.end)
         if cl.redispatch_from is not None:
@@ -169,10 +181,20 @@ class MessageStore:
             start = max([q.max_physic_offset for q in self.queues.values()], default=0)
         start = max(self.commitlog.min_offset(), min(start, cq_from, index_from, cl.end))
         self.reput.reput_from = start
-        redispatched = self.reput.run_once()
+        self.reput.skip(cl.damaged)
+        found: list[DamagedRange] = []  # damage outside the scanned segments
+        self.reput.on_damage = resync_handler(found)
+        try:
+            redispatched = self.reput.run_once()
+        finally:
+            self.reput.on_damage = None
+        blanked += blank_damaged_entries(self.queues.values(), found)
         for key, cq in self.queues.items():
             self._next_queue_offset[key] = cq.max_offset()
         abort.touch()
+        ignored = [*self.commitlog.files.ignored, *self.index.ignored, *self._ignored]
+        for cq in self.queues.values():
+            ignored += cq.files.ignored
         self.recovery_report = RecoveryReport(
             clean=clean,
             commitlog_max_offset=cl.end,
@@ -183,23 +205,39 @@ class MessageStore:
             index_files_dropped=index_dropped,
             index_entries=sum(f.index_count - 1 for f in self.index.files),
             elapsed_ms=self.clock.monotonic_ms() - started,
+            damaged=tuple(sorted([*cl.damaged, *found], key=lambda r: r.offset)),
+            consume_queue_entries_blanked=blanked,
+            ignored_files=tuple(str(p) for p in ignored),
         )
+        rep = self.recovery_report
         log.info(
             "store recovered",
             **{
-                k: getattr(self.recovery_report, k)
+                k: getattr(rep, k)
                 for k in ("clean", "commitlog_max_offset", "truncated_bytes", "redispatched")
             },
+            damaged_bytes=rep.damaged_bytes,
+            damaged_ranges=len(rep.damaged),
         )
 
     def _load_queues(self, directory: Path) -> None:
         if not directory.exists():
             return
         for topic_dir in sorted(directory.iterdir()):
+            if not topic_dir.is_dir():
+                self._ignore(topic_dir)
+                continue
             for qdir in sorted(topic_dir.iterdir()):
-                if qdir.name.isdigit():
+                if qdir.name.isdigit() and qdir.is_dir():
                     cq = self._new_queue(topic_dir.name, int(qdir.name))
                     cq.load()
+                else:
+                    self._ignore(qdir)
+
+    def _ignore(self, path: Path) -> None:
+        # A stray file (a README, an editor's backup) must not stop the broker.
+        log.warning("ignoring a file that is not a store file", path=str(path))
+        self._ignored.append(path)
 
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         path = self.config.store_path / "consumequeue" / topic / str(queue_id)
@@ -506,7 +544,10 @@ class MessageStore:
                 view = self.commitlog.read(phy, size) if size else None
                 if view is None:
                     continue
-                msg = decode_message(view)
+                try:
+                    msg = decode_message(view)
+                except MessageFormatError:
+                    continue  # damaged bytes an index entry still points at
                 if (
                     msg.topic == topic
                     and begin_ms <= msg.store_timestamp <= end_ms

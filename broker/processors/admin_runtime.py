@@ -8,6 +8,9 @@
   RocketMQ broker that has not yet passed midnight. The disk keys are measured at the
   request; ``diskFull``, ``diskSpaceLevel`` and ``diskFullReason`` are Rocklet's
   (whether sends are refused for a full disk, and why).
+  Rocklet also adds ``storeRecovery*`` keys: what the last start's recovery found and did
+  (damaged commitlog ranges skipped, bytes truncated, consume-queue entries dropped or
+  blanked, index files rebuilt, stray files ignored), and ``storeDamagedReads``.
 - GET_BROKER_CONFIG (26): the configuration as ``key=value`` lines (RocketMQ property
   names), with a data version header.
 - UPDATE_BROKER_CONFIG (25): the configuration is read-only at runtime: a body that
@@ -159,6 +162,32 @@ def _store_facts(store: MessageStore) -> dict[str, str]:
     return facts
 
 
+#: Damaged ranges listed in ``storeRecoveryDamage`` (all are in the log and the count).
+_DAMAGE_LISTED: Final = 10
+
+
+def _recovery_facts(store: MessageStore) -> dict[str, str]:
+    """What recovery found and did at this start, and damaged records reads skipped."""
+    rep = store.recovery_report
+    listed = "; ".join(f"{r.offset}+{r.length} ({r.reason})" for r in rep.damaged[:_DAMAGE_LISTED])
+    if len(rep.damaged) > _DAMAGE_LISTED:
+        listed += f"; and {len(rep.damaged) - _DAMAGE_LISTED} more (see the log)"
+    return {
+        "storeRecoveryClean": str(rep.clean).lower(),
+        "storeRecoveryDamagedRanges": str(len(rep.damaged)),
+        "storeRecoveryDamagedBytes": str(rep.damaged_bytes),
+        "storeRecoveryDamage": listed,
+        "storeRecoveryTruncatedBytes": str(rep.truncated_bytes),
+        "storeRecoveryConsumeQueueEntriesDropped": str(rep.consume_queue_entries_dropped),
+        "storeRecoveryConsumeQueueEntriesBlanked": str(rep.consume_queue_entries_blanked),
+        "storeRecoveryIndexFilesRebuilt": str(rep.index_files_dropped),
+        "storeRecoveryRedispatched": str(rep.redispatched),
+        "storeRecoveryIgnoredFiles": ", ".join(rep.ignored_files),
+        "storeRecoveryElapsedMs": str(rep.elapsed_ms),
+        "storeDamagedReads": str(store.commitlog.damaged_reads),
+    }
+
+
 def _disk_facts(store: MessageStore) -> dict[str, str]:
     """Disk use of the store's partitions, as ``DefaultMessageStore.getRuntimeInfo``.
 
@@ -228,6 +257,7 @@ class RuntimeAdmin:
             "msgGetTotalTodayNow": "0",
             **_NOT_MEASURED,
             **_store_facts(store),
+            **_recovery_facts(store),
             **_disk_facts(store),
         }
         return dict(sorted(info.items()))

@@ -105,6 +105,12 @@ def _args_broker_status(p: argparse.ArgumentParser) -> None:
     _target(p, "report on")
 
 
+def _args_store_check(p: argparse.ArgumentParser) -> None:
+    _target(p, "check the store of")
+    # A broker reads its whole store to answer: minutes for a large one.
+    p.set_defaults(timeout=600.0)
+
+
 _VERB_ARGS: Final[Mapping[str, tuple[str, Callable[[argparse.ArgumentParser], None]]]] = {
     "updateTopic": ("create or update a topic", _args_update_topic),
     "deleteTopic": ("delete a topic from a cluster", _args_delete_topic),
@@ -120,6 +126,11 @@ _VERB_ARGS: Final[Mapping[str, tuple[str, Callable[[argparse.ArgumentParser], No
     "queryMsgByOffset": ("read the message at a queue offset", _args_query_by_offset),
     "clusterList": ("list the brokers of every cluster", _args_cluster_list),
     "brokerStatus": ("show a broker's runtime info", _args_broker_status),
+    "storeCheck": (
+        "check a running broker's store files (Rocklet only; --timeout defaults to 600 s); "
+        "exit 1 when problems are found",
+        _args_store_check,
+    ),
 }
 
 

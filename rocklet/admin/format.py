@@ -66,11 +66,13 @@ class Output:
         data: JSON-ready data (``--json``).
         tables: The same, as tables.
         notes: Lines printed after the tables (totals, hints).
+        exit_code: The command's exit status once printed (1: it found problems).
     """
 
     data: Any
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    exit_code: int = 0
 
 
 def print_output(output: Output, out: TextIO, *, as_json: bool) -> None:

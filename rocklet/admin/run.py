@@ -54,7 +54,8 @@ async def run_admin_async(
         environ: The environment (``NAMESRV_ADDR``); ``os.environ`` by default.
 
     Returns:
-        The exit code: 0, or 1 when the command failed.
+        The exit code: 0, or 1 when the command failed (or, for storeCheck, found
+        problems).
     """
     env = os.environ if environ is None else environ
     namesrv = args.namesrvAddr or env.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
@@ -65,7 +66,7 @@ async def run_admin_async(
         err.write(f"rocklet admin {args.verb}: {_describe(exc, namesrv)}\n")
         return EXIT_FAILED
     print_output(output, out, as_json=args.json)
-    return 0
+    return output.exit_code
 
 
 def run_admin(args: argparse.Namespace) -> int:

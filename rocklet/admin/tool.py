@@ -10,7 +10,8 @@ admin's instance name), as RocketMQ's ``DefaultMQAdminExtImpl`` does through its
 
 from __future__ import annotations
 
-from typing import Final
+import json
+from typing import Any, Final
 
 from rocklet.client.admin import Admin
 from rocklet.client.errors import ClientError, NoRouteError, error_for_code
@@ -132,6 +133,12 @@ class AdminTool:
         """GET_BROKER_RUNTIME_INFO: the broker's runtime facts."""
         answer = await self.call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         return dict(sorted(KVTable.from_json(answer.body).table.items()))
+
+    async def store_check(self, addr: str) -> dict[str, Any]:
+        """ROCKLET_STORE_CHECK: the broker's check of its own store files."""
+        answer = await self.call(addr, RequestCode.ROCKLET_STORE_CHECK)
+        report: dict[str, Any] = json.loads(answer.body)
+        return report
 
     async def topics_of_cluster(self, cluster: str) -> list[str]:
         """GET_TOPICS_BY_CLUSTER from the name server."""

@@ -21,6 +21,7 @@ from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.headers.admin import CreateTopicRequestHeader
 from rocklet.protocol.message_id import parse_offset_msg_id
 from rocklet.protocol.names import RETRY_PREFIX, is_retry_topic
+from rocklet.store_report import finding_rows, heading, summary_rows, verdict
 
 __all__ = ["VERBS", "Verb"]
 
@@ -289,6 +290,24 @@ async def broker_status(tool: AdminTool, args: argparse.Namespace) -> Output:
     return Output(data if len(addrs) > 1 else data[addrs[0]], tables)
 
 
+async def store_check(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """storeCheck: a broker's check of its own store files (Rocklet only)."""
+    addrs = await tool.targets(args.clusterName, args.brokerAddr)
+    reports = {addr: await tool.store_check(addr) for addr in addrs}
+    tables: list[Table] = []
+    notes: list[str] = []
+    for addr, report in reports.items():
+        title = f"{heading(report)} at {addr}"
+        tables.append(Table(("Figure", "Value"), summary_rows(report), title))
+        if report["findings"]:
+            headers = ("Severity", "Area", "File", "Offset", "What")
+            tables.append(Table(headers, finding_rows(report)))
+        notes.append(verdict(report) if len(addrs) == 1 else f"{addr}: {verdict(report)}")
+    ok = all(report["ok"] for report in reports.values())
+    data = reports[addrs[0]] if len(addrs) == 1 else reports
+    return Output(data, tables, notes, exit_code=0 if ok else 1)
+
+
 async def _group_guard(verb: Verb, tool: AdminTool, args: argparse.Namespace) -> Output:
     try:
         return await verb(tool, args)
@@ -326,4 +345,5 @@ VERBS: dict[str, Verb] = {
     "queryMsgByOffset": query_msg_by_offset,
     "clusterList": cluster_list,
     "brokerStatus": broker_status,
+    "storeCheck": store_check,
 }

@@ -19,6 +19,7 @@ from rocklet.broker import processors, transaction_check
 from rocklet.broker.processors import (
     admin_groups,
     admin_runtime,
+    admin_store,
     admin_topics,
     client_manage,
     consumer_manage,
@@ -95,6 +96,7 @@ PROCESSOR_CLASSES = [
     admin_topics.TopicAdmin,
     admin_groups.GroupAdmin,
     admin_runtime.RuntimeAdmin,
+    admin_store.StoreAdmin,
     transaction_check.TransactionCheckService,
 ]
 

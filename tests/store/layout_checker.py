@@ -80,27 +80,60 @@ def _walk_commitlog(root: Path, seg_size: int, rep: LayoutReport) -> int:
                     rep.errors.append("blank in the last segment")
                 break
             if size == 0 and magic == 0:
-                if i != len(files) - 1:
-                    rep.errors.append(f"{path.name}: sealed segment without a blank filler")
-                break
-            if magic != MSG_MAGIC:
+                if i == len(files) - 1 and not data[pos:].strip(b"\0"):
+                    break
+                rep.errors.append(f"{path.name}@{pos}: zeros where a record should be")
+            elif magic != MSG_MAGIC:
                 rep.errors.append(f"{path.name}@{pos}: bad magic {magic:#x}")
+            else:
+                rec = _parse(data, pos, base + pos, rep)
+                if rec is not None:
+                    rep.records[rec.offset] = rec
+                    pos += size
+                    end = base + pos
+                    continue
+            nxt = _next_record(data, pos, base)
+            if nxt is None:
                 break
-            rec = _parse(data, pos, base + pos, rep)
-            if rec is None:
-                break
-            rep.records[rec.offset] = rec
-            pos += size
-            end = base + pos
+            pos = nxt
     return end
 
 
+def _next_record(data: bytes, pos: int, base: int) -> int | None:
+    """Where the next record (magic and PHYSICALOFFSET = its own offset) or blank starts."""
+    candidates = []
+    for magic in (MSG_MAGIC, BLANK_MAGIC):
+        at = pos + 1 + 4
+        needle = struct.pack(">I", magic)
+        while (at := data.find(needle, at)) >= 0:
+            start = at - 4
+            size = struct.unpack_from(">i", data, start)[0]
+            if magic == BLANK_MAGIC and size == len(data) - start:
+                candidates.append(start)
+                break
+            own_offset = start + 36 <= len(data) and (
+                struct.unpack_from(">q", data, start + 28)[0] == base + start
+            )
+            if magic == MSG_MAGIC and own_offset:
+                candidates.append(start)
+                break
+            at += 1
+    return min(candidates, default=None)
+
+
 def _parse(data: bytes, pos: int, offset: int, rep: LayoutReport) -> Record | None:
+    size = struct.unpack_from(">i", data, pos)[0]
+    if size < 91 or pos + size > len(data):
+        rep.errors.append(f"record @{offset}: size {size} out of range")
+        return None
     size, _m, crc, qid, _flag, qoff, phy, sysf, _born = struct.unpack_from(">iIiiiqqiq", data, pos)
     p = pos + 48 + (20 if sysf & 0x10 else 8)
     (store_ts,) = struct.unpack_from(">q", data, p)
     p += 8 + (20 if sysf & 0x20 else 8) + 12
     (blen,) = struct.unpack_from(">i", data, p)
+    if blen < 0 or p + 4 + blen + 3 > pos + size:
+        rep.errors.append(f"record @{offset}: field lengths do not add up to TOTALSIZE")
+        return None
     body = data[p + 4 : p + 4 + blen]
     p += 4 + blen
     tlen = data[p]
@@ -110,10 +143,12 @@ def _parse(data: bytes, pos: int, offset: int, rep: LayoutReport) -> Record | No
     if p + 2 + plen != pos + size:
         rep.errors.append(f"record @{offset}: field lengths do not add up to TOTALSIZE")
         return None
-    if zlib.crc32(body) & 0x7FFFFFFF != crc:
-        rep.errors.append(f"record @{offset}: BODYCRC mismatch")
     if phy != offset:
         rep.errors.append(f"record @{offset}: PHYSICALOFFSET says {phy}")
+        return None
+    if zlib.crc32(body) & 0x7FFFFFFF != crc:
+        rep.errors.append(f"record @{offset}: BODYCRC mismatch")
+        return None
     props = _props(data[p + 2 : p + 2 + plen])
     return Record(offset, size, topic, qid, qoff, store_ts, sysf, props)
 

@@ -84,3 +84,21 @@ def test_a_read_only_root_is_reported_with_the_fix(tmp_path: Path) -> None:
             check_writable(root / "sub", "something")
     check_writable(root, "the store")
     assert list(root.iterdir()) == []  # the probe cleans up after itself
+
+
+def test_a_shared_lock_keeps_a_broker_out_and_names_the_check(tmp_path: Path) -> None:
+    StoreLock.acquire(tmp_path, "rocklet broker").release()  # the file a broker leaves
+    check = StoreLock.acquire_shared(tmp_path, "rocklet store check")
+    assert check is not None
+    try:
+        with pytest.raises(StoreInUseError, match=r"\(rocklet store check started"):
+            StoreLock.acquire(tmp_path, "rocklet broker")
+        second = StoreLock.acquire_shared(tmp_path, "rocklet store check")
+        assert second is not None  # two checks may run together
+        second.release()
+    finally:
+        check.release()
+    StoreLock.acquire(tmp_path, "rocklet broker").release()
+    with StoreLock.acquire(tmp_path, "rocklet broker"), pytest.raises(StoreInUseError):
+        StoreLock.acquire_shared(tmp_path, "rocklet store check")
+    assert StoreLock.acquire_shared(tmp_path / "no-lock-file", "rocklet store check") is None
