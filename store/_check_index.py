@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from rocklet.store._check_io import PROBLEM, WARNING, CheckContext, MapCache
+from rocklet.store._check_io import PROBLEM, WARNING, CheckContext, MapCache, note_allocation
 from rocklet.store._dispatch_request import DispatchRequest, check_record
 from rocklet.store._hashing import index_key_hash
 from rocklet.store._index_file import HEADER_SIZE, INDEX_ENTRY_SIZE
@@ -44,9 +44,9 @@ def check_index(ctx: CheckContext, maps: MapCache, log_maps: MapCache) -> None:
     newest = max(ctx.live.index_counts, default="") if ctx.live is not None else ""
     for path in paths:
         if not (path.name.isdigit() and len(path.name) == 17 and path.is_file()):
-            what = "an allocation a crash interrupted" if path.name.endswith(".allocating") else ""
-            ctx.add(WARNING, _AREA, path, None, what or "not an index file: ignored")
-            ctx.count("ignored_files")
+            if not note_allocation(ctx, path, _AREA):
+                ctx.add(WARNING, _AREA, path, None, "not an index file: ignored")
+                ctx.count("ignored_files")
             continue
         try:
             actual = path.stat().st_size

@@ -218,3 +218,28 @@ def test_a_live_check_reads_below_the_write_positions_taken_at_its_start(tmp_pat
     assert report.live and report.clean_stop is None
     assert report.findings == [] and report.summary["records"] == 120
     assert report.summary["entries"] == 120
+
+
+def test_an_allocating_file_is_a_warning_when_stopped_and_expected_when_live(
+    tmp_path: Path,
+) -> None:
+    # A running broker reserves its next segment under the allocating name; a stopped
+    # store only has one if a crash interrupted the reservation.
+    _fill(tmp_path)
+    reserved = [
+        tmp_path / "commitlog" / f"{8 * SEG:020d}.allocating",
+        tmp_path / "index" / "20261125000000000.allocating",
+    ]
+    for path in reserved:
+        path.write_bytes(b"\0" * 64)
+    stopped = _check(tmp_path)
+    assert stopped.ok and stopped.summary.get("ignored_files", 0) == 0
+    assert sorted(f.path for f in stopped.findings) == sorted(
+        str(p.relative_to(tmp_path)) for p in reserved
+    )
+    assert all("a crash interrupted" in f.message for f in stopped.findings)
+    with MessageStore.open(small_config(tmp_path)) as store:
+        for path in reserved:  # the start removed them; the allocator makes them again
+            path.write_bytes(b"\0" * 64)
+        report = check_store(small_config(tmp_path), live=live_limits(store))
+    assert report.findings == []
