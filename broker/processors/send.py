@@ -65,6 +65,12 @@ _NOT_ALLOWED_SEND = frozenset(
 #: ``MQVersion.V3_4_9``: from this version on the client's maxReconsumeTimes counts.
 _V3_4_9 = 121
 _TRANSACTION_TYPE = 0xC
+#: Transaction types the store keeps out of every consume queue (half, rolled back).
+_NOT_CONSUMABLE = frozenset({0x4, 0xC})
+_NOT_CONSUMABLE_REMARK = (
+    "sysFlag marks the message as a transaction half or rollback, which no consumer "
+    "ever reads, but it is not a transaction message (no TRAN_MSG property)"
+)
 # Plain ints: ``int & Perm.WRITE`` would go through IntFlag's Python-level operator.
 _WRITE = int(Perm.WRITE)
 #: Where the packed BORNHOST of a connection's peer is kept (its attributes).
@@ -237,6 +243,12 @@ class SendProcessor:
         if header.batch:
             return self._batch(header, cmd.body, queue_id, born_host)
         props = self._properties(header.properties or "")
+        if header.sys_flag & _TRANSACTION_TYPE in _NOT_CONSUMABLE and (
+            props.get(Prop.TRAN_MSG) != "true"
+        ):
+            # RocketMQ stores it and answers SUCCESS: an acknowledged message no
+            # consumer will ever see.
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, _NOT_CONSUMABLE_REMARK)
         reconsume = header.reconsume_times
         if topic.startswith(RETRY_PREFIX):
             topic, queue_id = self._retry_or_dlq(topic, queue_id, reconsume, header, version)
@@ -276,6 +288,8 @@ class SendProcessor:
             raise Refused(
                 ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group"
             )
+        if header.sys_flag & _TRANSACTION_TYPE in _NOT_CONSUMABLE:
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, _NOT_CONSUMABLE_REMARK)
         try:
             items = decode_batch(body)
         except MessageFormatError as exc:
