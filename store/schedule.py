@@ -40,9 +40,13 @@ def read_delay_offsets(path: Path) -> dict[int, int]:
     Returns:
         Delay level to delivered offset; empty if the file is missing.
     """
-    if not path.exists():
+    try:
+        raw = path.read_text("utf-8")
+    except FileNotFoundError:
+        # Also between persist()'s two renames: an admin's GET_BROKER_RUNTIME_INFO
+        # racing the delay service found no file after exists() said there was one.
         return {}
-    text = _UNQUOTED_KEY.sub(r'\1"\2"\3', path.read_text("utf-8"))
+    text = _UNQUOTED_KEY.sub(r'\1"\2"\3', raw)
     table = json.loads(text).get("offsetTable", {})
     return {int(k): int(v) for k, v in table.items()}
 
