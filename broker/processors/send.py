@@ -249,6 +249,14 @@ class SendProcessor:
             # RocketMQ stores it and answers SUCCESS: an acknowledged message no
             # consumer will ever see.
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, _NOT_CONSUMABLE_REMARK)
+        delay = props.get(Prop.DELAY)
+        if delay is not None and not _is_java_int(delay):
+            # RocketMQ's getDelayTimeLevel throws on it (SYSTEM_ERROR); the store would
+            # deliver at once what the producer asked to delay.
+            raise Refused(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the DELAY property must be a delay level (an integer), got {delay[:32]!a}",
+            )
         reconsume = header.reconsume_times
         if topic.startswith(RETRY_PREFIX):
             topic, queue_id = self._retry_or_dlq(topic, queue_id, reconsume, header, version)
@@ -290,6 +298,13 @@ class SendProcessor:
             )
         if header.sys_flag & _TRANSACTION_TYPE in _NOT_CONSUMABLE:
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, _NOT_CONSUMABLE_REMARK)
+        if len(body) > self._max_message_size:
+            # DefaultMessageStore.checkMessages: the whole batch within maxMessageSize.
+            raise Refused(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the batch body is {len(body)} bytes, more than the max message size "
+                f"({self._max_message_size} bytes)",
+            )
         try:
             items = decode_batch(body)
         except MessageFormatError as exc:
@@ -380,6 +395,12 @@ def register(registry: ProcessorRegistry, processor: SendProcessor) -> None:
         RequestCode.SEND_BATCH_MESSAGE,
     ):
         registry.register(code, processor.process, eager=True)
+
+
+def _is_java_int(text: str) -> bool:
+    """Whether ``Integer.parseInt`` reads ``text`` (an optional sign, ASCII digits)."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return digits.isascii() and digits.isdigit() and int(text) in range(-(2**31), 2**31)
 
 
 def queues_of(messages: Sequence[MessageToStore]) -> set[tuple[str, int]]:

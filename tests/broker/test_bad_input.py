@@ -307,6 +307,18 @@ def bad_requests() -> list[tuple[str, RemotingCommand, int, str]]:
             ResponseCode.MESSAGE_ILLEGAL,
             "no TRAN_MSG property",
         ),
+        (
+            "10 batch past maxMessageSize",
+            dataclasses.replace(_with(send, batch="1"), body=b"\x00" * (MAX_MESSAGE + 1)),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "the batch body is 65537 bytes",
+        ),
+        (
+            "10 DELAY not a level",
+            cpp_send(KEEP, b"x", props={"DELAY": "soon"}),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "DELAY property must be a delay level",
+        ),
         ("11 negative queueOffset", _with(pulled, queueOffset="-1"), SE, NEG),
         ("11 maxMsgNums 0", _with(pulled, maxMsgNums="0"), SE, "must be at least 1"),
         ("11 unknown sysFlag bit", _with(pulled, sysFlag="32"), SE, OUT),
