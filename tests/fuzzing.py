@@ -693,16 +693,21 @@ class FuzzReport:
     unanswered: list[str] = field(default_factory=list)
     codes: dict[int, int] = field(default_factory=dict)
 
+    #: When the run began (``time.perf_counter``), for progress lines mid-run.
+    started: float = field(default_factory=time.perf_counter)
+
     @property
     def frames_per_second(self) -> float:
-        """Frames sent per second of the run."""
-        return self.frames / self.seconds if self.seconds else 0.0
+        """Frames sent per second of the run (so far, while it runs)."""
+        seconds = self.seconds or time.perf_counter() - self.started
+        return self.frames / seconds if seconds else 0.0
 
     def summary(self) -> str:
         """One line for logs and docs."""
+        seconds = self.seconds or time.perf_counter() - self.started
         return (
             f"{self.frames} frames ({self.intact} intact, {self.broken} broken) in "
-            f"{self.seconds:.1f} s = {self.frames_per_second:,.0f} frames/s; "
+            f"{seconds:.1f} s = {self.frames_per_second:,.0f} frames/s; "
             f"{self.answered} answered, {self.held_or_oneway} oneway/held, "
             f"{self.closed_by_server} closes on broken frames; "
             f"{len(self.crashes)} crashes, {len(self.unanswered)} unanswered"
@@ -825,7 +830,6 @@ async def fuzz(
         The report.
     """
     report = FuzzReport()
-    began = time.perf_counter()
     pending: dict[Target, list[FuzzFrame]] = {"broker": [], "namesrv": []}
     for index in range(start, start + frames):
         frame = mutator.frame(index)
@@ -845,7 +849,7 @@ async def fuzz(
     for target, queue in pending.items():
         if queue:
             await _send_intact(ports[target], queue, report, answer_timeout_s)
-    report.seconds = time.perf_counter() - began
+    report.seconds = time.perf_counter() - report.started
     return report
 
 

@@ -22,6 +22,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import iter_messages
@@ -87,6 +89,7 @@ def mapped_store_files(broker: BrokerProcess) -> int:
     return len(paths)
 
 
+@pytest.mark.timeout(rounds(300, 6 * 3600))
 async def test_fuzzed_frames_leave_a_real_broker_serving(tmp_path: Path) -> None:
     frames = rounds(4000, 1_000_000)
     async with running_broker(tmp_path, PROPS) as broker:
@@ -101,6 +104,8 @@ async def test_fuzzed_frames_leave_a_real_broker_serving(tmp_path: Path) -> None
                 samples.append(
                     (report.frames, status_kib(pid, "RssAnon"), status_kib(pid, "VmRSS"))
                 )
+                if len(samples) % 50 == 0:  # progress of a long run, every 100k frames
+                    print(f"{report.summary()}; RssAnon {samples[-1][1]} KiB", file=sys.stderr)
 
         report = await fuzz(Mutator(SEED), ports, frames, on_progress=sample)
         stop.set()
@@ -150,6 +155,7 @@ async def _witness(broker: BrokerProcess, stop: asyncio.Event) -> int:
     return sent
 
 
+@pytest.mark.timeout(rounds(300, 3600))
 async def test_requests_of_every_family_leave_no_descriptor_behind(tmp_path: Path) -> None:
     """A valid request of every code of both servers, many times over."""
     one_per_code = {(s.target, s.cmd.code): s for s in seeds() if not may_be_held(s.cmd)}
