@@ -90,9 +90,11 @@ def shown(value: str) -> str:
     Returns:
         Printable ASCII.
     """
-    if len(value) > _SHOWN_CHARS:
-        return ascii(value[:_SHOWN_CHARS])[:-1] + f"...' ({len(value)} characters)"
-    return ascii(value)
+    escaped = ascii(value[:_SHOWN_CHARS])
+    # Escapes are up to 10 characters each: cut the escaped form, not only the value.
+    if len(value) > _SHOWN_CHARS or len(escaped) > _SHOWN_CHARS + 2:
+        return f"{escaped[: _SHOWN_CHARS + 1]}...{escaped[0]} ({len(value)} characters)"
+    return escaped
 
 
 def _parse_str(name: str, text: str) -> str:
@@ -110,7 +112,7 @@ def _parse_int(name: str, text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise HeaderError(f"the custom field <{name}> is not a number: {text!r}") from None
+        raise HeaderError(f"the custom field <{name}> is not a number: {shown(text)}") from None
 
 
 def _parse_bool(name: str, text: str) -> bool:
@@ -119,7 +121,7 @@ def _parse_bool(name: str, text: str) -> bool:
         return True
     if lowered in ("false", "0", ""):
         return False
-    raise HeaderError(f"the custom field <{name}> is not a boolean: {text!r}")
+    raise HeaderError(f"the custom field <{name}> is not a boolean: {shown(text)}")
 
 
 def _fmt_bool(value: bool) -> str:
@@ -152,7 +154,10 @@ def _out_of_bounds(name: str, value: int, bounds: tuple[int, int]) -> HeaderErro
         why = "must not be negative"
     else:
         why = f"is out of the range [{low}, {high}]"
-    return HeaderError(f"the custom field <{name}> {why}: {value}")
+    digits = str(value)
+    if len(digits) > _SHOWN_CHARS:  # up to 4300 digits parse; the remark stays short
+        digits = f"{digits[:20]}... ({len(digits)} digits)"
+    return HeaderError(f"the custom field <{name}> {why}: {digits}")
 
 
 def _base_type(hint: Any) -> type:

@@ -518,3 +518,14 @@ def test_golden_values_spot_check() -> None:
     )
     assert header.expression_type == "TAG" and header.subscription is None
     assert header.flags == PullSysFlag.SUSPEND
+
+
+@pytest.mark.parametrize("value", ["9" * 4000, "x" * 100_000, "\ud800" * 1000])
+def test_a_refused_value_is_shown_short_and_escaped(value: str) -> None:
+    # The remark echoes the value: a peer's megabyte must not come back as one.
+    with pytest.raises(HeaderError) as raised:
+        PullMessageRequestHeader.from_ext_fields(
+            example_ext(PullMessageRequestHeader) | {"queueOffset": value}
+        )
+    remark = str(raised.value)
+    assert "<queueOffset>" in remark and len(remark) < 200 and remark.isascii()
