@@ -3,7 +3,10 @@
 Times :func:`rocklet.protocol.header_codec.encode_header` and ``decode_header`` on the headers
 of a typical SEND_MESSAGE (as the C++ client fills it) and PULL_MESSAGE request, and
 prints operations per second. The msgpack serialization is a Rocklet extension; it
-stays only if it is clearly cheaper than JSON for the SDK's own traffic.
+stays only if it is clearly cheaper than JSON for the SDK's own traffic. A second
+table times the typed parse that follows every decode (``parse_send_header`` for the
+V1 and V2 spellings, ``PullMessageRequestHeader.from_ext_fields``), which also checks
+each number's bounds and each string's UTF-8 form.
 
 Run: ``.venv/bin/python bench/header_codecs.py [--seconds 0.3]``.
 """
@@ -18,6 +21,11 @@ from dataclasses import replace
 
 from rocklet.protocol import RemotingCommand, SerializeType
 from rocklet.protocol.header_codec import decode_header, encode_header
+from rocklet.protocol.headers import (
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+    parse_send_header,
+)
 
 SEND = RemotingCommand(
     code=10,
@@ -92,6 +100,18 @@ def measure(cmd: RemotingCommand, stype: SerializeType, seconds: float) -> list[
     return [str(len(header)), *(f"{rate / 1000:,.0f}k" for rate in rates)]
 
 
+def measure_parses(seconds: float) -> list[list[str]]:
+    """Rows of typed-header parse rates (send V1, send V2, pull)."""
+    v1 = SendMessageRequestHeader.from_ext_fields(SEND.ext_fields)
+    send_v2 = replace(SEND, code=310, ext_fields=v1.to_v2().to_ext_fields())
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("SEND (V1 keys)", lambda: parse_send_header(SEND)),
+        ("SEND (V2 keys)", lambda: parse_send_header(send_v2)),
+        ("PULL", lambda: PullMessageRequestHeader.from_ext_fields(PULL.ext_fields)),
+    ]
+    return [[name, f"{ops_per_second(f, seconds) / 1000:,.0f}k"] for name, f in cases]
+
+
 def format_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Render rows as a GitHub-style Markdown table with aligned columns."""
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
@@ -114,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for stype in TYPES
     ]
     head = ["header", "serialization", "bytes", "encode/s", "decode/s", "round trip/s"]
-    sys.stdout.write(format_table(head, rows) + "\n")
+    sys.stdout.write(format_table(head, rows) + "\n\n")
+    sys.stdout.write(format_table(["typed header", "parse/s"], measure_parses(args.seconds)) + "\n")
     return 0
 
 

@@ -79,7 +79,9 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
     )
     query.register(registry, QueryProcessor(store, cfg.default_query_max_num))
     client_manage.register(registry, ClientManageProcessor(clients, groups, topics, ctx.clock))
-    consumer_manage.register(registry, ConsumerManageProcessor(store, ctx.offsets, ctx.locks))
+    consumer_manage.register(
+        registry, ConsumerManageProcessor(store, ctx.offsets, ctx.locks, topics)
+    )
     sendback.register(
         registry,
         SendBackProcessor(

@@ -1,4 +1,4 @@
-"""JSON as RocketMQ's fastjson writes it: standard JSON plus unquoted non-string map keys.
+r"""JSON as RocketMQ's fastjson writes it: standard JSON plus unquoted non-string map keys.
 
 fastjson serializes a ``Map`` whose keys are not strings by writing each key as its
 own JSON text, unquoted:
@@ -21,6 +21,10 @@ keys are produced.
 
 The rewrite works on tokens (strings, punctuation, everything else), so braces,
 colons, digits and escapes inside string literals are never touched.
+
+:func:`loads` refuses text without a UTF-8 form: bytes that are not UTF-8, and a
+``\ud800``-``\udfff`` escape that is not half of a pair (Python's ``json`` would
+return a lone surrogate, which no file, store record or answer can encode later).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ _TOKEN: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]|[^"{}\[\],:]+|"', re.D
 # What fastjson writes for an Integer/Long key: no leading zeros, no sign but minus.
 _INT_KEY: Final = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _OPEN: Final = frozenset("{[")
+# Where a lone surrogate can come from in valid UTF-8 text: a \uD800-\uDFFF escape.
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 _CLOSE: Final = frozenset("}]")
 
 
@@ -148,14 +154,36 @@ def loads(data: str | bytes, *, object_keys: bool = False) -> Any:
     """
     text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
     try:
-        return _parse_standard(text)
+        value = _parse_standard(text)
     except json.JSONDecodeError:
-        pass  # not standard JSON; try the fastjson dialect below
-    try:
-        rewritten = _rewrite(text, object_keys=object_keys)
-    except RecursionError:  # object keys nested inside object keys, absurdly deep
-        raise ValueError("JSON nests too deeply") from None
-    return _parse_standard(rewritten)
+        try:
+            rewritten = _rewrite(text, object_keys=object_keys)
+        except RecursionError:  # object keys nested inside object keys, absurdly deep
+            raise ValueError("JSON nests too deeply") from None
+        value = _parse_standard(rewritten)
+    # Escaped pairs (an emoji) also match; only then is every string looked at.
+    if _SURROGATE_ESCAPE.search(text) is not None:
+        _refuse_lone_surrogates(value)
+    return value
+
+
+def _refuse_lone_surrogates(value: Any) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode()
+                except UnicodeEncodeError:
+                    raise ValueError(
+                        f"a string is not valid UTF-8 text (a lone surrogate): {item[:64]!a}"
+                    ) from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _key(key: object, unquoted_int_keys: bool) -> str:

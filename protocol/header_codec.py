@@ -1,4 +1,4 @@
-"""Header serialization: JSON (type 0), ROCKETMQ binary (type 1) and msgpack (Rocklet).
+r"""Header serialization: JSON (type 0), ROCKETMQ binary (type 1) and msgpack (Rocklet).
 
 Layout of the ROCKETMQ binary header (``RocketMQSerializable.java``), big-endian:
 
@@ -19,6 +19,14 @@ Layout of the ROCKETMQ binary header (``RocketMQSerializable.java``), big-endian
 Decoders accept what the official clients send: numbers, booleans and strings as
 extFields values, which are normalised to strings the way Java's fastjson does
 (docs/protocol.md). Encoders always emit an ``extFields`` object of strings.
+
+Text that is not UTF-8 (a binary or msgpack string, or a JSON header with such bytes
+inside a string) is decoded with ``surrogateescape``: each bad byte becomes a lone
+surrogate, exactly like the ``\ud800`` escapes a JSON header may carry. The frame
+stays intact, so the request is answered; the typed headers refuse such values
+(:mod:`rocklet.protocol.headers.base`). Encoders write any such text back without
+failing: JSON as ``\u`` escapes, binary and msgpack with the bad bytes restored or,
+for other lone surrogates, as ``\uDCxx`` text.
 
 Integer ranges: ``opaque``, ``flag`` and (in JSON and msgpack) ``code`` and ``version``
 are Java ``int`` fields, so every type carries them as int32; the binary layout narrows
@@ -57,6 +65,8 @@ _STR_ONLY: Final = frozenset({str})
 _JSON: Final = int(SerializeType.JSON)
 #: What JSON allows around a value (json.loads accepts exactly these).
 _JSON_SPACE: Final = " \t\n\r"
+#: The error handler that keeps bytes that are not UTF-8 as lone surrogates.
+_KEEP: Final = "surrogateescape"
 
 # Every request and answer has a JSON header, so the stdlib's C scanner and encoder
 # are called directly: ``json.loads`` and ``json.dumps`` wrap them in Python layers
@@ -90,6 +100,21 @@ else:  # pragma: no cover - CPython always has the C encoder
 
     def _encode_json(obj: Any) -> str:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8 of text that may hold lone surrogates (see the module docstring)."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape")  # bytes we decoded: as they were
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "backslashreplace")
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", _KEEP)
 
 
 def normalize_ext_value(value: object) -> str | None:
@@ -228,7 +253,8 @@ def _decode_binary(data: bytes, body: bytes) -> RemotingCommand:
     pos += 4
     if remark_len < 0 or pos + remark_len + 4 > size:
         raise FrameError(f"binary header remark length {remark_len} overruns the header")
-    remark = data[pos : pos + remark_len].decode("utf-8", "replace") if remark_len else None
+    # Inline decodes (not _text): this runs for every string of every binary header.
+    remark = data[pos : pos + remark_len].decode("utf-8", "surrogateescape") if remark_len else None
     pos += remark_len
     (ext_len,) = _I32.unpack_from(data, pos)
     pos += 4
@@ -242,13 +268,13 @@ def _decode_binary(data: bytes, body: bytes) -> RemotingCommand:
         pos += 2
         if klen < 0 or pos + klen + 4 > size:
             raise FrameError(f"binary header ext key length {klen} overruns the header")
-        key = data[pos : pos + klen].decode("utf-8", "replace")
+        key = data[pos : pos + klen].decode("utf-8", "surrogateescape")
         pos += klen
         (vlen,) = _I32.unpack_from(data, pos)
         pos += 4
         if vlen < 0 or pos + vlen > size:
             raise FrameError(f"binary header ext value length {vlen} overruns the header")
-        ext[key] = data[pos : pos + vlen].decode("utf-8", "replace")
+        ext[key] = data[pos : pos + vlen].decode("utf-8", "surrogateescape")
         pos += vlen
     return RemotingCommand(
         code=code,
@@ -261,6 +287,20 @@ def _decode_binary(data: bytes, body: bytes) -> RemotingCommand:
         version=version,
         serialize_type=SerializeType.ROCKETMQ,
     )
+
+
+def _json_slow(data: bytes) -> object:
+    """``json.loads`` for a header the fast path did not take (BOM, UTF-16, bad bytes)."""
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError:
+        pass  # bytes that are not UTF-8 inside a string value: kept as surrogates below
+    except (ValueError, RecursionError) as exc:
+        raise FrameError(f"JSON header does not parse: {exc}") from None
+    try:
+        return json.loads(_text(data))
+    except (ValueError, RecursionError) as exc:
+        raise FrameError(f"JSON header does not parse: {exc}") from None
 
 
 def decode_header(stype: int, data: bytes, body: bytes) -> RemotingCommand:
@@ -291,16 +331,15 @@ def decode_header(stype: int, data: bytes, body: bytes) -> RemotingCommand:
         except (StopIteration, ValueError, RecursionError):
             obj = None
         if obj is None:
-            try:
-                obj = json.loads(data)
-            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-                raise FrameError(f"JSON header does not parse: {exc}") from None
+            obj = _json_slow(data)
         return _from_mapping(obj, SerializeType.JSON, body)
     if stype == SerializeType.ROCKETMQ:
         return _decode_binary(data, body)
     if stype == SerializeType.MSGPACK:
         try:
-            obj = msgpack.unpackb(data, raw=False, strict_map_key=False)
+            obj = msgpack.unpackb(
+                data, raw=False, strict_map_key=False, unicode_errors="surrogateescape"
+            )
         except (
             ValueError,
             TypeError,
@@ -352,11 +391,11 @@ def _encode_binary(cmd: RemotingCommand) -> bytes:
     ]
     # A zero length means "no remark", so an empty remark travels as None, exactly as
     # Java 4.9.7's readStr turns a zero-length string into null.
-    remark = cmd.remark.encode() if cmd.remark else b""
+    remark = _utf8(cmd.remark) if cmd.remark else b""
     parts += [_I32.pack(len(remark)), remark]
     ext = bytearray()
     for key, value in cmd.ext_fields.items():
-        k, v = key.encode(), value.encode()
+        k, v = _utf8(key), _utf8(value)
         _check_range("extFields key length", len(k), 0, _INT16_MAX)
         ext += _I16.pack(len(k)) + k + _I32.pack(len(v)) + v
     parts += [_I32.pack(len(ext)), bytes(ext)]
@@ -413,6 +452,15 @@ def encode_header(cmd: RemotingCommand) -> bytes:
         return _encode_binary(cmd)
     if stype == SerializeType.MSGPACK:
         _check_range("version", version, _INT32_MIN, _INT32_MAX)
-        packed: bytes = msgpack.packb(_as_mapping(cmd, None), use_bin_type=True)
+        mapping = _as_mapping(cmd, None)
+        try:
+            packed: bytes = msgpack.packb(mapping, use_bin_type=True)
+        except UnicodeEncodeError:  # lone surrogates: as _utf8 writes them
+            try:
+                packed = msgpack.packb(mapping, use_bin_type=True, unicode_errors="surrogateescape")
+            except UnicodeEncodeError:
+                packed = msgpack.packb(
+                    mapping, use_bin_type=True, unicode_errors="backslashreplace"
+                )
         return packed
     raise ValueError(f"cannot encode serialize type {stype!r}")

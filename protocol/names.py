@@ -9,10 +9,15 @@ The rules are RocketMQ 4.9's ``TopicValidator`` / ``Validators``: letters, digit
 its length in one signed byte), a group at most 255. The whole name must match, as
 Java's ``Matcher.matches`` requires (a ``re.match`` with ``$`` would let a trailing
 newline through and store a topic no client can name).
+
+The checks run on many requests (offsets, queue metadata, locks), so the verdicts on
+names of legal length are remembered (a bounded cache: clients use a few names again
+and again); a longer name is refused at once and never kept.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -79,7 +84,9 @@ def check_topic_name(topic: str) -> str | None:
     Returns:
         ``None`` when valid, else the reason (RocketMQ's remark text).
     """
-    return _check(topic, "topic", MAX_TOPIC_LENGTH)
+    if len(topic) > MAX_TOPIC_LENGTH:
+        return _too_long("topic", MAX_TOPIC_LENGTH)
+    return _check_topic(topic)
 
 
 def check_group_name(group: str) -> str | None:
@@ -91,17 +98,33 @@ def check_group_name(group: str) -> str | None:
     Returns:
         ``None`` when valid, else the reason (RocketMQ's remark text).
     """
-    return _check(group, "group", MAX_GROUP_LENGTH)
+    if len(group) > MAX_GROUP_LENGTH:
+        return _too_long("group", MAX_GROUP_LENGTH)
+    return _check_group(group)
 
 
-def _check(name: str, what: str, max_length: int) -> str | None:
+def _too_long(what: str, max_length: int) -> str:
+    return f"the specified {what} is longer than {what} max length {max_length}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _check_topic(name: str) -> str | None:
+    return _check(name, "topic")
+
+
+@functools.lru_cache(maxsize=4096)
+def _check_group(name: str) -> str | None:
+    return _check(name, "group")
+
+
+def _check(name: str, what: str) -> str | None:
     if not name or name.isspace():
         return f"the specified {what} is blank"
-    if len(name) > max_length:
-        return f"the specified {what} is longer than {what} max length {max_length}"
     if _VALID.fullmatch(name) is None:
+        # ascii(): a lone surrogate or control character shows as its escape, and the
+        # remark always has a UTF-8 form.
         return (
-            f"the specified {what}[{name!r}] contains illegal characters, "
+            f"the specified {what}[{name!a}] contains illegal characters, "
             f"allowing only {VALID_NAME_PATTERN}"
         )
     return None

@@ -1,4 +1,9 @@
-"""Long-running commands: run servers until SIGTERM/SIGINT, then stop them cleanly."""
+"""Long-running commands: run servers until SIGTERM/SIGINT, then stop them cleanly.
+
+Each first raises the process's open-file limit to its hard limit and logs it
+(:func:`rocklet.broker.fd_limit.raise_fd_limit`): connections and mapped store files
+each hold a descriptor.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import structlog
 
 from rocklet.broker.app import Broker, claim_store_directory
 from rocklet.broker.config import BrokerConfig, NamesrvConfig
+from rocklet.broker.fd_limit import raise_fd_limit
 from rocklet.broker.namesrv import NamesrvServer
 
 __all__ = ["serve_broker", "serve_namesrv", "serve_standalone"]
@@ -34,6 +40,7 @@ async def _stop_signal() -> AsyncIterator[asyncio.Event]:
 
 async def serve_namesrv(config: NamesrvConfig) -> None:
     """Run a name server until SIGTERM or SIGINT, then stop it cleanly."""
+    raise_fd_limit()
     async with _stop_signal() as stop:
         server = await NamesrvServer.start(config.listen_host, config.listen_port, config=config)
         log.info("namesrv listening", host=config.listen_host, port=server.port)
@@ -45,6 +52,7 @@ async def serve_namesrv(config: NamesrvConfig) -> None:
 
 async def serve_broker(config: BrokerConfig, *, host: str = "0.0.0.0") -> None:
     """Run a broker until SIGTERM or SIGINT; the stop flushes and closes the store."""
+    raise_fd_limit()
     async with _stop_signal() as stop:
         broker = await Broker.start(config, host=host)
         log.info("broker listening", port=broker.port, addr=broker.addr)
@@ -66,6 +74,7 @@ async def serve_standalone(
     The store directory is claimed first: a second standalone on the same directory
     names the first one (and an unwritable one is named) before a port is bound.
     """
+    raise_fd_limit()
     lock = await claim_store_directory(config.store_path_root_dir, "rocklet standalone")
     async with _stop_signal() as stop:
         try:

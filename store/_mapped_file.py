@@ -21,6 +21,7 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import Final
 
 import structlog
 
@@ -46,6 +47,10 @@ _PWRITE_MIN = 4096
 _POPULATE_WINDOW = 1 << 20
 #: ``MADV_POPULATE_WRITE`` (Linux 5.14+; Python 3.11's mmap lacks the name).
 _POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23) if sys.platform == "linux" else None
+#: Python's mmap keeps a dup of the file's descriptor unless told not to (3.13+):
+#: without it a mapped file holds one descriptor (ours, for pwrite and fdatasync),
+#: not two. Nothing here uses what it would disable (``size()``, ``resize()``).
+_NO_DUP: Final[dict[str, bool]] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
 def offset_name(offset: int) -> str:
@@ -182,7 +187,7 @@ class MappedFile:
         try:
             if os.fstat(fd).st_size != size:
                 os.ftruncate(fd, size)
-            self._mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+            self._mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, **_NO_DUP)
         except BaseException:
             os.close(fd)
             raise

@@ -54,10 +54,14 @@ def read_delay_offsets(path: Path) -> dict[int, int]:
         Delay level to delivered offset; empty if neither file exists.
     """
     for candidate in (path, path.with_name(path.name + ".bak")):
-        if candidate.exists():
-            text = _UNQUOTED_KEY.sub(r'\1"\2"\3', candidate.read_text("utf-8"))
-            table = json.loads(text).get("offsetTable", {})
-            return {int(k): int(v) for k, v in table.items()}
+        try:
+            raw = candidate.read_text("utf-8")
+        except FileNotFoundError:
+            # No file yet, or a crash (or a reader racing persist()) between
+            # replace_file's two renames: the backup holds the previous table.
+            continue
+        table = json.loads(_UNQUOTED_KEY.sub(r'\1"\2"\3', raw)).get("offsetTable", {})
+        return {int(k): int(v) for k, v in table.items()}
     return {}
 
 

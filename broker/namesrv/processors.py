@@ -3,6 +3,15 @@
 Each processor reads a typed header, consults the :class:`RouteInfoManager` or the
 :class:`KVConfigManager` and answers with the bodies docs/protocol.md describes. Header
 and body errors propagate to the dispatcher, which answers SYSTEM_ERROR with the reason.
+
+RocketMQ's name server takes any text; this one checks what it keeps or is asked for.
+A topic RocketMQ's name rules reject cannot be routed: a route query answers
+TOPIC_NOT_EXIST, a delete SYSTEM_ERROR, with the rule as the remark; a registration
+keeps the broker and its other topics, leaves such topics out, and says which in the
+remark of its SUCCESS (a broker with one odd topic still gets routed). A KV entry needs
+a namespace and a key; ``ORDER_TOPIC_CONFIG`` entries are a topic and the
+``brokerName:queueNums;...`` list clients parse. Text without a UTF-8 form never gets
+here: the typed headers and the body parser refuse it.
 """
 
 from __future__ import annotations
@@ -11,14 +20,17 @@ import dataclasses
 import zlib
 from typing import Final
 
+import structlog
+
 from rocklet.broker.config import NamesrvConfig
 from rocklet.broker.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
 from rocklet.broker.namesrv.route_info import RouteInfoManager
 from rocklet.protocol.bodies.cluster import KVTable, TopicList
 from rocklet.protocol.bodies.register import RegisterBrokerBody
-from rocklet.protocol.bodies.topic import DataVersion, TopicConfigSerializeWrapper
+from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.base import shown
 from rocklet.protocol.headers.namesrv import (
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
@@ -34,6 +46,7 @@ from rocklet.protocol.headers.namesrv import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
+from rocklet.protocol.names import check_topic_name
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.clock import Clock
 from rocklet.transport.connection import Connection
@@ -44,6 +57,8 @@ __all__ = ["NamesrvProcessors"]
 _V4_9_4: Final = 401
 #: Connection attribute marking that a close callback already watches it.
 _WATCHED: Final = "namesrv.broker_watch"
+
+_log = structlog.get_logger(__name__)
 
 
 def java_crc32(data: bytes) -> int:
@@ -56,6 +71,50 @@ def java_crc32(data: bytes) -> int:
         A non-negative int32.
     """
     return zlib.crc32(data) & 0x7FFFFFFF
+
+
+def _routable(
+    topics: TopicConfigSerializeWrapper,
+) -> tuple[TopicConfigSerializeWrapper, list[str]]:
+    """The topic table without topics RocketMQ's rules reject, and why each was left out.
+
+    The routes are keyed by each config's own ``topicName``; a table key that differs
+    from it is as suspect as a bad name.
+    """
+    table: dict[str, TopicConfig] = {}
+    left_out: list[str] = []
+    for key, config in topics.topic_config_table.items():
+        name = config.topic_name
+        problem = check_topic_name(name)
+        if problem is None and key != name:
+            problem = f"listed under another name, {shown(key)}"
+        if problem is None:
+            table[key] = config
+        else:
+            left_out.append(f"{shown(name)}: {problem}")
+    if not left_out:
+        return topics, []
+    return dataclasses.replace(topics, topic_config_table=table), left_out
+
+
+def _kv_problem(namespace: str, key: str, value: str) -> str | None:
+    """Why a KV entry cannot be stored, or ``None``."""
+    if namespace == ORDER_TOPIC_CONFIG:
+        problem = check_topic_name(key)
+        if problem is not None:
+            return f"{ORDER_TOPIC_CONFIG} key: {problem}"
+    elif not namespace.strip() or not key.strip():
+        return f"a KV config needs a namespace and a key, got {shown(namespace)} {shown(key)}"
+    else:
+        return None
+    # Clients split it on ";" and ":" and parse the counts (topicRouteData2TopicPublishInfo).
+    for item in value.split(";"):
+        broker, sep, nums = item.partition(":")
+        if not broker or not sep or not nums.isdigit() or not 0 < int(nums) <= 2**31 - 1:
+            return (
+                f"{ORDER_TOPIC_CONFIG} value must be brokerName:queueNums[;...], got {shown(value)}"
+            )
+    return None
 
 
 class NamesrvProcessors:
@@ -120,6 +179,7 @@ class NamesrvProcessors:
             topics = body.topic_config_serialize_wrapper
         else:
             topics = TopicConfigSerializeWrapper({})
+        topics, left_out = _routable(topics)
         result = self._routes.register_broker(
             cluster=header.cluster_name,
             broker_addr=header.broker_addr,
@@ -133,8 +193,19 @@ class NamesrvProcessors:
         self._watch(ctx.connection)
         reply = RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr)
         order_conf = self._kv.namespace(ORDER_TOPIC_CONFIG)
+        remark = None
+        if left_out:
+            remark = f"{len(left_out)} topic(s) not routed: " + "; ".join(left_out[:5])
+            _log.warning(
+                "registration left out topics that cannot exist",
+                broker=header.broker_name,
+                addr=header.broker_addr,
+                topics=len(left_out),
+                first=left_out[0],
+            )
         return cmd.make_response(
             ResponseCode.SUCCESS,
+            remark=remark,
             ext_fields=reply.to_ext_fields(),
             body=b"" if order_conf is None else KVTable(order_conf).to_json(),
         )
@@ -182,9 +253,11 @@ class NamesrvProcessors:
         header = GetRouteInfoRequestHeader.from_ext_fields(cmd.ext_fields)
         route = self._routes.get_topic_route(header.topic)
         if route is None:
+            # An invalid name is never routed (registrations leave it out): say why.
             return cmd.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                remark=f"No topic route info in name server for the topic: {header.topic}",
+                remark=check_topic_name(header.topic)
+                or f"No topic route info in name server for the topic: {header.topic}",
             )
         if self._config.order_message_enable:
             order_conf = self._kv.get(ORDER_TOPIC_CONFIG, header.topic)
@@ -217,12 +290,18 @@ class NamesrvProcessors:
     async def delete_topic(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """DELETE_TOPIC_IN_NAMESRV (216): forget a topic's queues."""
         header = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(cmd.ext_fields)
+        problem = check_topic_name(header.topic)
+        if problem is not None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
         self._routes.delete_topic(header.topic, header.cluster_name)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def put_kv_config(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """PUT_KV_CONFIG (100)."""
         header = PutKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        problem = _kv_problem(header.namespace, header.key, header.value)
+        if problem is not None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
         self._kv.put(header.namespace, header.key, header.value)
         return cmd.make_response(ResponseCode.SUCCESS)
 

@@ -35,7 +35,7 @@ from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.processors.admin_topics import SLAVE_REFUSAL, store_time_at
-from rocklet.broker.processors.refusal import refuse_bad_group
+from rocklet.broker.processors.refusal import refuse_bad_group, refuse_bad_topic
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
@@ -47,8 +47,10 @@ from rocklet.protocol.bodies.subscription_group import (
 )
 from rocklet.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
-from rocklet.protocol.headers.admin import DeleteSubscriptionGroupRequestHeader
+from rocklet.protocol.headers.admin import MAX_QUEUE_NUMS, DeleteSubscriptionGroupRequestHeader
+from rocklet.protocol.headers.base import INT32, NON_NEGATIVE_INT64
 from rocklet.protocol.headers.consumer import GetConsumeStatsRequestHeader, ResetOffsetRequestHeader
+from rocklet.protocol.names import check_topic_name
 from rocklet.store.message_store import MessageStore
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.errors import RemotingError
@@ -100,6 +102,9 @@ class GroupAdmin:
         refusal = refuse_bad_group(cmd, config.group_name, ResponseCode.SYSTEM_ERROR)
         if refusal is not None:
             return refusal
+        problem = _config_problem(config)
+        if problem is not None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
         self._groups.update(config)
         log.info(
             "subscription group updated by admin", group=config.group_name, peer=rctx.peer_address
@@ -142,6 +147,9 @@ class GroupAdmin:
     async def consume_stats(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_CONSUME_STATS: a group's progress on one topic, or on every topic it has."""
         header = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)
+        refusal = refuse_bad_topic(cmd, header.topic) if header.topic else None
+        if refusal is not None:
+            return refusal
         group, broker_name = header.consumer_group, self._identity.broker_name
         topics = [header.topic] if header.topic else self._offsets.topics_of(group)
         info = self._clients.consumer_group(group)
@@ -182,7 +190,8 @@ class GroupAdmin:
         if config is None:
             return cmd.make_response(
                 ResponseCode.SYSTEM_ERROR,
-                remark=f"[reset-offset] reset offset failed, no topic in this broker. "
+                remark=check_topic_name(header.topic)
+                or f"[reset-offset] reset offset failed, no topic in this broker. "
                 f"topic={header.topic}",
             )
         committed = self._offsets.offsets_of(header.group, header.topic)
@@ -238,6 +247,25 @@ class GroupAdmin:
             await channel.connection.send_oneway(request, _NOTIFY_TIMEOUT_S)
         except RemotingError as exc:
             log.info("reset notice not sent", client=channel.client_id, error=str(exc))
+
+
+#: The numbers of a group config and what each may be. The body is JSON, so nothing
+#: else bounds them; a retry topic made with billions of queues would stall every
+#: request that visits its queues (consume stats, routes).
+_CONFIG_BOUNDS: Final = (
+    ("retryQueueNums", "retry_queue_nums", (0, MAX_QUEUE_NUMS)),
+    ("retryMaxTimes", "retry_max_times", INT32),
+    ("brokerId", "broker_id", NON_NEGATIVE_INT64),
+    ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly", NON_NEGATIVE_INT64),
+)
+
+
+def _config_problem(config: SubscriptionGroupConfig) -> str | None:
+    for key, attr, (low, high) in _CONFIG_BOUNDS:
+        value = getattr(config, attr)
+        if not low <= value <= high:
+            return f"SubscriptionGroupConfig {key} {value} is out of the range [{low}, {high}]"
+    return None
 
 
 def register(registry: ProcessorRegistry, admin: GroupAdmin) -> None:

@@ -28,7 +28,7 @@ from rocklet.broker.clients import ClientManager
 from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.offsets import ConsumerOffsetManager
-from rocklet.broker.processors.refusal import Refused
+from rocklet.broker.processors.refusal import Refused, refuse_bad_topic
 from rocklet.broker.registration import RegistrationTracker
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
@@ -214,7 +214,8 @@ class TopicAdmin:
         config = self._topics.find(header.topic)
         if config is None:
             return cmd.make_response(
-                ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{header.topic}] not exist"
+                ResponseCode.TOPIC_NOT_EXIST,
+                remark=check_topic_name(header.topic) or f"topic[{header.topic}] not exist",
             )
         table: dict[MessageQueue, TopicOffset] = {}
         for queue_id in range(config.write_queue_nums):
@@ -228,6 +229,9 @@ class TopicAdmin:
     async def consumed_by(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """QUERY_TOPIC_CONSUME_BY_WHO: online subscribers and groups with offsets."""
         header = QueryTopicConsumeByWhoRequestHeader.from_ext_fields(cmd.ext_fields)
+        refusal = refuse_bad_topic(cmd, header.topic)
+        if refusal is not None:
+            return refusal
         groups = subscribed_groups(self._clients, header.topic)
         groups.update(self._offsets.groups_of(header.topic))
         return cmd.make_response(

@@ -214,6 +214,18 @@ def _refuse_bad_groups(cmd: RemotingCommand, data: HeartbeatData) -> RemotingCom
             return cmd.make_response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=f"consumer group: {problem}"
             )
+        retry = f"{RETRY_PREFIX}{consumer.group_name}"
+        for sub in consumer.subscription_data_set:
+            # A subscription is kept with the channel and reported by admin queries.
+            # The group's own retry topic is valid but for its length (a group name
+            # past 120 characters); nothing is made of it (_ensure_retry_topic).
+            problem = None if sub.topic == retry else check_topic_name(sub.topic)
+            if problem is not None:
+                return cmd.make_response(
+                    ResponseCode.SYSTEM_ERROR,
+                    remark=f"consumer group {consumer.group_name} subscribes to a topic that "
+                    f"cannot exist: {problem}",
+                )
     for producer in data.producer_data_set:
         problem = check_group_name(producer.group_name)
         if problem is not None:

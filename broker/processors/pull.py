@@ -36,7 +36,7 @@ from rocklet.protocol.headers.pull import (
     PullSysFlag,
     pull_response_fields,
 )
-from rocklet.protocol.names import check_group_name
+from rocklet.protocol.names import check_group_name, check_topic_name
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import GetMessageStatus, GetResult
 from rocklet.transport import ProcessorRegistry, RequestContext
@@ -157,8 +157,10 @@ class PullProcessor:
             )
         topic = self._topics.find(h.topic)
         if topic is None:
+            # An invalid name can never exist: say which rule it breaks.
             raise Refused(
-                ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
+                ResponseCode.TOPIC_NOT_EXIST,
+                check_topic_name(h.topic) or f"topic[{h.topic}] not exist, apply first please!",
             )
         if not topic.perm & _READ:
             raise Refused(

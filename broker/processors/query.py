@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from rocklet.broker.processors.refusal import refuse_bad_topic
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import MessageFormatError
@@ -52,6 +53,9 @@ class QueryProcessor:
         client's msgId) uses the broker's ``defaultQueryMaxNum`` instead of ``maxNum``.
         """
         h = QueryMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        refusal = refuse_bad_topic(cmd, h.topic)
+        if refusal is not None:
+            return refusal
         max_num = self._default_max if h.unique_key_query else h.max_num
         max_num = min(max_num, MAX_MSGS_NUM_BATCH)
         views = []

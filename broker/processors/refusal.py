@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.command import RemotingCommand
-from rocklet.protocol.names import check_group_name
+from rocklet.protocol.names import check_group_name, check_topic_name
 
-__all__ = ["Refused", "refuse_bad_group"]
+__all__ = ["Refused", "refuse_bad_group", "refuse_bad_topic"]
 
 
 class Refused(Exception):
@@ -48,4 +48,26 @@ def refuse_bad_group(
         The refusal, or ``None`` when the name is valid.
     """
     problem = check_group_name(group)
+    return None if problem is None else request.make_response(code, remark=problem)
+
+
+def refuse_bad_topic(
+    request: RemotingCommand, topic: str, code: ResponseCode = ResponseCode.SYSTEM_ERROR
+) -> RemotingCommand | None:
+    """The answer to a request naming a topic RocketMQ's name rules reject.
+
+    Such a topic cannot exist, since no request creates one. Where the request family
+    answers a missing topic with TOPIC_NOT_EXIST (pulls, topic stats, routes, offset
+    commits) that is the code; everywhere else it is ``TopicValidator.validateTopic``'s
+    SYSTEM_ERROR. The remark is the rule (``check_topic_name``, names shown escaped).
+
+    Args:
+        request: The request to answer.
+        topic: The topic it carries.
+        code: The response code for this request family.
+
+    Returns:
+        The refusal, or ``None`` when the name is valid.
+    """
+    problem = check_topic_name(topic)
     return None if problem is None else request.make_response(code, remark=problem)

@@ -72,6 +72,12 @@ _NOT_ALLOWED_SEND = frozenset(
 #: ``MQVersion.V3_4_9``: from this version on the client's maxReconsumeTimes counts.
 _V3_4_9 = 121
 _TRANSACTION_TYPE = 0xC
+#: Transaction types the store keeps out of every consume queue (half, rolled back).
+_NOT_CONSUMABLE = frozenset({0x4, 0xC})
+_NOT_CONSUMABLE_REMARK = (
+    "sysFlag marks the message as a transaction half or rollback, which no consumer "
+    "ever reads, but it is not a transaction message (no TRAN_MSG property)"
+)
 # Plain ints: ``int & Perm.WRITE`` would go through IntFlag's Python-level operator.
 _WRITE = int(Perm.WRITE)
 #: Where the packed BORNHOST of a connection's peer is kept (its attributes).
@@ -252,6 +258,20 @@ class SendProcessor:
         if header.batch:
             return self._batch(header, cmd.body, queue_id, born_host)
         props = self._properties(header.properties or "")
+        if header.sys_flag & _TRANSACTION_TYPE in _NOT_CONSUMABLE and (
+            props.get(Prop.TRAN_MSG) != "true"
+        ):
+            # RocketMQ stores it and answers SUCCESS: an acknowledged message no
+            # consumer will ever see.
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, _NOT_CONSUMABLE_REMARK)
+        delay = props.get(Prop.DELAY)
+        if delay is not None and not _is_java_int(delay):
+            # RocketMQ's getDelayTimeLevel throws on it (SYSTEM_ERROR); the store would
+            # deliver at once what the producer asked to delay.
+            raise Refused(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the DELAY property must be a delay level (an integer), got {delay[:32]!a}",
+            )
         reconsume = header.reconsume_times
         if topic.startswith(RETRY_PREFIX):
             topic, queue_id = self._retry_or_dlq(topic, queue_id, reconsume, header, version)
@@ -290,6 +310,15 @@ class SendProcessor:
         if header.topic.startswith(RETRY_PREFIX):
             raise Refused(
                 ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group"
+            )
+        if header.sys_flag & _TRANSACTION_TYPE in _NOT_CONSUMABLE:
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, _NOT_CONSUMABLE_REMARK)
+        if len(body) > self._max_message_size:
+            # DefaultMessageStore.checkMessages: the whole batch within maxMessageSize.
+            raise Refused(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the batch body is {len(body)} bytes, more than the max message size "
+                f"({self._max_message_size} bytes)",
             )
         try:
             items = decode_batch(body)
@@ -394,6 +423,12 @@ def register(registry: ProcessorRegistry, processor: SendProcessor) -> None:
         RequestCode.SEND_BATCH_MESSAGE,
     ):
         registry.register(code, processor.process, eager=True)
+
+
+def _is_java_int(text: str) -> bool:
+    """Whether ``Integer.parseInt`` reads ``text`` (an optional sign, ASCII digits)."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return digits.isascii() and digits.isdigit() and int(text) in range(-(2**31), 2**31)
 
 
 def queues_of(messages: Sequence[MessageToStore]) -> set[tuple[str, int]]:

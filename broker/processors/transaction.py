@@ -97,7 +97,7 @@ class EndTransactionProcessor:
             kind=kind.name if kind is not None else header.commit_or_rollback,
             from_check=header.from_transaction_check,
             msg_id=header.msg_id,
-            remark=cmd.remark,
+            remark=_loggable(cmd.remark),
         )
         if kind is None:
             return cmd.make_response(
@@ -186,6 +186,18 @@ class EndTransactionProcessor:
             # The outcome stands (a committed message is already stored); without its op
             # record the half is only checked back once more.
             log.error("writing the transaction op record failed", status=result.status.value)
+
+
+def _loggable(remark: str | None) -> str | None:
+    """The request's remark as a log line can carry it.
+
+    The remark is the one request text no typed header checks (free text, never
+    interpreted); bytes that are not UTF-8 or lone surrogates in it are shown as
+    escapes, so a strict log stream does not fail on them.
+    """
+    if remark is None or remark.isascii():
+        return remark
+    return remark.encode("utf-8", "backslashreplace").decode()
 
 
 def register(registry: ProcessorRegistry, processor: EndTransactionProcessor) -> None:

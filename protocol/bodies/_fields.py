@@ -88,17 +88,27 @@ def as_object(obj: object, what: str) -> dict[str, Any]:
     return obj
 
 
+#: A surrogate code point; in text that failed to encode, always a lone one.
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def encode(obj: object, *, unquoted_int_keys: bool = False) -> bytes:
-    """Serialize a body as compact UTF-8 JSON.
+    r"""Serialize a body as compact UTF-8 JSON.
 
     Args:
         obj: The JSON-ready value.
         unquoted_int_keys: Write integer map keys unquoted (fastjson's default).
 
     Returns:
-        The body bytes.
+        The body bytes. A lone surrogate (no input reaches a table with one: headers
+        and bodies refuse them) is written as its ``\uXXXX`` escape rather than
+        failing the answer.
     """
-    return fastjson.dumps(obj, unquoted_int_keys=unquoted_int_keys).encode()
+    text = fastjson.dumps(obj, unquoted_int_keys=unquoted_int_keys)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode()
 
 
 def _kind(value: object) -> str:

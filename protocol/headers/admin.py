@@ -8,10 +8,12 @@ their answers are bodies (:mod:`rocklet.protocol.bodies`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
-from rocklet.protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import INT32, Header, wire
 
 __all__ = [
+    "MAX_QUEUE_NUMS",
     "CreateTopicRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicRequestHeader",
@@ -21,6 +23,13 @@ __all__ = [
     "GetTopicStatsInfoRequestHeader",
     "QueryTopicConsumeByWhoRequestHeader",
 ]
+
+
+#: Most read or write queues a topic may be given. RocketMQ sets no limit; a topic
+#: with billions of queues would stall every request that visits its queues (stats,
+#: routes, rebalancing), and real topics have a few to a few hundred.
+MAX_QUEUE_NUMS: Final = 1024
+_QUEUE_NUMS: Final = (0, MAX_QUEUE_NUMS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +42,11 @@ class CreateTopicRequestHeader(Header):
 
     topic: str = wire("topic")
     default_topic: str = wire("defaultTopic")
-    read_queue_nums: int = wire("readQueueNums")
-    write_queue_nums: int = wire("writeQueueNums")
-    perm: int = wire("perm")  #: :class:`rocklet.protocol.bodies.Perm` bits
+    read_queue_nums: int = wire("readQueueNums", bounds=_QUEUE_NUMS)
+    write_queue_nums: int = wire("writeQueueNums", bounds=_QUEUE_NUMS)
+    perm: int = wire("perm", bounds=INT32)  #: :class:`rocklet.protocol.bodies.Perm` bits
     topic_filter_type: str = wire("topicFilterType", "SINGLE_TAG")
-    topic_sys_flag: int = wire("topicSysFlag", 0)
+    topic_sys_flag: int = wire("topicSysFlag", 0, bounds=INT32)
     order: bool = wire("order", False)
 
 

@@ -1,4 +1,4 @@
-"""Typed custom headers: one dataclass per request or response header.
+r"""Typed custom headers: one dataclass per request or response header.
 
 A header class declares its fields with :func:`wire`, naming the extFields key each
 attribute travels as. Field types are ``str``, ``int`` or ``bool``, optionally
@@ -7,6 +7,19 @@ attribute travels as. Field types are ``str``, ``int`` or ``bool``, optionally
 ("the custom field <x> is null"), numbers are parsed as decimal, and booleans accept
 ``"true"``/``"false"`` and the C++ client's ``"1"``/``"0"`` (docs/protocol.md).
 Everything leaves as strings, because the C++ client reads nothing else.
+
+Every parser also enforces what a field may hold, so no processor sees a value it
+would have to check again:
+
+* an ``int`` field is within its declared ``bounds`` (default: Java's ``long``; the
+  header classes narrow each to its Java type, ``int`` or ``long``, and to the values
+  that mean something, e.g. offsets >= 0);
+* a ``str`` field is text that has a UTF-8 form: the header codecs turn bytes that are
+  not UTF-8 into lone surrogates (``surrogateescape``), and a JSON header may carry
+  ``\ud800`` escapes; a value with a lone surrogate is refused here, so no name,
+  key or property without a UTF-8 form reaches a store, a file or a route table.
+
+Both refusals are :class:`HeaderError` (SYSTEM_ERROR, the field named in the remark).
 """
 
 from __future__ import annotations
@@ -15,33 +28,91 @@ import dataclasses
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Final, Self
 
 from rocklet.protocol.errors import HeaderError
 
-__all__ = ["Header", "wire"]
+__all__ = [
+    "INT32",
+    "INT64",
+    "NON_NEGATIVE_INT32",
+    "NON_NEGATIVE_INT64",
+    "POSITIVE_INT32",
+    "Header",
+    "shown",
+    "wire",
+]
 
 _MISSING: Any = dataclasses.MISSING
 
+#: Java ``int`` / ``Integer``.
+INT32: Final = (-(2**31), 2**31 - 1)
+#: Java ``long`` / ``Long``: the default bounds of an ``int`` field.
+INT64: Final = (-(2**63), 2**63 - 1)
+#: Counts and ids that cannot be negative, as Java ``int``.
+NON_NEGATIVE_INT32: Final = (0, 2**31 - 1)
+#: Offsets and other positions, as Java ``long``.
+NON_NEGATIVE_INT64: Final = (0, 2**63 - 1)
+#: Counts that must ask for at least one.
+POSITIVE_INT32: Final = (1, 2**31 - 1)
+#: How much of a refused value a remark shows.
+_SHOWN_CHARS: Final = 64
 
-def wire(name: str, default: Any = _MISSING) -> Any:
+
+def wire(name: str, default: Any = _MISSING, *, bounds: tuple[int, int] | None = None) -> Any:
     """Declare a header field travelling as extFields key ``name``.
 
     Args:
         name: The key on the wire.
         default: Default when the key is absent; omit it for a required field.
+        bounds: For an ``int`` field, the lowest and highest value accepted (both
+            included). Default: :data:`INT64`.
 
     Returns:
         A dataclass field.
     """
-    return dataclasses.field(default=default, metadata={"wire": name})
+    metadata: dict[str, Any] = {"wire": name}
+    if bounds is not None:
+        metadata["bounds"] = bounds
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def shown(value: str) -> str:
+    """A received value as a remark or log shows it: escaped, quoted and cut short.
+
+    Escaped with ``ascii()``, so a lone surrogate, a newline or a control character
+    is visible and the remark always has a UTF-8 form; cut at 64 characters, so a
+    huge value does not become a huge answer.
+
+    Args:
+        value: The text as received.
+
+    Returns:
+        Printable ASCII.
+    """
+    escaped = ascii(value[:_SHOWN_CHARS])
+    # Escapes are up to 10 characters each: cut the escaped form, not only the value.
+    if len(value) > _SHOWN_CHARS or len(escaped) > _SHOWN_CHARS + 2:
+        return f"{escaped[: _SHOWN_CHARS + 1]}...{escaped[0]} ({len(value)} characters)"
+    return escaped
+
+
+def _parse_str(name: str, text: str) -> str:
+    """Only called for non-ASCII text: refuse it when it has no UTF-8 form."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise HeaderError(
+            f"the custom field <{name}> is not valid UTF-8 text: {shown(text)}"
+        ) from None
+    return text
 
 
 def _parse_int(name: str, text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise HeaderError(f"the custom field <{name}> is not a number: {text!r}") from None
+        raise HeaderError(f"the custom field <{name}> is not a number: {shown(text)}") from None
 
 
 def _parse_bool(name: str, text: str) -> bool:
@@ -50,7 +121,7 @@ def _parse_bool(name: str, text: str) -> bool:
         return True
     if lowered in ("false", "0", ""):
         return False
-    raise HeaderError(f"the custom field <{name}> is not a boolean: {text!r}")
+    raise HeaderError(f"the custom field <{name}> is not a boolean: {shown(text)}")
 
 
 def _fmt_bool(value: bool) -> str:
@@ -58,7 +129,7 @@ def _fmt_bool(value: bool) -> str:
 
 
 _PARSERS: dict[type, Callable[[str, str], Any]] = {
-    str: lambda _name, text: text,
+    str: _parse_str,
     int: _parse_int,
     bool: _parse_bool,
 }
@@ -71,6 +142,22 @@ class _Spec(typing.NamedTuple):
     parse: Callable[[str, str], Any]
     fmt: Callable[[Any], str]
     required: bool
+    #: ``(low, high)`` of an ``int`` field; ``None`` for other types.
+    bounds: tuple[int, int] | None = None
+
+
+def _out_of_bounds(name: str, value: int, bounds: tuple[int, int]) -> HeaderError:
+    low, high = bounds
+    if low == 1 and value < 1:
+        why = "must be at least 1"
+    elif low == 0 and value < 0:
+        why = "must not be negative"
+    else:
+        why = f"is out of the range [{low}, {high}]"
+    digits = str(value)
+    if len(digits) > _SHOWN_CHARS:  # up to 4300 digits parse; the remark stays short
+        digits = f"{digits[:20]}... ({len(digits)} digits)"
+    return HeaderError(f"the custom field <{name}> {why}: {digits}")
 
 
 def _base_type(hint: Any) -> type:
@@ -108,13 +195,22 @@ def _compile_parser(
     instance is filled through its slots: a frozen dataclass's ``__init__`` goes through
     ``object.__setattr__`` per field, half the cost of a parse; every value is already
     converted and defaulted here, so skipping it changes nothing else.
+
+    The checks cost little on the usual header: a string goes to :func:`_parse_str`
+    only when it is not ASCII (``str.isascii`` reads a flag), and bounds are literals
+    in one chained comparison.
     """
-    ns: dict[str, Any] = {"HeaderError": HeaderError, "new": object.__new__, "C": cls}
+    ns: dict[str, Any] = {
+        "HeaderError": HeaderError,
+        "new": object.__new__,
+        "C": cls,
+        "oob": _out_of_bounds,
+    }
     lines = ["def parse(cls, ext):", "    get = ext.get"]
     for i, spec in enumerate(specs):
         ns[f"p{i}"], ns[f"d{i}"] = spec.parse, defaults[i]
-        if spec.parse is _PARSERS[str]:
-            value = "v"
+        if spec.parse is _parse_str:
+            value = f"(v if v.isascii() else p{i}({spec.key!r}, v))"
         elif spec.parse is _parse_int:
             value = "int(v)"
         elif spec.parse is _parse_bool:
@@ -141,6 +237,13 @@ def _compile_parser(
                 "    except (TypeError, ValueError):",
                 f"        a{i} = p{i}({spec.key!r}, v)",
             ]
+            low, high = spec.bounds or INT64
+            ns[f"b{i}"] = (low, high)
+            # A default (possibly None) is ours, not the peer's: only received values.
+            received = "" if spec.required else "v is not None and "
+            lines.append(
+                f"    if {received}not {low} <= a{i} <= {high}: raise oob({spec.key!r}, a{i}, b{i})"
+            )
         else:
             lines.append(conversion)
     setters = _slot_setters(cls, specs)
@@ -162,7 +265,7 @@ def _compile_formatter(specs: tuple[_Spec, ...]) -> Callable[[Any], dict[str, st
     lines = ["def fmt(self):", "    out = {}"]
     for i, spec in enumerate(specs):
         ns[f"f{i}"] = spec.fmt
-        rendered = "v" if spec.fmt is str and spec.parse is _PARSERS[str] else f"f{i}(v)"
+        rendered = "v" if spec.fmt is str and spec.parse is _parse_str else f"f{i}(v)"
         lines.append(f"    v = self.{spec.attr}")
         lines.append(f"    if v is not None: out[{spec.key!r}] = {rendered}")
     lines.append("    return out")
@@ -196,8 +299,20 @@ class Header:
             for f in dataclasses.fields(cls):  # type: ignore[arg-type]
                 base = _base_type(hints[f.name])
                 required = f.default is _MISSING and f.default_factory is _MISSING
+                bounds = f.metadata.get("bounds")
+                if bounds is not None and base is not int:
+                    raise TypeError(f"{cls.__name__}.{f.name}: bounds only apply to int fields")
+                if base is int and bounds is None:
+                    bounds = INT64
                 specs.append(
-                    _Spec(f.name, f.metadata["wire"], _PARSERS[base], _FORMATTERS[base], required)
+                    _Spec(
+                        f.name,
+                        f.metadata["wire"],
+                        _PARSERS[base],
+                        _FORMATTERS[base],
+                        required,
+                        bounds,
+                    )
                 )
                 defaults.append(None if required else f.default)
             cls._specs = tuple(specs)

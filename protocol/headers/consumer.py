@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocklet.protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import (
+    INT32,
+    NON_NEGATIVE_INT32,
+    NON_NEGATIVE_INT64,
+    Header,
+    wire,
+)
 
 __all__ = [
     "ConsumeMessageDirectlyResultRequestHeader",
@@ -44,13 +50,15 @@ class ConsumerSendMsgBackRequestHeader(Header):
     from client version V3_4_9 (121) on.
     """
 
-    offset: int = wire("offset")  #: commit-log offset of the failed message
+    #: commit-log offset of the failed message
+    offset: int = wire("offset", bounds=NON_NEGATIVE_INT64)
     group: str = wire("group")
-    delay_level: int = wire("delayLevel")  #: 0 = broker picks 3 + reconsumeTimes
+    #: 0 = broker picks 3 + reconsumeTimes; < 0 = dead letter; past the table = its last
+    delay_level: int = wire("delayLevel", bounds=INT32)
     origin_msg_id: str | None = wire("originMsgId", None)
     origin_topic: str | None = wire("originTopic", None)
     unit_mode: bool = wire("unitMode", False)
-    max_reconsume_times: int | None = wire("maxReconsumeTimes", None)
+    max_reconsume_times: int | None = wire("maxReconsumeTimes", None, bounds=INT32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +67,7 @@ class QueryConsumerOffsetRequestHeader(Header):
 
     consumer_group: str = wire("consumerGroup")
     topic: str = wire("topic")
-    queue_id: int = wire("queueId")
+    queue_id: int = wire("queueId", bounds=NON_NEGATIVE_INT32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +83,10 @@ class UpdateConsumerOffsetRequestHeader(Header):
 
     consumer_group: str = wire("consumerGroup")
     topic: str = wire("topic")
-    queue_id: int = wire("queueId")
-    commit_offset: int = wire("commitOffset")
+    queue_id: int = wire("queueId", bounds=NON_NEGATIVE_INT32)
+    #: ali-ons commits -1 ("nothing consumed yet") for its retry queues; RocketMQ stores
+    #: it and a later query reads it as no offset, so -1 is the one negative accepted.
+    commit_offset: int = wire("commitOffset", bounds=(-1, NON_NEGATIVE_INT64[1]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +94,7 @@ class GetMaxOffsetRequestHeader(Header):
     """GET_MAX_OFFSET (30): the next queue offset to be written."""
 
     topic: str = wire("topic")
-    queue_id: int = wire("queueId")
+    queue_id: int = wire("queueId", bounds=NON_NEGATIVE_INT32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +109,7 @@ class GetMinOffsetRequestHeader(Header):
     """GET_MIN_OFFSET (31): the smallest queue offset still stored."""
 
     topic: str = wire("topic")
-    queue_id: int = wire("queueId")
+    queue_id: int = wire("queueId", bounds=NON_NEGATIVE_INT32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +124,7 @@ class SearchOffsetRequestHeader(Header):
     """SEARCH_OFFSET_BY_TIMESTAMP (29): the queue offset for a store time."""
 
     topic: str = wire("topic")
-    queue_id: int = wire("queueId")
+    queue_id: int = wire("queueId", bounds=NON_NEGATIVE_INT32)
     timestamp: int = wire("timestamp")  #: epoch milliseconds
 
 
@@ -130,7 +140,7 @@ class GetEarliestMsgStoretimeRequestHeader(Header):
     """GET_EARLIEST_MSG_STORETIME (32): store time of a queue's first message."""
 
     topic: str = wire("topic")
-    queue_id: int = wire("queueId")
+    queue_id: int = wire("queueId", bounds=NON_NEGATIVE_INT32)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocklet.protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import INT32, NON_NEGATIVE_INT64, Header, wire
 
 __all__ = [
     "AddWritePermOfBrokerRequestHeader",
@@ -39,9 +39,9 @@ class RegisterBrokerRequestHeader(Header):
     broker_addr: str = wire("brokerAddr")  #: ``ip:port`` clients connect to
     cluster_name: str = wire("clusterName")
     ha_server_addr: str = wire("haServerAddr")
-    broker_id: int = wire("brokerId")  #: 0 = master
+    broker_id: int = wire("brokerId", bounds=NON_NEGATIVE_INT64)  #: 0 = master
     compressed: bool = wire("compressed", False)
-    body_crc32: int = wire("bodyCrc32", 0)
+    body_crc32: int = wire("bodyCrc32", 0, bounds=INT32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class UnregisterBrokerRequestHeader(Header):
     broker_name: str = wire("brokerName")
     broker_addr: str = wire("brokerAddr")
     cluster_name: str = wire("clusterName")
-    broker_id: int = wire("brokerId")
+    broker_id: int = wire("brokerId", bounds=NON_NEGATIVE_INT64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ class QueryDataVersionRequestHeader(Header):
     broker_name: str = wire("brokerName")
     broker_addr: str = wire("brokerAddr")
     cluster_name: str = wire("clusterName")
-    broker_id: int = wire("brokerId")
+    broker_id: int = wire("brokerId", bounds=NON_NEGATIVE_INT64)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntFlag
+from typing import Final
 
-from rocklet.protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import (
+    INT32,
+    NON_NEGATIVE_INT64,
+    POSITIVE_INT32,
+    Header,
+    wire,
+)
 
 __all__ = [
+    "PULL_SYS_FLAG_BITS",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
     "PullSysFlag",
@@ -26,6 +34,10 @@ class PullSysFlag(IntFlag):
     LITE_PULL = 16  #: 4.9 lite pull consumer
 
 
+#: Every :class:`PullSysFlag` bit (RocketMQ 5 defines no more).
+PULL_SYS_FLAG_BITS: Final = 0x1F
+
+
 @dataclass(frozen=True, slots=True)
 class PullMessageRequestHeader(Header):
     """``PullMessageRequestHeader``: read up to ``max_msg_nums`` messages from a queue.
@@ -37,12 +49,16 @@ class PullMessageRequestHeader(Header):
 
     consumer_group: str = wire("consumerGroup")
     topic: str = wire("topic")
-    queue_id: int = wire("queueId")
-    queue_offset: int = wire("queueOffset")
-    max_msg_nums: int = wire("maxMsgNums", 32)
-    sys_flag: int = wire("sysFlag", 0)
+    #: Checked against the topic's read queues by the broker (RocketMQ's remark).
+    queue_id: int = wire("queueId", bounds=INT32)
+    #: Java's pull consumers refuse a negative offset before sending ("offset < 0").
+    queue_offset: int = wire("queueOffset", bounds=NON_NEGATIVE_INT64)
+    #: Java's pull consumers refuse ``maxNums <= 0``; the broker caps it.
+    max_msg_nums: int = wire("maxMsgNums", 32, bounds=POSITIVE_INT32)
+    sys_flag: int = wire("sysFlag", 0, bounds=(0, PULL_SYS_FLAG_BITS))
+    #: Java sends -1 (nothing in memory) with the commit bit clear.
     commit_offset: int = wire("commitOffset", 0)
-    suspend_timeout_millis: int = wire("suspendTimeoutMillis", 0)
+    suspend_timeout_millis: int = wire("suspendTimeoutMillis", 0, bounds=NON_NEGATIVE_INT64)
     subscription: str | None = wire("subscription", None)
     sub_version: int = wire("subVersion", 0)
     #: ``TAG`` or ``SQL92``; only Java sends it, ``None`` means TAG.

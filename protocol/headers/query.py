@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocklet.protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import NON_NEGATIVE_INT32, NON_NEGATIVE_INT64, Header, wire
 
 __all__ = [
     "UNIQUE_KEY_QUERY",
@@ -28,9 +28,11 @@ class QueryMessageRequestHeader(Header):
 
     topic: str = wire("topic")
     key: str = wire("key")
-    max_num: int = wire("maxNum")
-    begin_timestamp: int = wire("beginTimestamp")
-    end_timestamp: int = wire("endTimestamp")
+    #: 0 finds nothing (QUERY_NOT_FOUND) and a unique-key query ignores it, as in
+    #: RocketMQ; the broker caps it at ``maxMsgsNumBatch``.
+    max_num: int = wire("maxNum", bounds=NON_NEGATIVE_INT32)
+    begin_timestamp: int = wire("beginTimestamp", bounds=NON_NEGATIVE_INT64)
+    end_timestamp: int = wire("endTimestamp", bounds=NON_NEGATIVE_INT64)
     unique_key_query: bool = wire(UNIQUE_KEY_QUERY, False)
 
 
@@ -46,4 +48,4 @@ class QueryMessageResponseHeader(Header):
 class ViewMessageRequestHeader(Header):
     """``ViewMessageRequestHeader``: one stored message by commit-log offset."""
 
-    offset: int = wire("offset")
+    offset: int = wire("offset", bounds=NON_NEGATIVE_INT64)

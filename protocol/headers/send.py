@@ -19,9 +19,16 @@ from typing import Final, Self
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import HeaderError
-from rocklet.protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import (
+    INT32,
+    NON_NEGATIVE_INT32,
+    NON_NEGATIVE_INT64,
+    Header,
+    wire,
+)
 
 __all__ = [
+    "MESSAGE_SYS_FLAG_BITS",
     "SEND_CODES",
     "SendMessageRequestHeader",
     "SendMessageRequestHeaderV2",
@@ -29,6 +36,12 @@ __all__ = [
     "parse_send_header",
     "send_response_fields",
 ]
+
+#: The message ``sysFlag`` bits a client may send (``MessageSysFlag``): compressed,
+#: multi tags, the transaction type, the two IPv6 host bits and RocketMQ 5's unwrap,
+#: inner-batch and compression-type bits, which 5.x clients set on compressed bodies.
+MESSAGE_SYS_FLAG_BITS: Final = 0x7FF
+_SYS_FLAG: Final = (0, MESSAGE_SYS_FLAG_BITS)
 
 #: Codes whose header is the send header, and whether it is the V2 spelling.
 SEND_CODES: Final = {
@@ -52,17 +65,18 @@ class SendMessageRequestHeader(Header):
     producer_group: str = wire("producerGroup")
     topic: str = wire("topic")
     default_topic: str = wire("defaultTopic")
-    default_topic_queue_nums: int = wire("defaultTopicQueueNums")
-    queue_id: int = wire("queueId")  #: -1 lets the broker pick a queue
-    sys_flag: int = wire("sysFlag")
-    born_timestamp: int = wire("bornTimestamp")
-    flag: int = wire("flag")
+    default_topic_queue_nums: int = wire("defaultTopicQueueNums", bounds=INT32)
+    #: Negative lets the broker pick a queue (RocketMQ's ``randomQueueId``).
+    queue_id: int = wire("queueId", bounds=INT32)
+    sys_flag: int = wire("sysFlag", bounds=_SYS_FLAG)
+    born_timestamp: int = wire("bornTimestamp", bounds=NON_NEGATIVE_INT64)
+    flag: int = wire("flag", bounds=INT32)
     properties: str | None = wire("properties", None)
-    reconsume_times: int = wire("reconsumeTimes", 0)
+    reconsume_times: int = wire("reconsumeTimes", 0, bounds=NON_NEGATIVE_INT32)
     unit_mode: bool = wire("unitMode", False)
     batch: bool = wire("batch", False)
     #: Sent by Java for retry-topic sends; ``None`` when absent.
-    max_reconsume_times: int | None = wire("maxReconsumeTimes", None)
+    max_reconsume_times: int | None = wire("maxReconsumeTimes", None, bounds=INT32)
     #: 4.9.7's target broker name (``RpcRequestHeader.bname``; V2 key ``n``).
     broker_name: str | None = wire("bname", None)
 
@@ -78,15 +92,16 @@ class SendMessageRequestHeaderV2(Header):
     a: str = wire("a")  #: producerGroup
     b: str = wire("b")  #: topic
     c: str = wire("c")  #: defaultTopic
-    d: int = wire("d")  #: defaultTopicQueueNums
-    e: int = wire("e")  #: queueId
-    f: int = wire("f")  #: sysFlag
-    g: int = wire("g")  #: bornTimestamp
-    h: int = wire("h")  #: flag
+    d: int = wire("d", bounds=INT32)  #: defaultTopicQueueNums
+    e: int = wire("e", bounds=INT32)  #: queueId
+    f: int = wire("f", bounds=_SYS_FLAG)  #: sysFlag
+    g: int = wire("g", bounds=NON_NEGATIVE_INT64)  #: bornTimestamp
+    h: int = wire("h", bounds=INT32)  #: flag
     i: str | None = wire("i", None)  #: properties
-    j: int = wire("j", 0)  #: reconsumeTimes
+    j: int = wire("j", 0, bounds=NON_NEGATIVE_INT32)  #: reconsumeTimes
     k: bool = wire("k", False)  #: unitMode
-    l: int | None = wire("l", None)  # noqa: E741  #: maxReconsumeTimes (consumeRetryTimes)
+    #: maxReconsumeTimes (consumeRetryTimes)
+    l: int | None = wire("l", None, bounds=INT32)  # noqa: E741
     m: bool = wire("m", False)  #: batch
     n: str | None = wire("n", None)  #: brokerName (4.9.7)
 

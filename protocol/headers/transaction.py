@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from rocklet.protocol.headers.base import Header, wire
+from rocklet.protocol.headers.base import (
+    INT32,
+    NON_NEGATIVE_INT32,
+    NON_NEGATIVE_INT64,
+    Header,
+    wire,
+)
 
 __all__ = [
     "CheckTransactionStateRequestHeader",
@@ -33,9 +39,9 @@ class EndTransactionRequestHeader(Header):
     """
 
     producer_group: str = wire("producerGroup")
-    tran_state_table_offset: int = wire("tranStateTableOffset")
-    commit_log_offset: int = wire("commitLogOffset")
-    commit_or_rollback: int = wire("commitOrRollback")
+    tran_state_table_offset: int = wire("tranStateTableOffset", bounds=NON_NEGATIVE_INT64)
+    commit_log_offset: int = wire("commitLogOffset", bounds=NON_NEGATIVE_INT64)
+    commit_or_rollback: int = wire("commitOrRollback", bounds=INT32)
     msg_id: str = wire("msgId")  #: the message's UNIQ_KEY
     from_transaction_check: bool = wire("fromTransactionCheck", False)
     transaction_id: str | None = wire("transactionId", None)
@@ -53,8 +59,8 @@ class EndTransactionRequestHeader(Header):
 class CheckTransactionStateRequestHeader(Header):
     """CHECK_TRANSACTION_STATE (39), broker to producer: what became of this half message?"""
 
-    tran_state_table_offset: int = wire("tranStateTableOffset")
-    commit_log_offset: int = wire("commitLogOffset")
+    tran_state_table_offset: int = wire("tranStateTableOffset", bounds=NON_NEGATIVE_INT64)
+    commit_log_offset: int = wire("commitLogOffset", bounds=NON_NEGATIVE_INT64)
     msg_id: str | None = wire("msgId", None)  #: UNIQ_KEY
     transaction_id: str | None = wire("transactionId", None)  #: UNIQ_KEY as well
     offset_msg_id: str | None = wire("offsetMsgId", None)
@@ -67,14 +73,14 @@ class ReplyMessageRequestHeader(Header):
     producer_group: str = wire("producerGroup")
     topic: str = wire("topic")
     default_topic: str = wire("defaultTopic")
-    default_topic_queue_nums: int = wire("defaultTopicQueueNums")
-    queue_id: int = wire("queueId")
-    sys_flag: int = wire("sysFlag")
+    default_topic_queue_nums: int = wire("defaultTopicQueueNums", bounds=INT32)
+    queue_id: int = wire("queueId", bounds=INT32)
+    sys_flag: int = wire("sysFlag", bounds=INT32)
     born_timestamp: int = wire("bornTimestamp")
-    flag: int = wire("flag")
+    flag: int = wire("flag", bounds=INT32)
     born_host: str = wire("bornHost")  #: ``ip:port`` of the replier
     store_host: str = wire("storeHost")  #: ``ip:port`` of this broker
     store_timestamp: int = wire("storeTimestamp")
     properties: str | None = wire("properties", None)
-    reconsume_times: int = wire("reconsumeTimes", 0)
+    reconsume_times: int = wire("reconsumeTimes", 0, bounds=NON_NEGATIVE_INT32)
     unit_mode: bool = wire("unitMode", False)

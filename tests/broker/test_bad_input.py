@@ -168,6 +168,7 @@ _LOCK_MQ = {"brokerName": "broker-a", "queueId": 0, "topic": "T"}
 def bad_requests() -> list[tuple[str, RemotingCommand, int, str]]:
     """(case, request, expected response code, text the remark must contain)."""
     SE, NULL, NAN = ResponseCode.SYSTEM_ERROR, "is null", "not a number"
+    OUT, NEG = "is out of the range", "must not be negative"
     send = cpp_send(KEEP, b"x")
     pulled = pull(KEEP, 0, 0)
     heartbeat = cpp_heartbeat()
@@ -286,6 +287,100 @@ def bad_requests() -> list[tuple[str, RemotingCommand, int, str]]:
         ("11 no queueOffset", _missing(pulled, "queueOffset"), SE, "<queueOffset> " + NULL),
         ("11 maxMsgNums text", _with(pulled, maxMsgNums="n"), SE, NAN),
         ("11 queue out of range", _with(pulled, queueId="-1"), SE, "illegal"),
+        # -- numbers out of their range (typed headers, then the processors) ------------
+        ("10 queueId past int32", _with(send, queueId=str(2**31)), SE, OUT),
+        ("10 flag past int32", _with(send, flag=str(2**31)), SE, OUT),
+        ("10 unknown sysFlag bit", _with(send, sysFlag=str(0x800)), SE, OUT),
+        ("10 negative bornTimestamp", _with(send, bornTimestamp="-1"), SE, NEG),
+        ("10 negative reconsumeTimes", _with(send, reconsumeTimes="-1"), SE, NEG),
+        ("10 huge number", _with(send, queueId="9" * 5000), SE, NAN),
+        ("10 queue past the topic's", _with(send, queueId="4"), SE, "queueId[4] is illegal"),
+        (
+            "10 half message without TRAN_MSG",
+            _with(send, sysFlag="4"),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "no TRAN_MSG property",
+        ),
+        (
+            "10 rolled back without TRAN_MSG",
+            _with(send, sysFlag="12"),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "no TRAN_MSG property",
+        ),
+        (
+            "10 batch past maxMessageSize",
+            dataclasses.replace(_with(send, batch="1"), body=b"\x00" * (MAX_MESSAGE + 1)),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "the batch body is 65537 bytes",
+        ),
+        (
+            "10 DELAY not a level",
+            cpp_send(KEEP, b"x", props={"DELAY": "soon"}),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "DELAY property must be a delay level",
+        ),
+        ("11 negative queueOffset", _with(pulled, queueOffset="-1"), SE, NEG),
+        ("11 maxMsgNums 0", _with(pulled, maxMsgNums="0"), SE, "must be at least 1"),
+        ("11 unknown sysFlag bit", _with(pulled, sysFlag="32"), SE, OUT),
+        ("11 queue past the topic's", _with(pulled, queueId="4"), SE, "illegal"),
+        ("14 negative queueId", _req(14, {**_OFFSETS, "queueId": "-1"}), SE, NEG),
+        ("15 commitOffset -2", _req(15, {**_OFFSETS, "commitOffset": "-2"}), SE, OUT),
+        (
+            "15 queue past the topic's",
+            _req(15, {**_OFFSETS, "queueId": "4", "commitOffset": "1"}),
+            SE,
+            "queueId[4] is illegal",
+        ),
+        ("30 queueId past int32", _req(30, {**_QUEUE, "queueId": str(2**31)}), SE, OUT),
+        ("33 offset past int64", _req(33, {"offset": str(2**63)}), SE, OUT),
+        ("36 negative offset", _req(36, {**_SEND_BACK, "offset": "-1"}), SE, NEG),
+        (
+            "37 negative commitLogOffset",
+            _req(
+                37,
+                {
+                    "producerGroup": "P",
+                    "tranStateTableOffset": "0",
+                    "commitLogOffset": "-1",
+                    "commitOrRollback": "8",
+                    "msgId": "m",
+                },
+            ),
+            SE,
+            NEG,
+        ),
+        (
+            "17 queue count past 1024",
+            _req(
+                17,
+                {
+                    "topic": "Big",
+                    "defaultTopic": "TBW102",
+                    "readQueueNums": "8",
+                    "writeQueueNums": str(2**31 - 1),
+                    "perm": "6",
+                },
+            ),
+            SE,
+            "out of the range [0, 1024]",
+        ),
+        (
+            "200 retryQueueNums past 1024",
+            _req(200, body=json.dumps({"groupName": "Big", "retryQueueNums": 2**40}).encode()),
+            SE,
+            "retryQueueNums 1099511627776 is out of the range [0, 1024]",
+        ),
+        (
+            "41 queue id past any topic's",
+            _req(
+                41,
+                body=json.dumps(
+                    {"consumerGroup": "G", "clientId": "c", "mqSet": [{**_LOCK_MQ, "queueId": -1}]}
+                ).encode(),
+            ),
+            SE,
+            "queueId[-1] is illegal",
+        ),
     ]
 
 
@@ -308,6 +403,8 @@ async def test_bad_requests_get_error_answers_and_the_connection_stays(tmp_path:
         assert not ctx.clients.consumer_groups()
         assert ctx.groups.find("bad group!", create=False) is None
         assert not [t for t in ctx.topics.all() if t.startswith(("%RETRY%", "%DLQ%"))]
+        assert ctx.topics.find("Big") is None and ctx.groups.find("Big", create=False) is None
+        assert ctx.offsets.offsets_of("G", KEEP) == {}
 
 
 async def test_half_a_frame_stalls_only_its_sender(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+import pytest
+
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC, TRANS_SYS_GROUP
 from rocklet.protocol.bodies.heartbeat import HeartbeatData, ProducerData
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -262,3 +264,29 @@ async def test_the_broker_runs_check_rounds_on_its_own(tmp_path: Path) -> None:
         asked = await asyncio.wait_for(prod.checks.get(), 10)
         assert asked.code == RequestCode.CHECK_TRANSACTION_STATE
         assert asked.ext_fields["msgId"] == "U-PERIODIC"
+
+
+async def test_a_remark_without_utf8_form_is_logged_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The remark is free text no typed header checks; logging it must not fail.
+
+    Found by the fuzzer: a lone surrogate in an END_TRANSACTION remark made the log
+    line raise on a strict stream (structlog's default, stdout), and the request was
+    answered with the exception.
+    """
+    ext = {
+        "producerGroup": "PG",
+        "tranStateTableOffset": "0",
+        "commitLogOffset": "0",
+        "commitOrRollback": "0",
+        "msgId": "m",
+    }
+    cmd = RemotingCommand(RequestCode.END_TRANSACTION, remark="\ud800 unknown", ext_fields=ext)
+    async with (
+        running_cluster(tmp_path) as cluster,
+        await open_connection("127.0.0.1", cluster.broker.port) as conn,
+    ):
+        answer = await conn.request(cmd, 5)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert "remark='\\\\ud800 unknown'" in capsys.readouterr().out

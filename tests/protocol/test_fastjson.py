@@ -115,3 +115,24 @@ def test_fastjson_known_documents() -> None:
         fastjson.dumps({(1, 2): 3})
     with pytest.raises(ValueError):
         fastjson.dumps([float("nan")])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"clientID":"\\ud800"}',  # a lone high surrogate
+        b'{"a":["ok",{"b":"x\\uDFFFy"}]}',  # a lone low one, nested, upper case
+        b'{"\\udc80":1}',  # in a key
+        b'{"offsetTable":{0:"\\ud83d"}}',  # through the fastjson rewrite
+        b'{"a":"\\ude00\\ud83d"}',  # a pair in the wrong order is two lone halves
+        b'{"a":"\xff"}',  # bytes that are not UTF-8
+    ],
+)
+def test_fastjson_refuses_text_without_a_utf8_form(text: bytes) -> None:
+    with pytest.raises(ValueError):
+        fastjson.loads(text)
+
+
+def test_fastjson_keeps_escaped_pairs_and_escaped_backslashes() -> None:
+    assert fastjson.loads(b'{"a":"\\ud83d\\ude00"}') == {"a": "\U0001f600"}
+    assert fastjson.loads(b'{"a":"\\\\ud800"}') == {"a": "\\ud800"}  # text, not an escape

@@ -41,6 +41,7 @@ from rocklet.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
     parse_send_header,
 )
+from rocklet.protocol.headers.base import INT32, INT64
 from tests.conftest import CAPTURES
 from tests.protocol.listing import ListedFrame, parse_listing
 
@@ -64,6 +65,7 @@ class FieldInfo(typing.NamedTuple):
     base: type
     optional: bool
     required: bool
+    bounds: tuple[int, int]
 
 
 def field_infos(cls: type[Header]) -> list[FieldInfo]:
@@ -75,26 +77,32 @@ def field_infos(cls: type[Header]) -> list[FieldInfo]:
         args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
         base = next(a for a in args if a is not type(None))
         required = f.default is dataclasses.MISSING
-        out.append(FieldInfo(f.name, f.metadata["wire"], base, type(None) in args, required))
+        bounds = f.metadata.get("bounds", INT64)
+        out.append(
+            FieldInfo(f.name, f.metadata["wire"], base, type(None) in args, required, bounds)
+        )
     return out
 
 
 def header_strategy(cls: type[Header]) -> st.SearchStrategy[Header]:
-    by_type: dict[type, st.SearchStrategy[Any]] = {
-        str: st.text(),
-        int: st.integers(min_value=-(2**63), max_value=2**63 - 1),
-        bool: st.booleans(),
-    }
+    def values(info: FieldInfo) -> st.SearchStrategy[Any]:
+        if info.base is int:
+            return st.integers(*info.bounds)
+        return st.text() if info.base is str else st.booleans()  # text(): no surrogates
+
     fields = {
-        info.attr: (st.none() | by_type[info.base]) if info.optional else by_type[info.base]
+        info.attr: (st.none() | values(info)) if info.optional else values(info)
         for info in field_infos(cls)
     }
     return st.fixed_dictionaries(fields).map(lambda kw: cls(**kw))
 
 
 def example_ext(cls: type[Header]) -> dict[str, str]:
-    values = {str: "x", int: "7", bool: "true"}
-    return {info.key: values[info.base] for info in field_infos(cls)}
+    values = {str: "x", bool: "true"}
+    return {
+        info.key: str(max(7, info.bounds[0])) if info.base is int else values[info.base]
+        for info in field_infos(cls)
+    }
 
 
 # --- every header class -------------------------------------------------------------------
@@ -169,6 +177,61 @@ def test_ill_typed_values_are_header_errors(cls: type[Header], key: str, value: 
     ext = example_ext(cls) | {key: value}
     with pytest.raises(HeaderError, match=f"<{key}>"):
         cls.from_ext_fields(ext)
+
+
+INT_FIELDS = [
+    (cls, info) for cls in HEADER_CLASSES for info in field_infos(cls) if info.base is int
+]
+STR_FIELDS = [
+    (cls, info) for cls in HEADER_CLASSES for info in field_infos(cls) if info.base is str
+]
+
+
+def _field_id(value: object) -> str:
+    return value.key if isinstance(value, FieldInfo) else str(getattr(value, "__name__", ""))
+
+
+@pytest.mark.parametrize(("cls", "info"), INT_FIELDS, ids=_field_id)
+def test_every_number_is_held_to_its_bounds(cls: type[Header], info: FieldInfo) -> None:
+    low, high = info.bounds
+    assert INT64[0] <= low < high <= INT64[1]  # nothing wider than Java's long
+    for edge in (low, high):
+        parsed = cls.from_ext_fields(example_ext(cls) | {info.key: str(edge)})
+        assert getattr(parsed, info.attr) == edge
+    for outside in (low - 1, high + 1, 10**30):
+        if low <= outside <= high:
+            continue
+        with pytest.raises(HeaderError, match=f"<{info.key}>.*{outside}") as raised:
+            cls.from_ext_fields(example_ext(cls) | {info.key: str(outside)})
+        assert raised.value.response_code == ResponseCode.SYSTEM_ERROR
+
+
+@pytest.mark.parametrize(("cls", "info"), STR_FIELDS, ids=_field_id)
+def test_every_text_field_refuses_text_without_a_utf8_form(
+    cls: type[Header], info: FieldInfo
+) -> None:
+    # A JSON "\ud800" escape, and a byte that is not UTF-8 as the codecs keep it.
+    for bad in ("\ud800", "ab\udcff"):
+        with pytest.raises(HeaderError, match=f"<{info.key}> is not valid UTF-8") as raised:
+            cls.from_ext_fields(example_ext(cls) | {info.key: bad})
+        assert ascii(bad) in str(raised.value)  # shown escaped: the remark encodes
+    text = "Grüße-順序-\U0001f600"  # any real text still passes
+    assert getattr(cls.from_ext_fields(example_ext(cls) | {info.key: text}), info.attr) == text
+
+
+def test_bounds_match_the_java_types_of_the_hot_fields() -> None:
+    pull = {i.key: i.bounds for i in field_infos(PullMessageRequestHeader)}
+    assert pull["queueId"] == INT32 and pull["queueOffset"] == (0, 2**63 - 1)
+    assert pull["maxMsgNums"] == (1, 2**31 - 1) and pull["sysFlag"] == (0, 0x1F)
+    send = {i.key: i.bounds for i in field_infos(SendMessageRequestHeader)}
+    assert send["queueId"] == INT32 and send["sysFlag"] == (0, 0x7FF)
+    assert send["reconsumeTimes"] == (0, 2**31 - 1)
+    # The V2 spelling reads into the V1 class with the same bounds.
+    v2 = SendMessageRequestHeader("PG", "T", "TBW102", 4, 0, 0, 1, 0).to_v2().to_ext_fields() | {
+        "e": str(2**31)
+    }
+    with pytest.raises(HeaderError, match="<e> is out of the range"):
+        parse_send_header(RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=v2))
 
 
 def test_header_errors_answer_system_error() -> None:
@@ -455,3 +518,14 @@ def test_golden_values_spot_check() -> None:
     )
     assert header.expression_type == "TAG" and header.subscription is None
     assert header.flags == PullSysFlag.SUSPEND
+
+
+@pytest.mark.parametrize("value", ["9" * 4000, "x" * 100_000, "\ud800" * 1000])
+def test_a_refused_value_is_shown_short_and_escaped(value: str) -> None:
+    # The remark echoes the value: a peer's megabyte must not come back as one.
+    with pytest.raises(HeaderError) as raised:
+        PullMessageRequestHeader.from_ext_fields(
+            example_ext(PullMessageRequestHeader) | {"queueOffset": value}
+        )
+    remark = str(raised.value)
+    assert "<queueOffset>" in remark and len(remark) < 200 and remark.isascii()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from rocklet.protocol.message import decode_message
@@ -82,3 +83,29 @@ def test_delay_offsets_fall_back_to_the_backup(tmp_path: Path) -> None:
     path = tmp_path / "delayOffset.json"
     path.with_name("delayOffset.json.bak").write_text('{"offsetTable":{"3":7}}')
     assert read_delay_offsets(path) == {3: 7}
+
+
+def test_reading_while_the_service_persists_never_fails(tmp_path: Path) -> None:
+    """A reader (GET_BROKER_RUNTIME_INFO) racing persist(): no file is just "no offsets".
+
+    persist() renames the file to .bak, then the new one into place; a read between
+    the two used to find no file after ``exists()`` said there was one (found by the
+    fuzzer, tests/fuzzing.py). Each read sees the whole table or, in that gap, none.
+    """
+    with MessageStore.open(small_config(tmp_path)) as store:
+        service = DelayDeliveryService(store)
+        service.offsets = {1: 5, 2: 7}
+        done = threading.Event()
+
+        def persist_many() -> None:
+            for _ in range(200):
+                service.persist()
+            done.set()
+
+        writer = threading.Thread(target=persist_many)
+        writer.start()
+        seen = set()
+        while not done.is_set():
+            seen.add(tuple(sorted(read_delay_offsets(service.path).items())))
+        writer.join()
+    assert seen <= {(), ((1, 5), (2, 7))}
