@@ -373,6 +373,7 @@ _NO_HEADER: Final[dict[Target, tuple[int, ...]]] = {
         RequestCode.CHECK_CLIENT_CONFIG,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.UPDATE_BROKER_CONFIG,
+        RequestCode.ROCKLET_STORE_CHECK,
     ),
     "namesrv": (
         RequestCode.GET_BROKER_CLUSTER_INFO,
