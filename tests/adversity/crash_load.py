@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from dataclasses import dataclass, field
 
 from rocklet.client import Message, Producer
@@ -189,6 +190,17 @@ async def _table(broker: BrokerProcess, code: int, key: str) -> dict[str, object
     table = obj[key]
     assert isinstance(table, dict)
     return table
+
+
+async def live_store_check(broker: BrokerProcess) -> dict[str, object]:
+    """Ask the running broker to check its own store (ROCKLET_STORE_CHECK); its report."""
+    host, port = broker.broker_addr.split(":")
+    async with await open_connection(host, int(port)) as conn:
+        answer = await conn.request(RemotingCommand(RequestCode.ROCKLET_STORE_CHECK), 120)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    report = json.loads(answer.body)
+    assert isinstance(report, dict)
+    return report
 
 
 async def verify(

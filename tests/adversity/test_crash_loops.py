@@ -5,8 +5,9 @@ admin creating topics and groups; a consumer committing offsets), kills the brok
 process with SIGKILL after a random number of acknowledgements, starts it again over
 the same directory and checks that every message, topic, group and committed offset it
 acknowledged is there (and routed by the name server), and that the store's files pass
-the layout checker. The figures in docs/reliability.md ("Crash loops") are the long
-counts: ``ROCKLET_ADVERSITY=long pytest -s tests/adversity/test_crash_loops.py``.
+the layout checker and the broker's own store check. The figures in
+docs/reliability.md ("Crash loops") are the long counts:
+``ROCKLET_ADVERSITY=long pytest -s tests/adversity/test_crash_loops.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversity.conftest import rounds
-from tests.adversity.crash_load import Acked, CrashLoad, verify
+from tests.adversity.crash_load import Acked, CrashLoad, live_store_check, verify
 from tests.adversity.procs import running_broker
 from tests.store.layout_checker import check_store
 
@@ -56,6 +57,9 @@ async def test_kill9_under_load_loses_nothing_acknowledged(
             assert lost == [], f"cycle {cycle}: lost {lost[:20]}"
             layout = check_store(broker.store, SEGMENT, CQ_ENTRIES, SLOTS, INDEX_ENTRIES)
             assert layout.errors == [], f"cycle {cycle}: {layout.errors[:20]}"
+            # And by the broker's own check (rocklet store check's rules), while it runs.
+            report = await live_store_check(broker)
+            assert report["ok"] is True, f"cycle {cycle}: {report['findings']}"
             print(f"{flush} cycle {cycle}: {acked.message_count} messages so far, intact")
         # Every message again, against the last run: no later crash lost an earlier one.
         lost = await verify(broker, acked, set(acked.messages), set())
