@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from rocklet.store._check_io import PROBLEM, WARNING, CheckContext, MapCache, note_allocation
+from rocklet.store._check_io import PROBLEM, CheckContext, MapCache, sized_files, wrong_size
 from rocklet.store._dispatch_request import DispatchRequest, check_record
 from rocklet.store._hashing import index_key_hash
 from rocklet.store._index_file import HEADER_SIZE, INDEX_ENTRY_SIZE
@@ -39,28 +39,12 @@ def check_index(ctx: CheckContext, maps: MapCache, log_maps: MapCache) -> None:
         return
     cfg = ctx.config
     size = HEADER_SIZE + cfg.index_hash_slots * 4 + cfg.index_max_entries * INDEX_ENTRY_SIZE
-    paths = sorted(directory.iterdir())
     # The file being written when the check started: its header and slots move on.
     newest = max(ctx.live.index_counts, default="") if ctx.live is not None else ""
-    for path in paths:
-        if not (path.name.isdigit() and len(path.name) == 17 and path.is_file()):
-            if not note_allocation(ctx, path, _AREA):
-                ctx.add(WARNING, _AREA, path, None, "not an index file: ignored")
-                ctx.count("ignored_files")
-            continue
-        try:
-            actual = path.stat().st_size
-        except FileNotFoundError:
-            continue
+    for path, actual in sized_files(ctx, directory, _AREA, 17):
         if actual != size:
-            ctx.add(
-                PROBLEM if ctx.sizes_known else WARNING,
-                _AREA,
-                path,
-                None,
-                f"{actual} bytes, but index files are {size} (maxHashSlotNum, maxIndexNum): "
-                "a broker ignores it and its keys are not found",
-            )
+            why = f"index files are {size} (maxHashSlotNum, maxIndexNum): a broker ignores "
+            wrong_size(ctx, _AREA, path, None, actual, why + "it and its keys are not found")
             continue
         if ctx.live is not None and path.name not in ctx.live.index_counts:
             continue  # created after the check started: it indexes newer records

@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
@@ -221,6 +222,45 @@ def note_allocation(ctx: CheckContext, path: Path, area: str) -> bool:
     if ctx.live is None:
         ctx.add(WARNING, area, path, None, "an allocation a crash interrupted (removed at start)")
     return True
+
+
+def sized_files(
+    ctx: CheckContext, directory: Path, area: str, name_length: int
+) -> Iterator[tuple[Path, int]]:
+    """The store files of ``directory`` with their sizes; warn about anything else.
+
+    Args:
+        ctx: The check.
+        directory: A commitlog, consume-queue or index directory.
+        area: Its area, for findings.
+        name_length: How many digits its files are named with.
+
+    Yields:
+        ``(path, size in bytes)`` in name order; a file that retention removes on a
+        live store meanwhile is left out.
+    """
+    for path in list_files(ctx, directory, area):
+        if len(path.name) != name_length:
+            ctx.add(WARNING, area, path, None, "not a store file: ignored")
+            ctx.count("ignored_files")
+            continue
+        try:
+            actual = path.stat().st_size
+        except FileNotFoundError:
+            continue  # retention on a live store
+        yield path, actual
+
+
+def wrong_size(
+    ctx: CheckContext, area: str, path: Path, offset: int | None, actual: int, expected: str
+) -> None:
+    """Report a store file whose size is not its kind's.
+
+    A problem when the configured sizes are known to be the store's, else a warning
+    (the check may have been given other sizes than the broker's).
+    """
+    severity = PROBLEM if ctx.sizes_known else WARNING
+    ctx.add(severity, area, path, offset, f"{actual} bytes, but {expected}")
 
 
 def list_files(ctx: CheckContext, directory: Path, area: str) -> list[Path]:

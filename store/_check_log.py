@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Final
 
 from rocklet.protocol.message import MESSAGE_MAGIC, TRANSACTION_MASK
-from rocklet.store._check_io import PROBLEM, WARNING, CheckContext, MapCache, data_end, list_files
+from rocklet.store._check_io import (
+    PROBLEM,
+    CheckContext,
+    MapCache,
+    data_end,
+    sized_files,
+    wrong_size,
+)
 from rocklet.store._check_queues import QueueFiles
 from rocklet.store._damage import describe_invalid, is_segment_end, resync
 from rocklet.store._dispatch_request import DispatchRequest, check_record
@@ -34,25 +41,11 @@ def _segments(ctx: CheckContext) -> list[tuple[int, Path]]:
         return []
     size = ctx.config.commitlog_file_size_bytes
     out: list[tuple[int, Path]] = []
-    for path in list_files(ctx, directory, _AREA):
-        if len(path.name) != 20:
-            ctx.add(WARNING, _AREA, path, None, "not a store file: ignored")
-            ctx.count("ignored_files")
-            continue
-        try:
-            actual = path.stat().st_size
-        except FileNotFoundError:
-            continue  # retention on a live store
+    for path, actual in sized_files(ctx, directory, _AREA, 20):
         base = int(path.name)
         if actual != size:
-            ctx.add(
-                PROBLEM if ctx.sizes_known else WARNING,
-                _AREA,
-                path,
-                base,
-                f"{actual} bytes, but segments are {size} (mappedFileSizeCommitLog): a broker "
-                "refuses to start",
-            )
+            why = f"segments are {size} (mappedFileSizeCommitLog): a broker refuses to start"
+            wrong_size(ctx, _AREA, path, base, actual, why)
             continue
         if out and base != out[-1][0] + size:
             gap = out[-1][0] + size

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from rocklet.store._check_io import PROBLEM, WARNING, CheckContext, MapCache, list_files
+from rocklet.store._check_io import (
+    PROBLEM,
+    WARNING,
+    CheckContext,
+    MapCache,
+    sized_files,
+    wrong_size,
+)
 from rocklet.store._consume_queue import BLANK_ENTRY_SIZE, ENTRY, ENTRY_SIZE
 from rocklet.store._dispatch_request import DispatchRequest, record_mismatch
 
@@ -78,24 +85,10 @@ class QueueFiles:
     def _whole_files(self, qdir: Path) -> list[Path]:
         ctx, size = self._ctx, self._file_size
         files: list[Path] = []
-        for path in list_files(ctx, qdir, _AREA):
-            if len(path.name) != 20:
-                ctx.add(WARNING, _AREA, path, None, "not a store file: ignored")
-                ctx.count("ignored_files")
-                continue
-            try:
-                actual = path.stat().st_size
-            except FileNotFoundError:
-                continue  # retention on a live store
+        for path, actual in sized_files(ctx, qdir, _AREA, 20):
             if actual != size:
-                ctx.add(
-                    PROBLEM if ctx.sizes_known else WARNING,
-                    _AREA,
-                    path,
-                    None,
-                    f"{actual} bytes, but consume-queue files are {size} "
-                    "(mappedFileSizeConsumeQueue): a broker refuses to start",
-                )
+                why = f"consume-queue files are {size} (mappedFileSizeConsumeQueue): "
+                wrong_size(ctx, _AREA, path, None, actual, why + "a broker refuses to start")
                 return files
             if files and int(path.name) != int(files[-1].name) + size:
                 gap = int(files[-1].name) + size
