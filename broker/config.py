@@ -32,6 +32,7 @@ from typing import Any, Final, Self, TypeVar
 
 from rocklet.broker.config_keys import log_key_review, review_keys
 from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS, ROCKETMQ_NAMESRV_KEYS
+from rocklet.broker.tls_keys import TLS_KEYS, USE_TLS
 from rocklet.protocol.codes import RequestCode
 from rocklet.store.config import (
     DEFAULT_DELAY_LEVELS,
@@ -584,7 +585,9 @@ def load_broker_config(
     props: dict[str, str] = {}
     if path is not None:
         props = _read_properties(path)
-        review = review_keys(props, property_names(BrokerConfig), ROCKETMQ_BROKER_KEYS)
+        # The TLS keys stay in ``extra``; rocklet.broker.tls_config reads them.
+        known = property_names(BrokerConfig) | TLS_KEYS | {USE_TLS}
+        review = review_keys(props, known, ROCKETMQ_BROKER_KEYS)
         log_key_review(review, str(path))
     env = os.environ if environ is None else environ
     if "namesrvAddr" not in props and env.get("NAMESRV_ADDR"):
@@ -612,7 +615,8 @@ def load_namesrv_config(
     props: dict[str, str] = {}
     if path is not None:
         props = _read_properties(path)
-        review = review_keys(props, property_names(NamesrvConfig), ROCKETMQ_NAMESRV_KEYS)
+        known = property_names(NamesrvConfig) | TLS_KEYS
+        review = review_keys(props, known, ROCKETMQ_NAMESRV_KEYS)
         log_key_review(review, str(path))
     return with_overrides(NamesrvConfig.from_properties(props), overrides or {})
 
