@@ -716,7 +716,7 @@ class Connection(asyncio.Protocol):
         # answered nothing. Worked out here, not counted per answer, to keep reads lean.
         self._hung_up_unanswered = (
             self._status is ConnectionStatus.OPEN
-            and cause is None
+            and (cause is None or isinstance(cause, ConnectionResetError))
             and 0 < len(self._pending) == self._next_opaque
         )
         self._status = ConnectionStatus.CLOSED

@@ -191,15 +191,25 @@ class SniffingListener:
 
     async def _serve_tls(self, conn: socket.socket, peer: str) -> None:
         tls = self._tls
+        made: list[asyncio.Protocol] = []
+
+        def factory() -> asyncio.Protocol:
+            made.append(self._factory())
+            return made[-1]
+
         try:
             await self._loop.connect_accepted_socket(
-                self._factory,
+                factory,
                 conn,
                 ssl=tls.context(),
                 ssl_handshake_timeout=tls.handshake_timeout_s,
             )
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
             conn.close()
+            # The protocol was made before the handshake and never connected: end it,
+            # so whoever tracks it (the server's connection set) lets it go.
+            for protocol in made:
+                protocol.connection_lost(exc)
             self.failed_handshakes += 1
             _log.info(
                 "TLS handshake failed",
