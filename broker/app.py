@@ -157,7 +157,7 @@ class Broker:
         cls,
         config: BrokerConfig,
         *,
-        host: str = "0.0.0.0",
+        host: str | None = None,
         clock: Clock | None = None,
         store_lock: StoreLock | None = None,
         tls: TlsSettings | None = None,
@@ -166,7 +166,7 @@ class Broker:
 
         Args:
             config: Broker settings (``listen_port`` 0 binds a free port).
-            host: Interface to listen on.
+            host: Interface to listen on. Default: ``config.listen_host``.
             clock: Time source (default: the system clock).
             store_lock: The store root, already claimed with
                 :func:`claim_store_directory` (the standalone command claims it before
@@ -185,6 +185,7 @@ class Broker:
                 writable.
         """
         clock = clock or SystemClock()
+        host = config.listen_host if host is None else host
         # Configuration errors first, before anything on disk is touched.
         tls = tls_settings(config.extra, {}) if tls is None else tls
         server_tls, namesrv_tls = tls.server_tls(), tls.client_context()

@@ -126,6 +126,9 @@ class BrokerConfig:
     broker_name: str = "broker-a"
     broker_id: int = 0  #: 0 = master, >= 1 = slave
     listen_port: int = 10911
+    #: Rocklet only: the address the port binds (``--host``); RocketMQ binds every
+    #: interface. ``rocklet standalone`` binds 127.0.0.1 unless told otherwise.
+    listen_host: str = "0.0.0.0"
     ha_listen_port: int = 10912
     #: ``;``-separated ``host:port`` list; ``None`` = no name server (standalone tests).
     namesrv_addr: str | None = None

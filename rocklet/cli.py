@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--listen-port", type=int, help="client port (default: 10911)")
     broker.add_argument("--data-dir", type=Path, help="store root directory (storePathRootDir)")
     broker.add_argument(
-        "--host", default="0.0.0.0", help="address to bind (default: 0.0.0.0, every interface)"
+        "--host",
+        help="address to bind (default: listenHost of the config, else 0.0.0.0, every interface)",
     )
     _advertised(broker)
     _system_properties(broker)
@@ -136,9 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument("--listen-port", type=int, help="broker port (default: 10911)")
     standalone.add_argument(
         "--host",
-        default="127.0.0.1",
-        help="address both servers bind (default: 127.0.0.1, this machine only; "
-        "0.0.0.0 for every interface, with --broker-ip1 an address clients reach)",
+        help="address both servers bind (default: listenHost of the config, else 127.0.0.1, "
+        "this machine only; 0.0.0.0 for every interface, with --broker-ip1 an address "
+        "clients reach)",
     )
     _advertised(standalone)
     _system_properties(standalone)
@@ -201,11 +202,13 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         "listen_port": args.listen_port,
         "store_path_root_dir": args.data_dir,
         "broker_ip1": args.broker_ip1,
+        "listen_host": args.host,
     }
     defaults: dict[str, object] = {}
     if args.command == "standalone":
         overrides["namesrv_addr"] = f"127.0.0.1:{args.namesrv_port}"
         defaults["store_path_root_dir"] = Path("data")
+        defaults["listen_host"] = "127.0.0.1"  # a laptop's server stays on the laptop
     else:
         overrides["namesrv_addr"] = args.namesrv
     return load_broker_config(args.config, overrides, defaults=defaults)
@@ -249,9 +252,9 @@ def _run_broker(args: argparse.Namespace) -> int:
     _log.debug("broker config", config=config)
     try:
         if args.command == "standalone":
-            run_loop(serve_standalone(config, args.namesrv_port, host=args.host, tls=tls))
+            run_loop(serve_standalone(config, args.namesrv_port, tls=tls))
         else:
-            run_loop(serve_broker(config, host=args.host, tls=tls))
+            run_loop(serve_broker(config, tls=tls))
     except StoreDirectoryError as exc:
         # One plain line a person can act on (who holds the store, which directory
         # cannot be written), as for configuration errors.

@@ -116,9 +116,10 @@ def checks_for(argv: Sequence[str], cwd: Path) -> list[Check]:
         else:
             broker = broker_config(args)
             tls = _tls_for(tls_settings_of(args, broker.extra))
-            checks = [Check("broker", "127.0.0.1", broker.listen_port, tls)]
+            host = _local(broker.listen_host)
+            checks = [Check("broker", host, broker.listen_port, tls)]
             if args.command == "standalone":
-                checks.insert(0, Check("namesrv", "127.0.0.1", args.namesrv_port, tls))
+                checks.insert(0, Check("namesrv", host, args.namesrv_port, tls))
     except (ConfigError, TlsConfigError) as exc:
         raise HealthcheckError(f"cannot read the server's configuration: {exc}") from None
     for check in checks:

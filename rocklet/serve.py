@@ -55,14 +55,12 @@ async def serve_namesrv(config: NamesrvConfig, *, tls: TlsSettings | None = None
         log.info("namesrv stopped")
 
 
-async def serve_broker(
-    config: BrokerConfig, *, host: str = "0.0.0.0", tls: TlsSettings | None = None
-) -> None:
-    """Run a broker until SIGTERM or SIGINT; the stop flushes and closes the store."""
+async def serve_broker(config: BrokerConfig, *, tls: TlsSettings | None = None) -> None:
+    """Run a broker on ``listenHost`` until SIGTERM or SIGINT; the stop closes the store."""
     raise_fd_limit()
     async with _stop_signal() as stop:
-        broker = await Broker.start(config, host=host, tls=tls)
-        log.info("broker listening", port=broker.port, addr=broker.addr)
+        broker = await Broker.start(config, host=config.listen_host, tls=tls)
+        log.info("broker listening", host=config.listen_host, port=broker.port, addr=broker.addr)
         await stop.wait()
         log.info("broker stopping")
         await broker.stop()
@@ -73,20 +71,21 @@ async def serve_standalone(
     config: BrokerConfig,
     namesrv_port: int,
     *,
-    host: str = "127.0.0.1",
     tls: TlsSettings | None = None,
 ) -> None:
     """Run a name server and a broker registered with it, in one process.
 
     The broker advertises 127.0.0.1 unless ``brokerIP1`` is set, so a laptop's
     standalone broker is reachable by local clients whatever the machine's network.
-    Both servers bind ``host``: loopback by default, so nothing outside this machine
-    reaches them until asked (``--host 0.0.0.0`` plus a ``brokerIP1`` clients can use).
+    Both servers bind ``listenHost`` (the CLI defaults it to loopback, so nothing
+    outside this machine reaches them until asked: ``--host 0.0.0.0`` plus a
+    ``brokerIP1`` clients can use).
     The store directory is claimed first: a second standalone on the same directory
     names the first one (and an unwritable one is named) before a port is bound. Both
     servers take the same TLS settings, as two JVMs given the same ``-D`` would.
     """
     raise_fd_limit()
+    host = config.listen_host
     lock = await claim_store_directory(config.store_path_root_dir, "rocklet standalone")
     async with _stop_signal() as stop:
         try:
