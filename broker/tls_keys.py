@@ -9,9 +9,11 @@ count them as known keys without importing the TLS code.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 __all__ = [
+    "SECRET_KEYS",
     "TLS_CLIENT_KEYS",
     "TLS_CONFIG_FILE",
     "TLS_ENABLE",
@@ -19,6 +21,7 @@ __all__ = [
     "TLS_SERVER_KEYS",
     "TLS_SERVER_MODE",
     "USE_TLS",
+    "without_secrets",
 ]
 
 TLS_SERVER_MODE: Final = "tls.server.mode"
@@ -52,5 +55,19 @@ TLS_CLIENT_KEYS: Final = frozenset(
         "tls.client.authServer",
     }
 )
+#: Keys whose values are never logged nor sent to anyone (GET_BROKER_CONFIG).
+SECRET_KEYS: Final = frozenset({"tls.server.keyPassword", "tls.client.keyPassword"})
 #: Every TLS key Rocklet reads (``tls.test.mode.enable`` is read to warn about it).
 TLS_KEYS: Final = TLS_SERVER_KEYS | TLS_CLIENT_KEYS | {TLS_CONFIG_FILE, "tls.test.mode.enable"}
+
+
+def without_secrets(props: Mapping[str, str]) -> dict[str, str]:
+    """``props`` without the keys whose values are secret (key passwords).
+
+    Args:
+        props: Property name to value (a config's ``extra``).
+
+    Returns:
+        A copy without :data:`SECRET_KEYS`.
+    """
+    return {k: v for k, v in props.items() if k not in SECRET_KEYS}

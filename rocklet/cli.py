@@ -7,6 +7,7 @@ never loads the SDK and ``rocklet --help`` answers at once.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import sys
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from rocklet.broker.config import (
     load_namesrv_config,
 )
 from rocklet.broker.tls_config import TlsSettings, parse_system_properties, tls_settings
+from rocklet.broker.tls_keys import without_secrets
 from rocklet.cluster import add_cluster_parser
 from rocklet.help_text import plain_parser_help
 from rocklet.logging import configure_logging
@@ -249,7 +251,10 @@ def _run_broker(args: argparse.Namespace) -> int:
 
     config = broker_config(args)
     tls = tls_settings_of(args, config.extra)
-    _log.debug("broker config", config=config)
+    _log.debug(
+        "broker config",
+        config=dataclasses.replace(config, extra=without_secrets(config.extra)),
+    )
     try:
         if args.command == "standalone":
             run_loop(serve_standalone(config, args.namesrv_port, tls=tls))

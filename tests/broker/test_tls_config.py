@@ -150,3 +150,13 @@ def test_the_server_commands_take_dash_d(tmp_path: Path) -> None:
     )
     tls = tls_settings_of(args, {})
     assert tls.server.mode is TlsMode.PERMISSIVE and tls.server.key_path == pki.server_key
+
+
+def test_key_passwords_are_not_in_the_broker_config_answer() -> None:
+    from rocklet.broker.config import BrokerConfig
+    from rocklet.broker.processors.admin_runtime import config_properties
+
+    extra = {"tls.server.keyPassword": "pw-one", "tls.client.keyPassword": "pw-two"}
+    props = config_properties(BrokerConfig(extra={**extra, "tls.server.mode": "disabled"}))
+    assert props["tls.server.mode"] == "disabled"
+    assert not set(extra) & set(props)
