@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Final
 
@@ -150,6 +151,7 @@ class SniffingListener:
             task.add_done_callback(self._sniffing.discard)
 
     async def _serve(self, conn: socket.socket) -> None:
+        conn.setblocking(False)
         peer = _peer(conn)
         try:
             first = await self._first_byte(conn)
@@ -169,10 +171,10 @@ class SniffingListener:
         if first is None:  # closed before saying anything
             conn.close()
             return
-        tls = self._tls
         if first == TLS_RECORD_HANDSHAKE:
-            await self._serve_tls(conn, peer)
-        elif tls.mode is TlsMode.ENFORCING:
+            tls = self._tls
+            await self._hand_over(conn, peer, tls.context(), tls.handshake_timeout_s)
+        elif self._tls.mode is TlsMode.ENFORCING:
             conn.close()
             self.refused += 1
             _log.info(
@@ -181,16 +183,16 @@ class SniffingListener:
                 peer=peer,
             )
         else:
-            try:
-                await self._loop.connect_accepted_socket(self._factory, conn)
-            except OSError as exc:
-                conn.close()
-                _log.info(
-                    "connection lost while opening", server=self._name, peer=peer, error=str(exc)
-                )
+            await self._hand_over(conn, peer, None, None)
 
-    async def _serve_tls(self, conn: socket.socket, peer: str) -> None:
-        tls = self._tls
+    async def _hand_over(
+        self,
+        conn: socket.socket,
+        peer: str,
+        context: ssl.SSLContext | None,
+        handshake_timeout_s: float | None,
+    ) -> None:
+        """Make the transport (after the TLS handshake, with a context) and the protocol."""
         made: list[asyncio.Protocol] = []
 
         def factory() -> asyncio.Protocol:
@@ -199,17 +201,19 @@ class SniffingListener:
 
         try:
             await self._loop.connect_accepted_socket(
-                factory,
-                conn,
-                ssl=tls.context(),
-                ssl_handshake_timeout=tls.handshake_timeout_s,
+                factory, conn, ssl=context, ssl_handshake_timeout=handshake_timeout_s
             )
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
             conn.close()
-            # The protocol was made before the handshake and never connected: end it,
-            # so whoever tracks it (the server's connection set) lets it go.
+            # The protocol may have been made and never connected: end it, so whoever
+            # tracks it (the server's connection set) lets it go.
             for protocol in made:
                 protocol.connection_lost(exc)
+            if context is None:
+                _log.info(
+                    "connection lost while opening", server=self._name, peer=peer, error=str(exc)
+                )
+                return
             self.failed_handshakes += 1
             _log.info(
                 "TLS handshake failed",
