@@ -103,6 +103,7 @@ class ClientInstance:
         routes: The route cache.
         groups: The registered producer and consumer groups, and heartbeats.
         replies: Requests waiting for a reply.
+        tls: The TLS context of every connection, or ``None`` for plain TCP.
     """
 
     def __init__(
