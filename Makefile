@@ -13,7 +13,7 @@ EXTRA_PYTHONS ?= 3.12 3.13
 RUNTIME_STAMP := $(VENV)/.runtime-stamp
 DEV_STAMP     := $(VENV)/.dev-stamp
 
-.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench clean
+.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench bench-tls clean
 
 $(BIN)/python:
 	@echo "==> creating the virtual environment $(VENV) ($$($(PYTHON) --version))"
@@ -111,6 +111,11 @@ $(BENCH_STAMP): pyproject.toml $(DEV_STAMP)
 ## limits (never part of make test; ~20 min); results go to bench-results/
 bench: $(BENCH_STAMP) bench-tools
 	$(BIN)/rocklet bench
+
+## bench-tls: what TLS costs the broker, plain and TLS rounds alternated on one
+## permissive broker (~3 min; BENCHMARKS.md, "TLS cost")
+bench-tls: $(DEV_STAMP)
+	$(BIN)/python bench/tls_bench.py
 
 clean:
 	rm -rf $(VENV) $(VENV)-* build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -39,6 +39,7 @@ from rocklet.broker.metrics import NULL_METRICS, MetricsSink
 from rocklet.broker.notify import notify_consumer_ids_changed
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.registration import NamesrvRegistrar, parse_namesrv_addrs
+from rocklet.broker.tls_config import TlsSettings, tls_settings
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.broker.wiring import register_processors, transaction_check_service
 from rocklet.protocol.headers.namesrv import RegisterBrokerRequestHeader
@@ -156,31 +157,38 @@ class Broker:
         cls,
         config: BrokerConfig,
         *,
-        host: str = "0.0.0.0",
+        host: str | None = None,
         clock: Clock | None = None,
         store_lock: StoreLock | None = None,
+        tls: TlsSettings | None = None,
     ) -> Broker:
         """Claim the store directory, open the store, listen and start every service.
 
         Args:
             config: Broker settings (``listen_port`` 0 binds a free port).
-            host: Interface to listen on.
+            host: Interface to listen on. Default: ``config.listen_host``.
             clock: Time source (default: the system clock).
             store_lock: The store root, already claimed with
                 :func:`claim_store_directory` (the standalone command claims it before
                 its name server starts); the broker owns it from here on. ``None``:
                 claimed here, before anything else.
+            tls: TLS of the port and of the connections to name servers. ``None``:
+                from the ``tls.*`` keys of ``config`` (and ``tls.config.file``).
 
         Returns:
             The running broker; it has registered with its name servers once.
 
         Raises:
+            ConfigError: The TLS settings are invalid or their files do not load.
             StoreInUseError: Another process has the store directory.
             StoreDirectoryError: The store root or its ``config`` directory is not
                 writable.
         """
         clock = clock or SystemClock()
+        host = config.listen_host if host is None else host
         # Configuration errors first, before anything on disk is touched.
+        tls = tls_settings(config.extra, {}) if tls is None else tls
+        server_tls, namesrv_tls = tls.server_tls(), tls.client_context()
         metrics: BrokerMetrics | None = None
         store_cls: type[MessageStore] = MessageStore
         if config.metrics_port is not None:
@@ -239,6 +247,7 @@ class Broker:
             limits=config.flow_limits(),
             socket_rcvbuf=config.server_socket_rcv_buf_size,
             socket_sndbuf=config.server_socket_snd_buf_size,
+            tls=server_tls,
         )
         try:
             await server.start()
@@ -274,6 +283,7 @@ class Broker:
             topics.wrapper,
             timeout_s=config.register_broker_timeout_ms / 1000,
             compressed=config.compressed_register,
+            tls=namesrv_tls,
         )
         delay = DelayDeliveryService(store, sync_timeout_s=config.sync_flush_timeout_ms / 1000)
         broker = cls(ctx, server, registrar, delay, RetentionService(store))
@@ -282,7 +292,13 @@ class Broker:
         broker._start_services()
         if metrics is not None:
             await broker._start_metrics(metrics, host)
-        log.info("broker started", addr=addr, cluster=config.broker_cluster_name)
+        log.info(
+            "broker started",
+            addr=addr,
+            cluster=config.broker_cluster_name,
+            tls=server.tls_mode,
+            namesrv_tls=namesrv_tls is not None,
+        )
         return broker
 
     async def _start_metrics(self, metrics: BrokerMetrics, host: str) -> None:

@@ -32,6 +32,7 @@ from typing import Any, Final, Self, TypeVar
 
 from rocklet.broker.config_keys import log_key_review, review_keys
 from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS, ROCKETMQ_NAMESRV_KEYS
+from rocklet.broker.tls_keys import TLS_KEYS, USE_TLS
 from rocklet.protocol.codes import RequestCode
 from rocklet.store.config import (
     DEFAULT_DELAY_LEVELS,
@@ -125,6 +126,9 @@ class BrokerConfig:
     broker_name: str = "broker-a"
     broker_id: int = 0  #: 0 = master, >= 1 = slave
     listen_port: int = 10911
+    #: Rocklet only: the address the port binds (``--host``); RocketMQ binds every
+    #: interface. ``rocklet standalone`` binds 127.0.0.1 unless told otherwise.
+    listen_host: str = "0.0.0.0"
     ha_listen_port: int = 10912
     #: ``;``-separated ``host:port`` list; ``None`` = no name server (standalone tests).
     namesrv_addr: str | None = None
@@ -584,7 +588,9 @@ def load_broker_config(
     props: dict[str, str] = {}
     if path is not None:
         props = _read_properties(path)
-        review = review_keys(props, property_names(BrokerConfig), ROCKETMQ_BROKER_KEYS)
+        # The TLS keys stay in ``extra``; rocklet.broker.tls_config reads them.
+        known = property_names(BrokerConfig) | TLS_KEYS | {USE_TLS}
+        review = review_keys(props, known, ROCKETMQ_BROKER_KEYS)
         log_key_review(review, str(path))
     env = os.environ if environ is None else environ
     if "namesrvAddr" not in props and env.get("NAMESRV_ADDR"):
@@ -612,7 +618,8 @@ def load_namesrv_config(
     props: dict[str, str] = {}
     if path is not None:
         props = _read_properties(path)
-        review = review_keys(props, property_names(NamesrvConfig), ROCKETMQ_NAMESRV_KEYS)
+        known = property_names(NamesrvConfig) | TLS_KEYS
+        review = review_keys(props, known, ROCKETMQ_NAMESRV_KEYS)
         log_key_review(review, str(path))
     return with_overrides(NamesrvConfig.from_properties(props), overrides or {})
 

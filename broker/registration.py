@@ -9,6 +9,7 @@ is retried on the next round; its connection is reopened then.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
 
 import structlog
@@ -49,6 +50,8 @@ class NamesrvRegistrar:
         topics: Returns the current topic table.
         timeout_s: Per-request timeout (``registerBrokerTimeoutMills``).
         compressed: Send the compressed body form (``compressedRegister``).
+        tls: Connect to the name servers over TLS with this context (RocketMQ's
+            ``tls.enable`` for the broker); ``None``: plain TCP.
     """
 
     def __init__(
@@ -59,8 +62,10 @@ class NamesrvRegistrar:
         *,
         timeout_s: float = 6.0,
         compressed: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._addrs = addrs
+        self._tls = tls
         self._identity = identity
         self._topics = topics
         self._timeout_s = timeout_s
@@ -114,7 +119,9 @@ class NamesrvRegistrar:
         try:
             conn = self._connections.get(addr)
             if conn is None or not conn.is_open:
-                conn = await open_connection(*addr, connect_timeout_s=self._timeout_s)
+                conn = await open_connection(
+                    *addr, connect_timeout_s=self._timeout_s, tls=self._tls
+                )
                 self._connections[addr] = conn
             response = await conn.request(cmd, self._timeout_s)
         except (RemotingError, OSError) as exc:

@@ -24,6 +24,7 @@ from typing import TypeVar
 from rocklet.client.errors import BrokerError, ClientStateError, NoRouteError, error_for_code
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import MessageExt
+from rocklet.client.tls import TlsOption
 from rocklet.protocol.bodies.cluster import ClusterInfo, TopicList
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -66,6 +67,9 @@ class Admin:
         namesrv: Name server address(es). Default: ``"127.0.0.1:9876"``.
         instance_name: Client instance to share. Default: ``"DEFAULT"``.
         timeout_s: Timeout of each request. Default: 5.0.
+        tls: TLS to name servers and brokers: ``True`` (verified against the
+            system's CAs) or an :class:`ssl.SSLContext`
+            (:func:`rocklet.client.tls_context`). Default: plain TCP.
     """
 
     def __init__(
@@ -74,8 +78,10 @@ class Admin:
         *,
         instance_name: str = "DEFAULT",
         timeout_s: float = 5.0,
+        tls: TlsOption = None,
     ) -> None:
         self.namesrv = namesrv
+        self._tls = tls
         self._instance_name = instance_name
         self._timeout_s = timeout_s
         self._instance: ClientInstance | None = None
@@ -83,7 +89,7 @@ class Admin:
     async def start(self) -> None:
         """Join the client instance; idempotent."""
         if self._instance is None:
-            instance = get_instance(self.namesrv, self._instance_name)
+            instance = get_instance(self.namesrv, self._instance_name, tls=self._tls)
             try:
                 await instance.start()
             except BaseException:

@@ -30,6 +30,7 @@ from rocklet.transport.errors import (
     ConnectionClosedError,
     RemotingError,
     RequestTimeoutError,
+    TlsHandshakeError,
     TransportError,
 )
 
@@ -73,6 +74,7 @@ __all__ = [
     "SubscriptionNotLatestError",
     "SubscriptionParseFailedError",
     "SystemBusyError",
+    "TlsHandshakeError",
     "TopicExistAlreadyError",
     "TopicNotExistError",
     "TransactionError",

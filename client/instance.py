@@ -33,6 +33,7 @@ import enum
 import itertools
 import os
 import socket
+import ssl
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -45,6 +46,7 @@ from rocklet.client.namesrv import NameServers
 from rocklet.client.pool import ConnectionPool
 from rocklet.client.replies import ReplyWaiters
 from rocklet.client.routes import RouteCache
+from rocklet.client.tls import TlsOption, resolve_tls
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.command import RemotingCommand
 from rocklet.transport.clock import SYSTEM_CLOCK, Clock
@@ -85,6 +87,9 @@ class ClientInstance:
         clock: The time source of the instance and of the producers and consumers
             using it (route ages, reconnect backoff, timestamps, ProcessQueue ages).
             Default: the system clocks.
+        tls: Connect to name servers and brokers over TLS: ``True`` verifies them
+            against the system's CAs, an :class:`ssl.SSLContext` (see
+            :func:`rocklet.client.tls_context`) as it says. Default: plain TCP.
 
     Raises:
         ValueError: ``namesrv`` holds no address.
@@ -98,6 +103,7 @@ class ClientInstance:
         routes: The route cache.
         groups: The registered producer and consumer groups, and heartbeats.
         replies: Requests waiting for a reply.
+        tls: The TLS context of every connection, or ``None`` for plain TCP.
     """
 
     def __init__(
@@ -111,15 +117,17 @@ class ClientInstance:
         connect_timeout_s: float = 3.0,
         backoff: Backoff | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        tls: TlsOption = None,
     ) -> None:
         self.namesrv = namesrv
+        self.tls: ssl.SSLContext | None = resolve_tls(tls)
         self.instance_name = instance_name
         self.clock = clock
         self._heartbeat_interval_s = heartbeat_interval_s
         self._route_refresh_s = route_refresh_s
         self._status = InstanceStatus.CREATED
         self._refs = 0
-        self._registry_key: tuple[object, str, str] | None = None
+        self._registry_key: tuple[object, str, str, object] | None = None
         self._tasks = BackgroundTasks("rocklet", transient=(TransportError,))
         self.name_servers = NameServers(namesrv, self.invoke)
         self.client_ip = _local_ip(self.name_servers.addrs[0].rpartition(":")[0])
@@ -135,6 +143,7 @@ class ClientInstance:
             connect_timeout_s=connect_timeout_s,
             backoff=backoff,
             clock=clock,
+            tls=self.tls,
         )
         self._pool.on_open = self._on_open
 
@@ -333,11 +342,13 @@ def _local_ip(namesrv_host: str) -> str:
         return "127.0.0.1"
 
 
-_registry: dict[tuple[object, str, str], ClientInstance] = {}
+_registry: dict[tuple[object, str, str, object], ClientInstance] = {}
 
 
-def get_instance(namesrv: str, instance_name: str = "DEFAULT", **options: Any) -> ClientInstance:
-    """The shared instance for (running loop, name server, instance name), one more ref.
+def get_instance(
+    namesrv: str, instance_name: str = "DEFAULT", *, tls: TlsOption = None, **options: Any
+) -> ClientInstance:
+    """The shared instance for (loop, name server, instance name, TLS), one more ref.
 
     Producers and consumers of one process share it; each calls
     :meth:`ClientInstance.release` when done and the last one closes it.
@@ -345,16 +356,19 @@ def get_instance(namesrv: str, instance_name: str = "DEFAULT", **options: Any) -
     Args:
         namesrv: Name server address(es).
         instance_name: Instance name.
+        tls: TLS of the connections (:class:`ClientInstance`); clients with
+            different contexts get different instances.
         **options: Constructor options (``clock``, timeouts...), used only when a new
             instance is made.
 
     Returns:
         The instance (not started; call :meth:`ClientInstance.start`).
     """
-    key = (asyncio.get_running_loop(), namesrv, instance_name)
+    context = resolve_tls(tls)
+    key = (asyncio.get_running_loop(), namesrv, instance_name, context)
     inst = _registry.get(key)
     if inst is None or inst.closed:
-        inst = ClientInstance(namesrv, instance_name=instance_name, **options)
+        inst = ClientInstance(namesrv, instance_name=instance_name, tls=context, **options)
         inst._registry_key = key
         _registry[key] = inst
     inst._refs += 1

@@ -14,6 +14,7 @@ client instance reaches a broker or name server through it.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
@@ -51,6 +52,8 @@ class ConnectionPool:
         connect_timeout_s: TCP connect timeout.
         backoff: Reconnect delay policy.
         clock: Times the reconnect backoff (monotonic).
+        tls: Connect over TLS with this context (the server name checked is each
+            address's host); ``None``: plain TCP.
     """
 
     def __init__(
@@ -62,8 +65,10 @@ class ConnectionPool:
         connect_timeout_s: float = 3.0,
         backoff: Backoff | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._handler = handler
+        self._tls = tls
         self._spawn = spawn
         self.request_timeout_s = request_timeout_s
         self._connect_timeout_s = connect_timeout_s
@@ -153,6 +158,7 @@ class ConnectionPool:
                     connect_timeout_s=self._connect_timeout_s,
                     # Pipelined sends: one syscall per loop iteration, not per request.
                     coalesce_writes=True,
+                    tls=self._tls,
                 )
             except ConnectError:
                 state = self._failures.setdefault(addr, BackoffState(self._backoff))

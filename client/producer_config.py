@@ -7,6 +7,7 @@ from its keyword arguments and exposes it as ``producer.config``.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 
 from rocklet.client.message import MAX_MESSAGE_SIZE
@@ -33,6 +34,9 @@ class ProducerConfig:
         msgpack_headers: Serialize request headers as msgpack (Rocklet brokers only:
             they answer in kind and it saves a few microseconds per request; a
             RocketMQ broker cannot read it). Default: off.
+        tls: TLS to name servers and brokers: ``True`` (verified against the
+            system's CAs) or an :class:`ssl.SSLContext`
+            (:func:`rocklet.client.tls_context`). Default: plain TCP.
     """
 
     group: str
@@ -45,6 +49,7 @@ class ProducerConfig:
     instance_name: str = "DEFAULT"
     latency_fault: bool = True
     msgpack_headers: bool = False
+    tls: ssl.SSLContext | bool | None = None
 
     def __post_init__(self) -> None:
         if (reason := check_group_name(self.group)) is not None:

@@ -10,6 +10,7 @@ surfacing later in a background task.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -63,6 +64,9 @@ class PushConsumerConfig:
             ``~/.rocklet/offsets/<instance_name>``.
         instance_name: Client instance name; consumers of the same group in one
             process need different names. Default: ``"DEFAULT"``.
+        tls: TLS to name servers and brokers: ``True`` (verified against the
+            system's CAs) or an :class:`ssl.SSLContext`
+            (:func:`rocklet.client.tls_context`). Default: plain TCP.
 
     Raises:
         ValueError: A setting is out of range.
@@ -87,6 +91,7 @@ class PushConsumerConfig:
     lock_interval_s: float = 20.0
     offsets_dir: Path | None = None
     instance_name: str = "DEFAULT"
+    tls: ssl.SSLContext | bool | None = None
 
     def __post_init__(self) -> None:
         if (reason := check_group_name(self.group)) is not None:

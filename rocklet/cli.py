@@ -7,9 +7,10 @@ never loads the SDK and ``rocklet --help`` answers at once.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import structlog
@@ -24,6 +25,8 @@ from rocklet.broker.config import (
     load_broker_config,
     load_namesrv_config,
 )
+from rocklet.broker.tls_config import TlsSettings, parse_system_properties, tls_settings
+from rocklet.broker.tls_keys import without_secrets
 from rocklet.cluster import add_cluster_parser
 from rocklet.help_text import plain_parser_help
 from rocklet.logging import configure_logging
@@ -33,7 +36,7 @@ from rocklet.store_cmd import add_store_parser
 from rocklet.transport.loop import loop_name
 from rocklet.transport.loop import run as run_loop
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "tls_settings_of"]
 
 _log = structlog.get_logger(__name__)
 
@@ -64,6 +67,17 @@ def _common(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
         type=str.upper,
         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
         help=f"minimum log level (default: {level})",
+    )
+
+
+def _system_properties(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-D",
+        dest="system_properties",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a RocketMQ TLS property, as the JVM's -D (e.g. -D tls.server.mode=enforcing "
+        "-D tls.server.certPath=server.pem -D tls.config.file=tls.properties); repeatable",
     )
 
 
@@ -98,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.add_argument("-c", "--config", type=Path, help="namesrv properties file")
     namesrv.add_argument("--port", type=int, help="listen port (default: 9876; 0 = any free)")
     namesrv.add_argument("--host", help="bind address (default: 0.0.0.0)")
+    _system_properties(namesrv)
     _common(namesrv)
 
     broker = sub.add_parser("broker", help="run a broker")
@@ -106,9 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--listen-port", type=int, help="client port (default: 10911)")
     broker.add_argument("--data-dir", type=Path, help="store root directory (storePathRootDir)")
     broker.add_argument(
-        "--host", default="0.0.0.0", help="address to bind (default: 0.0.0.0, every interface)"
+        "--host",
+        help="address to bind (default: listenHost of the config, else 0.0.0.0, every interface)",
     )
     _advertised(broker)
+    _system_properties(broker)
     _common(broker)
 
     standalone = sub.add_parser("standalone", help="run a name server and a broker together")
@@ -122,11 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument("--listen-port", type=int, help="broker port (default: 10911)")
     standalone.add_argument(
         "--host",
-        default="127.0.0.1",
-        help="address both servers bind (default: 127.0.0.1, this machine only; "
-        "0.0.0.0 for every interface, with --broker-ip1 an address clients reach)",
+        help="address both servers bind (default: listenHost of the config, else 127.0.0.1, "
+        "this machine only; 0.0.0.0 for every interface, with --broker-ip1 an address "
+        "clients reach)",
     )
     _advertised(standalone)
+    _system_properties(standalone)
     _common(standalone)
 
     add_produce_parser(sub)
@@ -186,22 +204,42 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         "listen_port": args.listen_port,
         "store_path_root_dir": args.data_dir,
         "broker_ip1": args.broker_ip1,
+        "listen_host": args.host,
     }
     defaults: dict[str, object] = {}
     if args.command == "standalone":
         overrides["namesrv_addr"] = f"127.0.0.1:{args.namesrv_port}"
         defaults["store_path_root_dir"] = Path("data")
+        defaults["listen_host"] = "127.0.0.1"  # a laptop's server stays on the laptop
     else:
         overrides["namesrv_addr"] = args.namesrv
     return load_broker_config(args.config, overrides, defaults=defaults)
+
+
+def tls_settings_of(args: argparse.Namespace, conf: Mapping[str, str]) -> TlsSettings:
+    """The TLS settings of a server command: its config file's, ``-D`` and the TLS file.
+
+    Args:
+        args: Parsed ``namesrv``, ``broker`` or ``standalone`` arguments.
+        conf: The properties of the config file the command read (its ``extra``).
+
+    Returns:
+        The settings.
+
+    Raises:
+        ConfigError: An invalid TLS key or value, or an unreadable TLS file.
+    """
+    system = parse_system_properties(getattr(args, "system_properties", None))
+    return tls_settings(conf, system)
 
 
 def _run_namesrv(args: argparse.Namespace) -> int:
     from rocklet.serve import serve_namesrv
 
     config = namesrv_config(args)
+    tls = tls_settings_of(args, config.extra)
     try:
-        run_loop(serve_namesrv(config))
+        run_loop(serve_namesrv(config, tls=tls))
     except OSError as exc:
         _log.error("namesrv cannot start", error=str(exc))
         return EXIT_START
@@ -212,12 +250,16 @@ def _run_broker(args: argparse.Namespace) -> int:
     from rocklet.serve import serve_broker, serve_standalone
 
     config = broker_config(args)
-    _log.debug("broker config", config=config)
+    tls = tls_settings_of(args, config.extra)
+    _log.debug(
+        "broker config",
+        config=dataclasses.replace(config, extra=without_secrets(config.extra)),
+    )
     try:
         if args.command == "standalone":
-            run_loop(serve_standalone(config, args.namesrv_port, host=args.host))
+            run_loop(serve_standalone(config, args.namesrv_port, tls=tls))
         else:
-            run_loop(serve_broker(config, host=args.host))
+            run_loop(serve_broker(config, tls=tls))
     except StoreDirectoryError as exc:
         # One plain line a person can act on (who holds the store, which directory
         # cannot be written), as for configuration errors.

@@ -177,7 +177,9 @@ class LocalCluster:
         if self.is_running(name):
             return
         conf = self._write_conf(name)
-        child = await self._spawn(name, ["broker", "-c", str(conf)], "broker listening")
+        # Loopback, as the name server: a local cluster (and its metrics) stays local.
+        args = ["broker", "-c", str(conf), "--host", "127.0.0.1"]
+        child = await self._spawn(name, args, "broker listening")
         self._brokers[name] = child
         self._broker_ports[name] = child.ports["broker"]
         if self._metrics_ports is not None:

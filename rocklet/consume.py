@@ -25,7 +25,9 @@ from rocklet.client import MessageExt, MessageQueue, PullConsumer
 from rocklet.client.errors import ClientError
 from rocklet.explain import describe_error
 from rocklet.progress_note import ProgressNote
+from rocklet.tls_args import tls_from_args
 from rocklet.transport.loop import run as run_loop
+from rocklet.transport.tls import TlsConfigError
 
 __all__ = ["TOOLS_CONSUMER_GROUP", "run_consume", "run_consume_async"]
 
@@ -163,12 +165,17 @@ async def run_consume_async(
     Returns:
         0 when done; 1 on failure, or when ``--count`` was not reached in time.
     """
+    try:
+        tls = tls_from_args(args)
+    except TlsConfigError as exc:
+        err.write(f"rocklet consume: {exc}\n")
+        return EXIT_FAILED
     env = os.environ if environ is None else environ
     namesrv = args.namesrvAddr or env.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
     group = args.group or TOOLS_CONSUMER_GROUP
     expression = args.tags or "*"
     printer = _Printer(args, out, err)
-    consumer = PullConsumer(group, namesrv, instance_name="rocklet-consume")
+    consumer = PullConsumer(group, namesrv, instance_name="rocklet-consume", tls=tls)
     tasks: list[asyncio.Task[None]] = []
     try:
         async with consumer:
@@ -197,7 +204,9 @@ async def run_consume_async(
                 for mq, offset in printer.next_offsets.items():
                     await consumer.commit(mq, offset)
     except ClientError as exc:
-        why = await describe_error(exc, namesrv, topic=args.topic, group=group, sending=False)
+        why = await describe_error(
+            exc, namesrv, topic=args.topic, group=group, sending=False, tls=tls
+        )
         before = f" ({printer.printed} message(s) were printed before)" if printer.printed else ""
         err.write(f"rocklet consume: {why}{before}\n")
         return EXIT_FAILED

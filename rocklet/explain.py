@@ -6,6 +6,8 @@ needs the name involved and the command that fixes it.
 
 from __future__ import annotations
 
+import ssl
+
 from rocklet.client.admin import Admin
 from rocklet.client.errors import (
     BrokerError,
@@ -18,42 +20,47 @@ from rocklet.client.errors import (
 )
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.codes import ResponseCode
+from rocklet.transport.errors import TlsHandshakeError
 
 __all__ = ["describe_error", "topic_missing"]
 
 
-async def _cluster_name(namesrv: str) -> str:
+async def _cluster_name(namesrv: str, tls: ssl.SSLContext | None) -> str:
     """The cluster to name in a command: the only one the name server knows, if so."""
     try:
-        async with Admin(namesrv, instance_name="rocklet-explain", timeout_s=3.0) as admin:
+        async with Admin(namesrv, instance_name="rocklet-explain", timeout_s=3.0, tls=tls) as admin:
             clusters = sorted((await admin.cluster_info()).cluster_addr_table)
     except ClientError:
         return "<clusterName>"
     return clusters[0] if len(clusters) == 1 else "<clusterName>"
 
 
-async def _read_only_on(namesrv: str, topic: str) -> list[str]:
+async def _read_only_on(namesrv: str, topic: str, tls: ssl.SSLContext | None) -> list[str]:
     """The brokers that list ``topic`` without write permission (none: it is missing)."""
     try:
-        async with Admin(namesrv, instance_name="rocklet-explain", timeout_s=3.0) as admin:
+        async with Admin(namesrv, instance_name="rocklet-explain", timeout_s=3.0, tls=tls) as admin:
             route = await admin.topic_route(topic)
     except ClientError:
         return []
     return sorted(q.broker_name for q in route.queue_datas if not q.perm & Perm.WRITE)
 
 
-async def topic_missing(namesrv: str, topic: str, *, sending: bool) -> str:
+async def topic_missing(
+    namesrv: str, topic: str, *, sending: bool, tls: ssl.SSLContext | None = None
+) -> str:
     """Say that ``topic`` does not exist, and how to create it.
 
     Args:
         namesrv: The name server asked.
         topic: The topic.
         sending: A send failed (the broker did not create the topic on first use).
+        tls: The TLS context the command connects with.
 
     Returns:
         The message.
     """
-    create = f"rocklet admin updateTopic -n {namesrv} -c {await _cluster_name(namesrv)} -t {topic}"
+    cluster = await _cluster_name(namesrv, tls)
+    create = f"rocklet admin updateTopic -n {namesrv} -c {cluster} -t {topic}"
     if sending:
         return (
             f"topic {topic!r} does not exist and the broker does not create topics on first "
@@ -66,7 +73,13 @@ async def topic_missing(namesrv: str, topic: str, *, sending: bool) -> str:
 
 
 async def describe_error(
-    exc: ClientError, namesrv: str, *, topic: str, group: str, sending: bool
+    exc: ClientError,
+    namesrv: str,
+    *,
+    topic: str,
+    group: str,
+    sending: bool,
+    tls: ssl.SSLContext | None = None,
 ) -> str:
     """Describe an SDK error for the user of ``rocklet produce`` or ``consume``.
 
@@ -76,10 +89,16 @@ async def describe_error(
         topic: The topic of the command.
         group: The group the command used.
         sending: ``produce`` (True) or ``consume`` (False).
+        tls: The TLS context the command connects with.
 
     Returns:
         One line (no trailing newline).
     """
+    if isinstance(exc, TlsHandshakeError):
+        return (
+            f"{exc} (--tls-ca-file names the CA that signed the server's certificate; the "
+            "certificate must carry the address connected to)"
+        )
     if isinstance(exc, ConnectError):
         peer = exc.peer or "?"
         if peer in namesrv.replace(",", ";").split(";"):
@@ -94,14 +113,14 @@ async def describe_error(
     if isinstance(exc, RequestTimeoutError):
         return f"{exc.peer or 'a server'} did not answer in time: {exc}"
     if isinstance(exc, NoRouteError | TopicNotExistError):
-        if sending and (readonly := await _read_only_on(namesrv, topic)):
+        if sending and (readonly := await _read_only_on(namesrv, topic, tls)):
             return (
                 f"topic {topic!r} exists but no broker takes writes to it (permission "
                 f"without write on {', '.join(readonly)}): give it write permission with: "
-                f"rocklet admin updateTopic -n {namesrv} -c {await _cluster_name(namesrv)} "
+                f"rocklet admin updateTopic -n {namesrv} -c {await _cluster_name(namesrv, tls)} "
                 f"-t {topic} -p 6"
             )
-        return await topic_missing(namesrv, topic, sending=sending)
+        return await topic_missing(namesrv, topic, sending=sending, tls=tls)
     if isinstance(exc, SubscriptionGroupNotExistError):
         where = exc.addr or "<brokerAddr>"
         return (

@@ -7,6 +7,13 @@ loaders, and asks each port the server listens on a question only that role answ
 GET_BROKER_CLUSTER_INFO for a name server, GET_BROKER_RUNTIME_INFO for a broker (on
 its own ``listenPort``). It needs no SDK: one connection, one request.
 
+A server in TLS ``enforcing`` mode is asked over TLS (with the server's
+``tls.client.*`` certificate when it has one, for a port that requires client
+certificates). The check does not verify the server's certificate: it connects over
+loopback to the process it was pointed at, sends no secret, and whether that
+certificate would verify for real clients (it need not name 127.0.0.1) is not what
+it checks.
+
 Exit status: 0 healthy, 1 not answering, 2 nothing to check (no such process, not a
 Rocklet server, or a port chosen at start).
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import ssl
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,11 +31,13 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from rocklet.broker.config import ConfigError
-from rocklet.cli import broker_config, build_parser, namesrv_config
+from rocklet.broker.tls_config import TlsSettings
+from rocklet.cli import broker_config, build_parser, namesrv_config, tls_settings_of
 from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocklet.transport.connection import open_connection
 from rocklet.transport.errors import RemotingError
 from rocklet.transport.loop import run as run_loop
+from rocklet.transport.tls import TlsConfigError, TlsMode, client_context
 
 __all__ = ["Check", "HealthcheckError", "checks_for", "run_healthcheck", "server_command_line"]
 
@@ -53,11 +63,13 @@ class Check:
         role: ``"namesrv"`` or ``"broker"``.
         host: Where to connect (the loopback address for a wildcard bind).
         port: The server's listen port.
+        tls: Ask over TLS with this context (the server is in enforcing mode).
     """
 
     role: str
     host: str
     port: int
+    tls: ssl.SSLContext | None = None
 
 
 def _local(host: str) -> str:
@@ -99,13 +111,16 @@ def checks_for(argv: Sequence[str], cwd: Path) -> list[Check]:
     try:
         if args.command == "namesrv":
             ns = namesrv_config(args)
-            checks = [Check("namesrv", _local(ns.listen_host), ns.listen_port)]
+            tls = _tls_for(tls_settings_of(args, ns.extra))
+            checks = [Check("namesrv", _local(ns.listen_host), ns.listen_port, tls)]
         else:
             broker = broker_config(args)
-            checks = [Check("broker", "127.0.0.1", broker.listen_port)]
+            tls = _tls_for(tls_settings_of(args, broker.extra))
+            host = _local(broker.listen_host)
+            checks = [Check("broker", host, broker.listen_port, tls)]
             if args.command == "standalone":
-                checks.insert(0, Check("namesrv", "127.0.0.1", args.namesrv_port))
-    except ConfigError as exc:
+                checks.insert(0, Check("namesrv", host, args.namesrv_port, tls))
+    except (ConfigError, TlsConfigError) as exc:
         raise HealthcheckError(f"cannot read the server's configuration: {exc}") from None
     for check in checks:
         if check.port == 0:
@@ -113,6 +128,18 @@ def checks_for(argv: Sequence[str], cwd: Path) -> list[Check]:
                 f"the {check.role} listens on a port chosen at start (0); give it a fixed port"
             )
     return checks
+
+
+def _tls_for(settings: TlsSettings) -> ssl.SSLContext | None:
+    """How to reach a server with these settings: plain unless it enforces TLS."""
+    if settings.server.mode is not TlsMode.ENFORCING:
+        return None
+    return client_context(
+        cert_file=settings.client_cert_path,
+        key_file=settings.client_key_path,
+        key_password=settings.client_key_password,
+        verify=False,  # see the module's docstring
+    )
 
 
 def server_command_line(pid: int) -> tuple[list[str], Path]:
@@ -137,7 +164,7 @@ async def probe(check: Check, timeout_s: float) -> str | None:
     """
     where = f"{check.role} at {check.host}:{check.port}"
     try:
-        async with await open_connection(check.host, check.port) as conn:
+        async with await open_connection(check.host, check.port, tls=check.tls) as conn:
             answer = await conn.request(RemotingCommand(code=_QUESTION[check.role]), timeout_s)
     except (OSError, RemotingError) as exc:
         return f"{where} does not answer: {exc}"

@@ -22,7 +22,9 @@ from rocklet.client import Message, Producer, SendResult
 from rocklet.client.errors import ClientError
 from rocklet.explain import describe_error
 from rocklet.progress_note import ProgressNote
+from rocklet.tls_args import tls_from_args
 from rocklet.transport.loop import run as run_loop
+from rocklet.transport.tls import TlsConfigError
 
 __all__ = ["run_produce", "run_produce_async"]
 
@@ -111,6 +113,11 @@ async def run_produce_async(
     if args.body == "":
         err.write("rocklet produce: --body is empty; a message needs a body\n")
         return EXIT_USAGE
+    try:
+        tls = tls_from_args(args)
+    except TlsConfigError as exc:
+        err.write(f"rocklet produce: {exc}\n")
+        return EXIT_USAGE
     env = os.environ if environ is None else environ
     namesrv = args.namesrvAddr or env.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
     keys = tuple(args.keys.split()) if args.keys else ()
@@ -124,6 +131,7 @@ async def run_produce_async(
         namesrv,
         send_timeout_ms=max(1, int(args.timeout * 1000)),
         instance_name="rocklet-produce",
+        tls=tls,
     )
     try:
         async with producer:
@@ -135,7 +143,9 @@ async def run_produce_async(
                 progress.update(sent)
     except ClientError as exc:
         out.flush()
-        why = await describe_error(exc, namesrv, topic=args.topic, group=args.group, sending=True)
+        why = await describe_error(
+            exc, namesrv, topic=args.topic, group=args.group, sending=True, tls=tls
+        )
         before = f" ({sent} message(s) were sent before)" if sent else ""
         err.write(f"rocklet produce: {why}{before}\n")
         return EXIT_FAILED

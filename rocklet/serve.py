@@ -19,6 +19,7 @@ from rocklet.broker.app import Broker, claim_store_directory
 from rocklet.broker.config import BrokerConfig, NamesrvConfig
 from rocklet.broker.fd_limit import raise_fd_limit
 from rocklet.broker.namesrv import NamesrvServer
+from rocklet.broker.tls_config import TlsSettings
 
 __all__ = ["serve_broker", "serve_namesrv", "serve_standalone"]
 
@@ -38,24 +39,28 @@ async def _stop_signal() -> AsyncIterator[asyncio.Event]:
             loop.remove_signal_handler(signum)
 
 
-async def serve_namesrv(config: NamesrvConfig) -> None:
+async def serve_namesrv(config: NamesrvConfig, *, tls: TlsSettings | None = None) -> None:
     """Run a name server until SIGTERM or SIGINT, then stop it cleanly."""
     raise_fd_limit()
     async with _stop_signal() as stop:
-        server = await NamesrvServer.start(config.listen_host, config.listen_port, config=config)
-        log.info("namesrv listening", host=config.listen_host, port=server.port)
+        server = await NamesrvServer.start(
+            config.listen_host, config.listen_port, config=config, tls=tls
+        )
+        log.info(
+            "namesrv listening", host=config.listen_host, port=server.port, tls=server.tls_mode
+        )
         await stop.wait()
         log.info("namesrv stopping")
         await server.stop()
         log.info("namesrv stopped")
 
 
-async def serve_broker(config: BrokerConfig, *, host: str = "0.0.0.0") -> None:
-    """Run a broker until SIGTERM or SIGINT; the stop flushes and closes the store."""
+async def serve_broker(config: BrokerConfig, *, tls: TlsSettings | None = None) -> None:
+    """Run a broker on ``listenHost`` until SIGTERM or SIGINT; the stop closes the store."""
     raise_fd_limit()
     async with _stop_signal() as stop:
-        broker = await Broker.start(config, host=host)
-        log.info("broker listening", port=broker.port, addr=broker.addr)
+        broker = await Broker.start(config, host=config.listen_host, tls=tls)
+        log.info("broker listening", host=config.listen_host, port=broker.port, addr=broker.addr)
         await stop.wait()
         log.info("broker stopping")
         await broker.stop()
@@ -63,33 +68,39 @@ async def serve_broker(config: BrokerConfig, *, host: str = "0.0.0.0") -> None:
 
 
 async def serve_standalone(
-    config: BrokerConfig, namesrv_port: int, *, host: str = "127.0.0.1"
+    config: BrokerConfig,
+    namesrv_port: int,
+    *,
+    tls: TlsSettings | None = None,
 ) -> None:
     """Run a name server and a broker registered with it, in one process.
 
     The broker advertises 127.0.0.1 unless ``brokerIP1`` is set, so a laptop's
     standalone broker is reachable by local clients whatever the machine's network.
-    Both servers bind ``host``: loopback by default, so nothing outside this machine
-    reaches them until asked (``--host 0.0.0.0`` plus a ``brokerIP1`` clients can use).
+    Both servers bind ``listenHost`` (the CLI defaults it to loopback, so nothing
+    outside this machine reaches them until asked: ``--host 0.0.0.0`` plus a
+    ``brokerIP1`` clients can use).
     The store directory is claimed first: a second standalone on the same directory
-    names the first one (and an unwritable one is named) before a port is bound.
+    names the first one (and an unwritable one is named) before a port is bound. Both
+    servers take the same TLS settings, as two JVMs given the same ``-D`` would.
     """
     raise_fd_limit()
+    host = config.listen_host
     lock = await claim_store_directory(config.store_path_root_dir, "rocklet standalone")
     async with _stop_signal() as stop:
         try:
-            namesrv = await NamesrvServer.start(host, namesrv_port)
+            namesrv = await NamesrvServer.start(host, namesrv_port, tls=tls)
         except BaseException:
             lock.release()
             raise
-        log.info("namesrv listening", host=host, port=namesrv.port)
+        log.info("namesrv listening", host=host, port=namesrv.port, tls=namesrv.tls_mode)
         config = dataclasses.replace(
             config,
             namesrv_addr=f"127.0.0.1:{namesrv.port}",
             broker_ip1=config.broker_ip1 or "127.0.0.1",
         )
         try:
-            broker = await Broker.start(config, host=host, store_lock=lock)
+            broker = await Broker.start(config, host=host, store_lock=lock, tls=tls)
         except BaseException:
             await namesrv.stop()
             raise

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Final, TypeVar
 
@@ -74,6 +75,7 @@ class Cluster:
         timeout_s: Timeout of each request.
         consumer: Start the SDK pull consumer (the source needs it; the sink does
             not, and skips joining a consumer group).
+        tls: TLS context of the connections; ``None``: plain TCP.
     """
 
     def __init__(
@@ -83,8 +85,11 @@ class Cluster:
         group: str = DEFAULT_CONSUMER_GROUP,
         timeout_s: float = 5.0,
         consumer: bool = True,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._name_server = name_server
+        #: The TLS context; clients made for this cluster share its instance with it.
+        self.tls = tls
         self._group = group
         self._timeout_s = timeout_s
         self._with_consumer = consumer
@@ -125,7 +130,7 @@ class Cluster:
 
     async def __aenter__(self) -> Cluster:
         self._instance = get_instance(
-            self._name_server, self._instance_name, request_timeout_s=self._timeout_s
+            self._name_server, self._instance_name, tls=self.tls, request_timeout_s=self._timeout_s
         )
         if not self._with_consumer:
             return self
@@ -134,6 +139,7 @@ class Cluster:
             self._name_server,
             pull_timeout_ms=int(self._timeout_s * 1000),
             instance_name=self._instance_name,
+            tls=self.tls,
         )
         try:
             await consumer.start()
@@ -168,7 +174,7 @@ class Cluster:
         if subscription.pattern is None:
             named = subscription.assign.keys() if subscription.assign else subscription.topics
             return sorted(named)
-        admin = Admin(self._name_server, instance_name=self._instance_name)
+        admin = Admin(self._name_server, instance_name=self._instance_name, tls=self.tls)
         async with admin:
             listed = await admin.list_topics()
             cluster = await admin.cluster_info()
@@ -304,6 +310,7 @@ def run_with_cluster(
     work: Callable[[Cluster], Awaitable[T]],
     *,
     group: str = DEFAULT_CONSUMER_GROUP,
+    tls: ssl.SSLContext | None = None,
 ) -> T:
     """Run ``work`` with an open :class:`Cluster` in a fresh event loop (sync callers).
 
@@ -314,13 +321,14 @@ def run_with_cluster(
         name_server: Name server address(es).
         work: An async function of the cluster.
         group: The consumer group the source's requests name.
+        tls: TLS context of the connections.
 
     Returns:
         What ``work`` returned.
     """
 
     async def main() -> T:
-        async with Cluster(name_server, group=group) as cluster:
+        async with Cluster(name_server, group=group, tls=tls) as cluster:
             return await work(cluster)
 
     return asyncio.run(main())

@@ -27,6 +27,7 @@ from rocklet.spark.option_values import (
     check_topic,
     queue_ref,
 )
+from rocklet.spark.tls_options import NO_TLS, TLS_OPTION_NAMES, TlsOptions, parse_tls_options
 
 __all__ = [
     "OfflineOptions",
@@ -59,6 +60,7 @@ _SOURCE_NAMES: Final = (
     "pullBatchSize",
     "pullTimeoutMs",
     "consumerGroup",
+    *TLS_OPTION_NAMES,
 )
 _OFFLINE_NAMES: Final = (
     "storePath",
@@ -70,7 +72,14 @@ _OFFLINE_NAMES: Final = (
     "verifyCrc",
     "failOnCorruption",
 )
-_SINK_NAMES: Final = ("nameServer", "topic", "producerGroup", "sendTimeoutMs", "writeId")
+_SINK_NAMES: Final = (
+    "nameServer",
+    "topic",
+    "producerGroup",
+    "sendTimeoutMs",
+    "writeId",
+    *TLS_OPTION_NAMES,
+)
 
 #: RocketMQ's pull batch cap (``maxTransferCountOnMessageInMemory`` is 32 by default,
 #: the broker cuts larger requests); anything above 1024 is surely a mistake.
@@ -147,6 +156,7 @@ class SourceOptions:
         pull_batch_size: Messages asked per pull.
         pull_timeout_ms: Timeout of each request.
         consumer_group: The consumer group the pulls name (``consumerGroup``).
+        tls: TLS of the connections (``tls``, ``tlsCaFile``...).
     """
 
     name_server: str
@@ -160,6 +170,7 @@ class SourceOptions:
     pull_batch_size: int = DEFAULT_PULL_BATCH
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     consumer_group: str = DEFAULT_CONSUMER_GROUP
+    tls: TlsOptions = NO_TLS
 
 
 @dataclass(frozen=True)
@@ -196,6 +207,7 @@ class SinkOptions:
         producer_group: Producer group the connector's producers use.
         send_timeout_ms: Timeout of each send.
         write_id: Add the ``rockletWriteId`` property to every message.
+        tls: TLS of the connections (``tls``, ``tlsCaFile``...).
     """
 
     name_server: str
@@ -203,6 +215,7 @@ class SinkOptions:
     producer_group: str = DEFAULT_PRODUCER_GROUP
     send_timeout_ms: int = 3000
     write_id: bool = True
+    tls: TlsOptions = NO_TLS
 
 
 # -- entry points -------------------------------------------------------------------------
@@ -263,6 +276,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         consumer_group=check_group(
             opts.text("consumerGroup") or DEFAULT_CONSUMER_GROUP, "consumerGroup"
         ),
+        tls=parse_tls_options(opts),
     )
 
 
@@ -320,6 +334,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         ),
         send_timeout_ms=opts.bounded("sendTimeoutMs", 3000, 100, 10 * 60 * 1000),
         write_id=opts.flag("writeId", True),
+        tls=parse_tls_options(opts),
     )
 
 

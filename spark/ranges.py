@@ -28,6 +28,7 @@ from rocklet.spark.broker import Cluster
 from rocklet.spark.errors import group_not_found
 from rocklet.spark.options import DEFAULT_CONSUMER_GROUP, SourceOptions
 from rocklet.spark.schema import RowBuffer
+from rocklet.spark.tls_options import NO_TLS, TlsOptions
 from rocklet.transport.logs import get_logger
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class QueueRange(InputPartition):
         fail_on_data_loss: Fail (True) or skip with a warning (False) when part of
             the range is gone.
         consumer_group: The consumer group the pulls name.
+        tls: TLS of the executor's connections.
     """
 
     name_server: str
@@ -76,6 +78,7 @@ class QueueRange(InputPartition):
     pull_timeout_ms: int = 3000
     fail_on_data_loss: bool = True
     consumer_group: str = DEFAULT_CONSUMER_GROUP
+    tls: TlsOptions = NO_TLS
 
     def __repr__(self) -> str:
         mq = self.mq
@@ -115,6 +118,7 @@ def plan_ranges(
                 pull_timeout_ms=opts.pull_timeout_ms,
                 fail_on_data_loss=opts.fail_on_data_loss,
                 consumer_group=opts.consumer_group,
+                tls=opts.tls,
             )
             for lo, hi in itertools.pairwise(edges)
             if hi > lo
@@ -141,7 +145,10 @@ def read_range(part: QueueRange) -> Iterator[pa.RecordBatch]:
     """
     with asyncio.Runner() as runner:
         cluster = Cluster(
-            part.name_server, group=part.consumer_group, timeout_s=part.pull_timeout_ms / 1000
+            part.name_server,
+            group=part.consumer_group,
+            timeout_s=part.pull_timeout_ms / 1000,
+            tls=part.tls.context(),
         )
         runner.run(cluster.__aenter__())
         try:

@@ -12,6 +12,7 @@ from typing import Any
 from rocklet.broker.app import Broker
 from rocklet.broker.config import BrokerConfig
 from rocklet.broker.namesrv import NamesrvServer
+from rocklet.broker.tls_config import TlsSettings
 
 __all__ = ["Cluster", "running_cluster", "small_broker_config"]
 
@@ -44,12 +45,19 @@ def small_broker_config(store: Path, namesrv_addr: str | None, **overrides: Any)
 
 
 @asynccontextmanager
-async def running_cluster(store: Path, **overrides: Any) -> AsyncIterator[Cluster]:
-    """Start a name server and a broker registered with it; stop both afterwards."""
-    namesrv = await NamesrvServer.start("127.0.0.1", 0)
+async def running_cluster(
+    store: Path, *, tls: TlsSettings | None = None, **overrides: Any
+) -> AsyncIterator[Cluster]:
+    """Start a name server and a broker registered with it; stop both afterwards.
+
+    ``tls`` gives both the same TLS settings (default: none, whatever the machine's
+    ``/etc/rocketmq/tls.properties`` says).
+    """
+    tls = TlsSettings() if tls is None else tls
+    namesrv = await NamesrvServer.start("127.0.0.1", 0, tls=tls)
     try:
         config = small_broker_config(store, f"127.0.0.1:{namesrv.port}", **overrides)
-        broker = await Broker.start(config, host="127.0.0.1")
+        broker = await Broker.start(config, host="127.0.0.1", tls=tls)
         try:
             yield Cluster(namesrv, broker)
         finally:

@@ -130,3 +130,14 @@ def test_summary_uses_clean_runs_and_per_run_ratios() -> None:
     dd = next(g for g in summary["goals"] if g["goal"] == "batch_vs_dd")
     assert dd["measured"]["median"] == pytest.approx(250.0 * 1024 / 1e6 / 100.0)
     assert dd["met"] is False
+
+
+def test_tls_bench_runs_both_modes_and_sums_up() -> None:
+    script = Path(__file__).resolve().parents[1] / "bench" / "tls_bench.py"
+    argv = [sys.executable, str(script), "--rounds", "1", "--single", "300", "--batched", "1280"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = done.stdout.split("| case |", 1)[1]
+    # One row per case, each with plain and TLS figures.
+    assert table.count("\n| ") == 3
+    assert "pull consumer" in done.stdout and " TLS " in done.stdout

@@ -8,6 +8,8 @@ One home for what the name server, the broker and the SDK share, above
   the peer's requests through a handler;
 - :class:`RemotingServer`, :class:`ProcessorRegistry`, :class:`RequestContext`: the
   accepting side, with request codes routed to processors;
+- :mod:`~rocklet.transport.tls` and :mod:`~rocklet.transport.tls_accept`: TLS contexts
+  (server, reloading; client, verifying) and one port for TLS and plain TCP;
 - :mod:`~rocklet.transport.errors`: what can go wrong talking to a peer;
 - :mod:`~rocklet.transport.clock` and :mod:`~rocklet.transport.tasks`: injected time
   and owned, periodic background tasks;
@@ -30,6 +32,7 @@ from rocklet.transport.errors import (
     ConnectionClosedError,
     RemotingError,
     RequestTimeoutError,
+    TlsHandshakeError,
     TransportError,
 )
 from rocklet.transport.server import RemotingServer
@@ -48,6 +51,7 @@ __all__ = [
     "RequestContext",
     "RequestHandler",
     "RequestTimeoutError",
+    "TlsHandshakeError",
     "TransportError",
     "dispatch",
     "open_connection",

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import Final, NamedTuple, TypeAlias, cast
@@ -50,7 +51,12 @@ from rocklet.protocol.frame import (
     encode_command_parts,
 )
 from rocklet.transport.eager_start import start_eagerly
-from rocklet.transport.errors import ConnectError, ConnectionClosedError, RequestTimeoutError
+from rocklet.transport.errors import (
+    ConnectError,
+    ConnectionClosedError,
+    RequestTimeoutError,
+    TlsHandshakeError,
+)
 from rocklet.transport.flow import NO_LIMIT, UNLIMITED, FlowLimits, ServerLoad
 from rocklet.transport.logs import get_logger
 
@@ -191,6 +197,7 @@ class Connection(asyncio.Protocol):
         self._parked = 0
         self._load = load
         self._refusal: tuple[int, str] | None = None
+        self._hung_up_unanswered = False
         self._close_callbacks: list[CloseCallback] = []
         #: Free slot for whoever owns the connection (the broker keeps client ids here).
         self.attributes: dict[str, object] = {}
@@ -554,9 +561,13 @@ class Connection(asyncio.Protocol):
             raise self._closed_error()
 
     def _closed_error(self) -> ConnectionClosedError:
-        err = ConnectionClosedError(
-            f"connection to {self.peer_address} is closed", peer=self.peer_address
-        )
+        message = f"connection to {self.peer_address} is closed"
+        if self._status is not ConnectionStatus.OPEN and self._hung_up_unanswered:
+            message += (
+                " (the peer hung up without answering any request; a server that requires "
+                "TLS does this to plain connections)"
+            )
+        err = ConnectionClosedError(message, peer=self.peer_address)
         err.__cause__ = self._close_cause
         return err
 
@@ -701,6 +712,13 @@ class Connection(asyncio.Protocol):
     def _finish(self, cause: BaseException | None) -> None:
         if self._status is ConnectionStatus.CLOSED:
             return
+        # The peer closed (we did not) while every request ever sent still waits: it
+        # answered nothing. Worked out here, not counted per answer, to keep reads lean.
+        self._hung_up_unanswered = (
+            self._status is ConnectionStatus.OPEN
+            and (cause is None or isinstance(cause, ConnectionResetError))
+            and 0 < len(self._pending) == self._next_opaque
+        )
         self._status = ConnectionStatus.CLOSED
         if cause is not None and self._close_cause is None:
             self._close_cause = cause
@@ -787,6 +805,8 @@ async def open_connection(
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     high_water: int | None = None,
     coalesce_writes: bool = False,
+    tls: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
 ) -> Connection:
     """Connect to a name server or broker.
 
@@ -801,28 +821,59 @@ async def open_connection(
         high_water: Write-buffer high-water mark in bytes. Default: the transport's.
         coalesce_writes: One ``writelines`` per loop iteration (see
             :class:`Connection`). Default: ``False``.
+        tls: Speak TLS with this context (:func:`rocklet.transport.tls.client_context`
+            makes one that verifies the server); ``None``: plain TCP. The connect
+            timeout covers the handshake too. Default: ``None``.
+        server_hostname: The name the server's certificate must carry. Default:
+            ``host``.
 
     Returns:
         The open connection.
 
     Raises:
+        TlsHandshakeError: Connected, but the TLS handshake failed (the certificate
+            did not verify, or the server does not speak TLS there).
         ConnectError: The connection could not be made in time.
     """
     loop = asyncio.get_running_loop()
+    peer = f"{host}:{port}"
+    tcp_up = False  # the protocol is made once the TCP connect worked
+
+    def factory() -> Connection:
+        nonlocal tcp_up
+        tcp_up = True
+        return Connection(
+            handler=handler,
+            max_frame_size=max_frame_size,
+            high_water=high_water,
+            coalesce_writes=coalesce_writes,
+        )
+
     try:
         async with asyncio.timeout(connect_timeout_s):
             _transport, conn = await loop.create_connection(
-                lambda: Connection(
-                    handler=handler,
-                    max_frame_size=max_frame_size,
-                    high_water=high_water,
-                    coalesce_writes=coalesce_writes,
-                ),
+                factory,
                 host,
                 port,
+                ssl=tls,
+                server_hostname=None if tls is None else (server_hostname or host),
             )
     except (OSError, TimeoutError) as exc:
-        raise ConnectError(
-            f"cannot connect to {host}:{port}: {exc}", peer=f"{host}:{port}"
-        ) from exc
+        if tls is None or not tcp_up:
+            raise ConnectError(f"cannot connect to {peer}: {exc}", peer=peer) from exc
+        if isinstance(exc, ssl.SSLError):
+            reason = _tls_reason(exc)
+        else:  # the server hung up (or said nothing) during the handshake
+            reason = (
+                f"{exc or type(exc).__name__} during the handshake; does the server "
+                "accept TLS on this port?"
+            )
+        raise TlsHandshakeError(f"TLS handshake with {peer} failed: {reason}", peer=peer) from exc
     return conn
+
+
+def _tls_reason(exc: ssl.SSLError) -> str:
+    """A verification failure's own words (``Hostname mismatch``...), else the error."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    return exc.reason or str(exc)

@@ -16,6 +16,7 @@ __all__ = [
     "ConnectionClosedError",
     "RemotingError",
     "RequestTimeoutError",
+    "TlsHandshakeError",
     "TransportError",
 ]
 
@@ -44,6 +45,16 @@ class ConnectionClosedError(TransportError):
 
 class ConnectError(ConnectionClosedError):
     """The connection could not be established (refused, unreachable, timed out)."""
+
+
+class TlsHandshakeError(ConnectError):
+    """The TCP connection was made but the TLS handshake failed.
+
+    The server's certificate did not verify (unknown CA, wrong host name, expired),
+    the server wanted a client certificate, or the server does not speak TLS on that
+    port (RocketMQ's ``tls.server.mode=disabled`` closes the connection).
+    ``__cause__`` holds the :class:`ssl.SSLError` when there was one.
+    """
 
 
 class RequestTimeoutError(TransportError, TimeoutError):

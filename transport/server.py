@@ -13,6 +13,8 @@ from rocklet.transport.connection import Connection
 from rocklet.transport.dispatch import ProcessorRegistry, dispatch
 from rocklet.transport.flow import FlowLimits, ServerLoad
 from rocklet.transport.logs import get_logger
+from rocklet.transport.tls import ServerTls
+from rocklet.transport.tls_accept import SniffingListener
 
 __all__ = ["DEFAULT_GRACE_S", "RemotingServer"]
 
@@ -48,6 +50,10 @@ class RemotingServer:
             beyond what we read; 0 leaves the kernel's default. Default: 0.
         socket_sndbuf: SO_SNDBUF of accepted sockets in bytes
             (``serverSocketSndBufSize``); 0 leaves the kernel's default. Default: 0.
+        tls: TLS mode and certificate (:mod:`rocklet.transport.tls`), permissive or
+            enforcing; each socket's first byte picks TLS or plain
+            (:mod:`rocklet.transport.tls_accept`). ``None`` (TLS disabled) serves plain
+            TCP only, through ``loop.create_server``. Default: ``None``.
     """
 
     def __init__(
@@ -62,6 +68,7 @@ class RemotingServer:
         limits: FlowLimits | None = None,
         socket_rcvbuf: int = 0,
         socket_sndbuf: int = 0,
+        tls: ServerTls | None = None,
     ) -> None:
         self._host = host
         self._requested_port = port
@@ -69,7 +76,8 @@ class RemotingServer:
         self._max_frame_size = max_frame_size
         self._high_water = high_water
         self._name = name
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | SniffingListener | None = None
+        self._tls = tls
         self._port = 0
         self._connections: set[Connection] = set()
         self._stopping = False
@@ -103,6 +111,16 @@ class RemotingServer:
         return self._load
 
     @property
+    def tls(self) -> ServerTls | None:
+        """The TLS settings and context, or ``None`` when TLS is disabled."""
+        return self._tls
+
+    @property
+    def tls_mode(self) -> str:
+        """``"disabled"``, ``"permissive"`` or ``"enforcing"``."""
+        return "disabled" if self._tls is None else str(self._tls.mode)
+
+    @property
     def is_serving(self) -> bool:
         """Whether the server accepts connections."""
         return self._server is not None and not self._stopping
@@ -116,18 +134,34 @@ class RemotingServer:
         """
         if self._server is not None:
             raise RuntimeError(f"{self._name} server already started")
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection, self._host, self._requested_port, reuse_address=True
+        if self._tls is not None:
+            listener = await SniffingListener.open(
+                self._host,
+                self._requested_port,
+                self._new_connection,
+                self._tls,
+                name=self._name,
+                buffer_sizes=self._buffer_sizes,
+            )
+            self._server, self._port = listener, listener.port
+        else:
+            self._server = server = await asyncio.get_running_loop().create_server(
+                self._new_connection, self._host, self._requested_port, reuse_address=True
+            )
+            # Accepted sockets inherit the listener's buffer sizes (Linux, BSD), and a
+            # receive buffer set before a connection's SYN sizes its window scale too.
+            for sock in server.sockets:
+                for option, size in self._buffer_sizes.items():
+                    if size > 0:
+                        sock.setsockopt(socket.SOL_SOCKET, option, size)
+            self._port = int(server.sockets[0].getsockname()[1])
+        _log.debug(
+            "remoting server listening",
+            server=self._name,
+            host=self._host,
+            port=self._port,
+            tls=self.tls_mode,
         )
-        # Accepted sockets inherit the listener's buffer sizes (Linux, BSD), and a
-        # receive buffer set before a connection's SYN sizes its window scale too.
-        for sock in self._server.sockets:
-            for option, size in self._buffer_sizes.items():
-                if size > 0:
-                    sock.setsockopt(socket.SOL_SOCKET, option, size)
-        self._port = int(self._server.sockets[0].getsockname()[1])
-        _log.debug("remoting server listening", server=self._name, host=self._host, port=self._port)
 
     async def stop(self, grace_s: float = DEFAULT_GRACE_S) -> None:
         """Stop gracefully; safe to call more than once.

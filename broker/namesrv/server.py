@@ -9,6 +9,7 @@ from rocklet.broker.config import NamesrvConfig
 from rocklet.broker.namesrv.kv_config import KVConfigManager
 from rocklet.broker.namesrv.processors import NamesrvProcessors
 from rocklet.broker.namesrv.route_info import RouteInfoManager
+from rocklet.broker.tls_config import TlsSettings, tls_settings
 from rocklet.transport import RemotingServer
 from rocklet.transport.clock import Clock, SystemClock
 from rocklet.transport.connection import Connection
@@ -23,13 +24,20 @@ class NamesrvServer:
     Args:
         config: The configuration (its host and port are what :meth:`start` binds).
         clock: Time source for registrations and expiry. Default: the system clock.
+        tls: TLS of the port. Default: from the ``tls.*`` keys of ``config``.
+
+    Raises:
+        ConfigError: The TLS settings are invalid or their files do not load.
     """
 
-    def __init__(self, config: NamesrvConfig, clock: Clock | None = None) -> None:
+    def __init__(
+        self, config: NamesrvConfig, clock: Clock | None = None, tls: TlsSettings | None = None
+    ) -> None:
         self._config = config
         self._clock: Clock = SystemClock() if clock is None else clock
         self.routes = RouteInfoManager()
         self.kv = KVConfigManager()
+        tls = tls_settings(config.extra, {}) if tls is None else tls
         processors = NamesrvProcessors(self.routes, self.kv, config, self._clock)
         self._server = RemotingServer(
             config.listen_host,
@@ -40,6 +48,7 @@ class NamesrvServer:
             limits=config.flow_limits(),
             socket_rcvbuf=config.server_socket_rcv_buf_size,
             socket_sndbuf=config.server_socket_snd_buf_size,
+            tls=tls.server_tls(),
         )
         self._tasks = BackgroundTasks("namesrv")
 
@@ -51,6 +60,7 @@ class NamesrvServer:
         *,
         config: NamesrvConfig | None = None,
         clock: Clock | None = None,
+        tls: TlsSettings | None = None,
     ) -> Self:
         """Start a name server; returns once it is listening.
 
@@ -59,15 +69,17 @@ class NamesrvServer:
             port: Port; 0 picks a free one (read it from :attr:`port`). Default: 9876.
             config: Other settings; its host and port are replaced by the arguments.
             clock: Time source. Default: the system clock.
+            tls: TLS of the port. Default: from the ``tls.*`` keys of ``config``.
 
         Returns:
             The running name server.
 
         Raises:
+            ConfigError: The TLS settings are invalid or their files do not load.
             OSError: The address cannot be bound.
         """
         base = NamesrvConfig() if config is None else config
-        server = cls(dataclasses.replace(base, listen_port=port, listen_host=host), clock)
+        server = cls(dataclasses.replace(base, listen_port=port, listen_host=host), clock, tls)
         await server._server.start()
         # NamesrvController schedules scanNotActiveBroker every 10 s.
         interval_s = server._config.scan_not_active_broker_interval_ms / 1000
@@ -78,6 +90,11 @@ class NamesrvServer:
     def port(self) -> int:
         """The bound port."""
         return self._server.port
+
+    @property
+    def tls_mode(self) -> str:
+        """``"disabled"``, ``"permissive"`` or ``"enforcing"``."""
+        return self._server.tls_mode
 
     @property
     def connections(self) -> frozenset[Connection]:

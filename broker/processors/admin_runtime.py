@@ -33,6 +33,7 @@ from typing import Final
 
 from rocklet.broker.clients import ClientChannel, ClientManager
 from rocklet.broker.config import BrokerConfig, parse_properties, property_name
+from rocklet.broker.tls_keys import without_secrets
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.cluster import KVTable
@@ -114,7 +115,7 @@ def config_properties(config: BrokerConfig) -> dict[str, str]:
         else:
             text = str(value)
         out[property_name(spec.name)] = text
-    out.update(config.extra)
+    out.update(without_secrets(config.extra))  # a key password never leaves the broker
     return dict(sorted(out.items()))
 
 

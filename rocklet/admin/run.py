@@ -15,7 +15,9 @@ from rocklet.admin.verbs import VERBS
 from rocklet.client.errors import BrokerError, ClientError, ConnectError, NoRouteError
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.errors import ProtocolError
+from rocklet.tls_args import tls_from_args
 from rocklet.transport.loop import run as run_loop
+from rocklet.transport.tls import TlsConfigError
 
 __all__ = ["run_admin", "run_admin_async"]
 
@@ -60,7 +62,12 @@ async def run_admin_async(
     env = os.environ if environ is None else environ
     namesrv = args.namesrvAddr or env.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
     try:
-        async with AdminTool(namesrv, args.timeout) as tool:
+        tls = tls_from_args(args)
+    except TlsConfigError as exc:
+        err.write(f"rocklet admin {args.verb}: {exc}\n")
+        return EXIT_FAILED
+    try:
+        async with AdminTool(namesrv, args.timeout, tls) as tool:
             output = await VERBS[args.verb](tool, args)
     except (ClientError, ProtocolError) as exc:
         err.write(f"rocklet admin {args.verb}: {_describe(exc, namesrv)}\n")

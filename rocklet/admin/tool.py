@@ -11,6 +11,7 @@ admin's instance name), as RocketMQ's ``DefaultMQAdminExtImpl`` does through its
 from __future__ import annotations
 
 import json
+import ssl
 from typing import Any, Final
 
 from rocklet.client.admin import Admin
@@ -50,17 +51,20 @@ class AdminTool:
     Args:
         namesrv: Name server address(es), ``host:port`` joined by ``;``.
         timeout_s: Timeout of each request.
+        tls: TLS context of the connections; ``None``: plain TCP.
     """
 
-    def __init__(self, namesrv: str, timeout_s: float) -> None:
-        self.admin = Admin(namesrv, instance_name=INSTANCE_NAME, timeout_s=timeout_s)
+    def __init__(self, namesrv: str, timeout_s: float, tls: ssl.SSLContext | None = None) -> None:
+        self.admin = Admin(namesrv, instance_name=INSTANCE_NAME, timeout_s=timeout_s, tls=tls)
+        self._tls = tls
         self._namesrv = namesrv
         self._timeout_s = timeout_s
         self._instance: ClientInstance | None = None
 
     async def __aenter__(self) -> AdminTool:
         await self.admin.start()
-        self._instance = get_instance(self._namesrv, INSTANCE_NAME)  # the admin's, one more ref
+        # The admin's instance, one more ref.
+        self._instance = get_instance(self._namesrv, INSTANCE_NAME, tls=self._tls)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

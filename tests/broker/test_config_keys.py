@@ -28,7 +28,12 @@ def test_our_property_names_are_rocketmqs() -> None:
     # Every key Rocklet reads is RocketMQ's spelling, except our own additions and the
     # two disk thresholds RocketMQ 4.9.4 reads as JVM properties (5.x: broker.conf keys).
     disk = {"diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"}
-    ours = {"metricsPort", "maxRequestsInFlightPerConnection", "maxRequestsPerReadTurn"}
+    ours = {
+        "metricsPort",
+        "maxRequestsInFlightPerConnection",
+        "maxRequestsPerReadTurn",
+        "listenHost",
+    }
     assert ours | disk == BROKER - ROCKETMQ_BROKER_KEYS
     assert "mappedFileSizeCommitLog" in MESSAGE_STORE_CONFIG_KEYS
     assert "connectTimeoutMillis" in NETTY_CLIENT_CONFIG_KEYS
