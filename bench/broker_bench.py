@@ -49,7 +49,7 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.frame import FrameDecoder, encode_command
 from rocklet.protocol.headers.admin import CreateTopicRequestHeader
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 
 DRIVER = Path(__file__).resolve().parents[1] / "tests" / "compat" / "cpp_driver.py"
 TOPIC = "BenchTopic"

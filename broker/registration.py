@@ -23,7 +23,8 @@ from rocklet.protocol.headers.namesrv import (
     UnregisterBrokerRequestHeader,
 )
 from rocklet.protocol.message import body_crc
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 from rocklet.transport.errors import RemotingError
 
 __all__ = ["NamesrvRegistrar", "RegistrationTracker", "parse_namesrv_addrs"]

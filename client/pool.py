@@ -22,7 +22,8 @@ from rocklet.client.backoff import Backoff, BackoffState
 from rocklet.client.errors import ClientStateError, ConnectError
 from rocklet.protocol.command import RemotingCommand
 from rocklet.transport.clock import SYSTEM_CLOCK, Clock
-from rocklet.transport.connection import Connection, RequestHandler, open_connection
+from rocklet.transport.connection import Connection, RequestHandler
+from rocklet.transport.dial import open_connection
 
 __all__ = ["ConnectionPool", "Invoke", "OpenHook", "Spawner"]
 

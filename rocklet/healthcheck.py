@@ -34,7 +34,7 @@ from rocklet.broker.config import ConfigError
 from rocklet.broker.tls_config import TlsSettings
 from rocklet.cli import broker_config, build_parser, namesrv_config, tls_settings_of
 from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from rocklet.transport.errors import RemotingError
 from rocklet.transport.loop import run as run_loop
 from rocklet.transport.tls import TlsConfigError, TlsMode, client_context

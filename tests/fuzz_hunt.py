@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.command import RemotingCommand
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from rocklet.transport.errors import RemotingError
 from tests.adversity.procs import BrokerProcess
 from tests.fuzzing import Mutator, Target, fuzz

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 
 TIMEOUT = 15.0
 LISTENING = re.compile(r"namesrv listening.*host=(\S+).*port=(\d+)")

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from rocklet.broker.config import BrokerConfig, load_broker_config, parse_properties
 from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.test_cli import BROKER_LISTENING, TIMEOUT, spawn
 
 SAMPLE = Path(__file__).resolve().parents[1] / "conf" / "broker.conf"

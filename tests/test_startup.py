@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rocklet.protocol import ResponseCode
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.readonly import read_only_directory
 from tests.test_cli import (
     BROKER_LISTENING,

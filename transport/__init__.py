@@ -23,9 +23,9 @@ from rocklet.transport.connection import (
     HandlerResult,
     Reply,
     RequestHandler,
-    open_connection,
 )
 from rocklet.transport.context import RequestContext
+from rocklet.transport.dial import open_connection
 from rocklet.transport.dispatch import Processor, ProcessorRegistry, dispatch
 from rocklet.transport.errors import (
     ConnectError,

@@ -35,11 +35,8 @@ What it does, and why:
 from __future__ import annotations
 
 import asyncio
-import enum
-import ssl
-import sys
-from collections.abc import Awaitable, Callable, Container, Sequence
-from typing import Final, NamedTuple, TypeAlias, cast
+from collections.abc import Callable, Container, Sequence
+from typing import Final, cast
 
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
@@ -51,14 +48,23 @@ from rocklet.protocol.frame import (
     encode_command_parts,
 )
 from rocklet.transport.eager_start import start_eagerly
-from rocklet.transport.errors import (
-    ConnectError,
-    ConnectionClosedError,
-    RequestTimeoutError,
-    TlsHandshakeError,
+from rocklet.transport.errors import ConnectionClosedError, RequestTimeoutError
+from rocklet.transport.flow import (
+    NO_LIMIT,
+    UNLIMITED,
+    FlowLimits,
+    ServerLoad,
+    writelines_pause_check,
 )
-from rocklet.transport.flow import NO_LIMIT, UNLIMITED, FlowLimits, ServerLoad
 from rocklet.transport.logs import get_logger
+from rocklet.transport.types import (
+    Buffer,
+    CloseCallback,
+    ConnectionStatus,
+    HandlerResult,
+    Reply,
+    RequestHandler,
+)
 
 __all__ = [
     "Buffer",
@@ -67,19 +73,15 @@ __all__ = [
     "HandlerResult",
     "Reply",
     "RequestHandler",
-    "open_connection",
 ]
 
 _log = get_logger(__name__)
 
-Buffer: TypeAlias = bytes | bytearray | memoryview
 
 #: Opaques stay non-negative int32 values, as the C++ client's (``& INT_MAX``).
 _OPAQUE_MASK: Final = 0x7FFFFFFF
 #: How long close() lets queued bytes drain before it aborts the socket.
 DEFAULT_LINGER_S: Final = 1.0
-#: The C++ client's connect timeout (docs/protocol.md).
-DEFAULT_CONNECT_TIMEOUT_S: Final = 3.0
 #: A coalescing connection writes at once when this many bytes wait (the transport's
 #: default high-water mark): a big answer is not held back, and flow control sees the
 #: bytes as early as without coalescing.
@@ -88,37 +90,6 @@ _COALESCE_LIMIT: Final = 64 * 1024
 #: writes, or too many of its requests are being handled.
 _HOLD_WRITE: Final = 1
 _HOLD_BUSY: Final = 2
-
-
-class ConnectionStatus(enum.Enum):
-    """Lifecycle of a connection."""
-
-    CONNECTING = "connecting"  #: created, socket not yet attached
-    OPEN = "open"  #: requests may be sent
-    CLOSING = "closing"  #: close() was called or the stream broke; nothing new is sent
-    CLOSED = "closed"  #: the socket is gone and every pending request has failed
-
-
-class Reply(NamedTuple):
-    """A response whose body continues in extra buffers written without a copy.
-
-    Attributes:
-        command: The response; its ``body`` is the first part of the body.
-        extra_body: Further body parts, e.g. slices of a mapped commitlog for a pull.
-    """
-
-    command: RemotingCommand
-    extra_body: Sequence[Buffer]
-
-
-#: What a request handler returns: an answer, an answer with extra body buffers, or
-#: ``None`` for no answer.
-HandlerResult: TypeAlias = RemotingCommand | Reply | None
-#: Handles one request from the peer. It runs in its own task; exceptions are logged
-#: and answered with SYSTEM_ERROR.
-RequestHandler: TypeAlias = Callable[["Connection", RemotingCommand], Awaitable[HandlerResult]]
-#: Called once when the connection is closed, with the connection.
-CloseCallback: TypeAlias = Callable[["Connection"], object]
 
 
 class Connection(asyncio.Protocol):
@@ -437,7 +408,7 @@ class Connection(asyncio.Protocol):
             self._peer = (str(peer[0]), int(peer[1]))
         if self._high_water is not None:
             self._transport.set_write_buffer_limits(high=self._high_water)
-        self._recheck_pause = _writelines_pause_check(self._transport)
+        self._recheck_pause = writelines_pause_check(self._transport)
         if self._status is ConnectionStatus.CONNECTING:
             self._status = ConnectionStatus.OPEN
 
@@ -761,20 +732,6 @@ class _Parked:
             conn._too_busy()
 
 
-def _writelines_pause_check(transport: asyncio.BaseTransport) -> Callable[[], None] | None:
-    """What to call after ``writelines`` so that flow control still pauses us, or None.
-
-    The stock selector transport of CPython 3.12.0-3.12.8 and 3.13.0-3.13.1 forgets to
-    pause its protocol in ``writelines`` (CPython gh-127655), so a peer that stops
-    reading would make its buffer grow without bound. Its own (private) check does the
-    missing step; uvloop's transports and 3.11's ``writelines`` (a ``write``) need none.
-    """
-    if sys.version_info < (3, 12):
-        return None
-    check = getattr(transport, "_maybe_pause_protocol", None)
-    return check if callable(check) else None
-
-
 def _expire(fut: asyncio.Future[RemotingCommand]) -> None:
     """A request's timer: fail it unless its answer (or a close) came first."""
     if not fut.done():
@@ -794,86 +751,3 @@ def _with(cmd: RemotingCommand, opaque: int, flag: int) -> RemotingCommand:
         cmd.version,
         cmd.serialize_type,
     )
-
-
-async def open_connection(
-    host: str,
-    port: int,
-    *,
-    handler: RequestHandler | None = None,
-    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-    high_water: int | None = None,
-    coalesce_writes: bool = False,
-    tls: ssl.SSLContext | None = None,
-    server_hostname: str | None = None,
-) -> Connection:
-    """Connect to a name server or broker.
-
-    Args:
-        host: Host name or IP address.
-        port: TCP port.
-        handler: Handles requests the peer sends us (broker-initiated requests such as
-            NOTIFY_CONSUMER_IDS_CHANGED); ``None`` answers them with
-            REQUEST_CODE_NOT_SUPPORTED. Default: ``None``.
-        connect_timeout_s: Seconds allowed for the TCP connect. Default: 3.0.
-        max_frame_size: Largest accepted frame. Default: 16 MiB.
-        high_water: Write-buffer high-water mark in bytes. Default: the transport's.
-        coalesce_writes: One ``writelines`` per loop iteration (see
-            :class:`Connection`). Default: ``False``.
-        tls: Speak TLS with this context (:func:`rocklet.transport.tls.client_context`
-            makes one that verifies the server); ``None``: plain TCP. The connect
-            timeout covers the handshake too. Default: ``None``.
-        server_hostname: The name the server's certificate must carry. Default:
-            ``host``.
-
-    Returns:
-        The open connection.
-
-    Raises:
-        TlsHandshakeError: Connected, but the TLS handshake failed (the certificate
-            did not verify, or the server does not speak TLS there).
-        ConnectError: The connection could not be made in time.
-    """
-    loop = asyncio.get_running_loop()
-    peer = f"{host}:{port}"
-    tcp_up = False  # the protocol is made once the TCP connect worked
-
-    def factory() -> Connection:
-        nonlocal tcp_up
-        tcp_up = True
-        return Connection(
-            handler=handler,
-            max_frame_size=max_frame_size,
-            high_water=high_water,
-            coalesce_writes=coalesce_writes,
-        )
-
-    try:
-        async with asyncio.timeout(connect_timeout_s):
-            _transport, conn = await loop.create_connection(
-                factory,
-                host,
-                port,
-                ssl=tls,
-                server_hostname=None if tls is None else (server_hostname or host),
-            )
-    except (OSError, TimeoutError) as exc:
-        if tls is None or not tcp_up:
-            raise ConnectError(f"cannot connect to {peer}: {exc}", peer=peer) from exc
-        if isinstance(exc, ssl.SSLError):
-            reason = _tls_reason(exc)
-        else:  # the server hung up (or said nothing) during the handshake
-            reason = (
-                f"{exc or type(exc).__name__} during the handshake; does the server "
-                "accept TLS on this port?"
-            )
-        raise TlsHandshakeError(f"TLS handshake with {peer} failed: {reason}", peer=peer) from exc
-    return conn
-
-
-def _tls_reason(exc: ssl.SSLError) -> str:
-    """A verification failure's own words (``Hostname mismatch``...), else the error."""
-    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
-        return f"certificate verify failed: {exc.verify_message}"
-    return exc.reason or str(exc)

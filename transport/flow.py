@@ -26,8 +26,9 @@ too; see :class:`~rocklet.transport.connection.Connection`.
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -38,6 +39,7 @@ __all__ = [
     "OVERLOAD_REMARK",
     "FlowLimits",
     "ServerLoad",
+    "writelines_pause_check",
 ]
 
 #: RocketMQ's answer when a request finds its thread pool's queue full
@@ -116,3 +118,17 @@ class ServerLoad:
             return None
         self.shed_count += 1
         return cmd.make_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)
+
+
+def writelines_pause_check(transport: asyncio.BaseTransport) -> Callable[[], None] | None:
+    """What to call after ``writelines`` so that flow control still pauses us, or None.
+
+    The stock selector transport of CPython 3.12.0-3.12.8 and 3.13.0-3.13.1 forgets to
+    pause its protocol in ``writelines`` (CPython gh-127655), so a peer that stops
+    reading would make its buffer grow without bound. Its own (private) check does the
+    missing step; uvloop's transports and 3.11's ``writelines`` (a ``write``) need none.
+    """
+    if sys.version_info < (3, 12):
+        return None
+    check = getattr(transport, "_maybe_pause_protocol", None)
+    return check if callable(check) else None

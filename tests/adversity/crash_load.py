@@ -25,7 +25,8 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.admin import CreateTopicRequestHeader
 from rocklet.protocol.headers.consumer import UpdateConsumerOffsetRequestHeader
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 from tests.adversity.procs import BrokerProcess
 
 #: The topic most messages go to, and the group whose commits are tracked.

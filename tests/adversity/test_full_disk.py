@@ -27,7 +27,8 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import iter_messages
 from rocklet.protocol.properties import encode_properties
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 from tests.adversity.conftest import rounds
 from tests.adversity.procs import BrokerProcess, running_broker
 from tests.tmpfs import fill, mounted_tmpfs

@@ -27,7 +27,7 @@ import pytest
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import iter_messages
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.adversity.conftest import rounds
 from tests.adversity.procs import BrokerProcess, running_broker
 from tests.broker.test_fuzz import witness_pull

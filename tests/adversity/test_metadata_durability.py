@@ -21,7 +21,7 @@ from rocklet.protocol.headers.consumer import (
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
 )
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.adversity.procs import BrokerProcess, running_broker
 
 SMALL = {"mappedFileSizeCommitLog": "1048576"}

@@ -41,7 +41,8 @@ from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.properties import encode_properties
-from rocklet.transport.connection import Connection, HandlerResult, open_connection
+from rocklet.transport.connection import Connection, HandlerResult
+from rocklet.transport.dial import open_connection
 from tests.cluster import Cluster, running_cluster
 
 BROKER = "broker-a"

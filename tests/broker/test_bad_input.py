@@ -24,7 +24,8 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.frame import FrameDecoder, encode_command
 from rocklet.protocol.message import iter_messages
 from rocklet.protocol.message_id import parse_offset_msg_id
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_client_manage import cpp_heartbeat, recorded_request
 from tests.broker.test_send_pull import cpp_send, pull
 from tests.cluster import Cluster, running_cluster

@@ -14,7 +14,8 @@ from rocklet.protocol.bodies.consumer import ConsumerListBody
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 from tests.cluster import Cluster, running_cluster
 from tests.conftest import CAPTURES
 

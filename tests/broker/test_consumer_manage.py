@@ -12,7 +12,8 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import iter_messages
 from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import DiskUsage, RetentionService
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_client_manage import cpp_request
 from tests.broker.test_send_pull import cpp_send, pull
 from tests.cluster import Cluster, running_cluster, small_broker_config

@@ -28,7 +28,7 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import iter_messages
 from rocklet.transport import ProcessorRegistry
 from rocklet.transport.clock import SystemClock
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_send_pull import cpp_send
 from tests.cluster import Cluster, running_cluster
 from tests.fuzzing import (

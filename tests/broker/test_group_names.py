@@ -21,7 +21,8 @@ from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_client_manage import cpp_heartbeat, cpp_request
 from tests.broker.test_send_pull import cpp_send, pull
 from tests.cluster import Cluster, running_cluster

@@ -45,7 +45,8 @@ from rocklet.protocol.bodies.topic import TopicConfig, TopicConfigSerializeWrapp
 from rocklet.protocol.codes import RequestCode, ResponseCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import StoredMessage, iter_messages
-from rocklet.transport.connection import Connection, HandlerResult, open_connection
+from rocklet.transport.connection import Connection, HandlerResult
+from rocklet.transport.dial import open_connection
 from tests.cluster import Cluster, running_cluster
 from tests.conftest import CAPTURES
 from tests.protocol.helpers import decode_all, frame_ends

@@ -13,7 +13,8 @@ from pathlib import Path
 from rocklet.broker.json_file import load_json
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.codes import RequestCode, ResponseCode
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_client_manage import cpp_heartbeat, cpp_request
 from tests.broker.test_consumer_manage import query_offset, update_offset
 from tests.broker.test_send_pull import cpp_send

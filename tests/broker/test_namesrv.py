@@ -15,7 +15,8 @@ from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocklet.protocol.bodies.register import RegisterBrokerBody
 from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocklet.transport.clock import ManualClock
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 
 TIMEOUT = 5.0
 MASTER = "10.0.0.5:10911"

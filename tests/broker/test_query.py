@@ -9,7 +9,8 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import encode_message, iter_messages
 from rocklet.protocol.message_id import parse_offset_msg_id
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_send_pull import cpp_send, pull
 from tests.cluster import Cluster, running_cluster
 

@@ -20,7 +20,8 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import iter_messages
 from rocklet.protocol.message_id import parse_offset_msg_id
 from rocklet.protocol.properties import decode_properties, encode_properties
-from rocklet.transport.connection import Connection, HandlerResult, open_connection
+from rocklet.transport.connection import Connection, HandlerResult
+from rocklet.transport.dial import open_connection
 from tests.cluster import Cluster, running_cluster
 
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"

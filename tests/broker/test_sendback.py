@@ -14,7 +14,8 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import StoredMessage, iter_messages, pack_host
 from rocklet.protocol.message_id import make_offset_msg_id, parse_offset_msg_id
-from rocklet.transport.connection import Connection, open_connection
+from rocklet.transport.connection import Connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_client_manage import cpp_request
 from tests.broker.test_query import BODY_AT, smuggled_record
 from tests.broker.test_send_pull import cpp_send, pull

@@ -16,7 +16,7 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import iter_messages
 from rocklet.store.message_store import MessageStore
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_admin import admin, ok, send
 from tests.broker.test_send_pull import pull
 from tests.cluster import running_cluster

@@ -18,7 +18,7 @@ from rocklet.protocol.message_id import parse_offset_msg_id
 from rocklet.protocol.names import TRANS_HALF_TOPIC
 from rocklet.store.config import FlushDiskType
 from rocklet.store.message_store import MessageStore
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_reply import reply_props, reply_v2, requester
 from tests.broker.test_send_pull import cpp_send
 from tests.broker.test_sendback import cpp_send_back, send

@@ -31,7 +31,7 @@ from rocklet.protocol.bodies.register import RegisterBrokerBody
 from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_send_pull import cpp_send, pull
 from tests.cluster import Cluster, running_cluster
 

@@ -25,7 +25,8 @@ from rocklet.protocol.message import SysFlag, decode_message, iter_messages
 from rocklet.protocol.message_id import parse_offset_msg_id
 from rocklet.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.protocol.properties import encode_properties
-from rocklet.transport.connection import Connection, HandlerResult, open_connection
+from rocklet.transport.connection import Connection, HandlerResult
+from rocklet.transport.dial import open_connection
 from tests.cluster import Cluster, running_cluster
 
 BORN = 1_700_000_000_000

@@ -13,7 +13,7 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.pull import PullMessageRequestHeader, PullSysFlag
 from rocklet.protocol.message import decode_message, iter_messages
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.cluster import Cluster, small_broker_config
 
 __all__ = ["long_poll", "second_broker", "stored"]

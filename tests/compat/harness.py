@@ -27,7 +27,7 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.admin import CreateTopicRequestHeader
 from rocklet.protocol.headers.pull import PullMessageRequestHeader, PullSysFlag
 from rocklet.protocol.message import StoredMessage, iter_messages
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 
 __all__ = [
     "DRIVER",

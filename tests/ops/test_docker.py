@@ -30,7 +30,7 @@ from rocklet.cli import broker_config, build_parser
 from rocklet.healthcheck import Check, checks_for
 from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocklet.protocol.headers.namesrv import PutKVConfigRequestHeader
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.test_cli import LISTENING, TIMEOUT, spawn, wait_for_line
 
 REPO = Path(__file__).resolve().parents[2]

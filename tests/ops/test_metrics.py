@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.consumer import UpdateConsumerOffsetRequestHeader
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.broker.test_send_pull import cpp_send, pull
 from tests.cluster import running_cluster
 

@@ -23,7 +23,7 @@ from rocklet.client import Admin, Message, Producer, PullConsumer, PushConsumer
 from rocklet.client.errors import ConnectionClosedError, TlsHandshakeError
 from rocklet.client.pull_consumer import PullStatus
 from rocklet.protocol import RemotingCommand, RequestCode
-from rocklet.transport.connection import open_connection
+from rocklet.transport.dial import open_connection
 from tests.client.consumers import Collector
 from tests.ops.test_healthcheck import free_port, healthcheck
 from tests.test_cli import BROKER_LISTENING, LISTENING, TIMEOUT, spawn, wait_for_line

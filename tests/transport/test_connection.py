@@ -14,12 +14,8 @@ from rocklet.client.errors import ConnectError, ConnectionClosedError, RequestTi
 from rocklet.protocol import FLAG_ONEWAY, FLAG_RESPONSE, FrameDecoder, FrameError, RemotingCommand
 from rocklet.protocol.frame import encode_command
 from rocklet.transport import ProcessorRegistry, RemotingServer, RequestContext
-from rocklet.transport.connection import (
-    Connection,
-    ConnectionStatus,
-    HandlerResult,
-    open_connection,
-)
+from rocklet.transport.connection import Connection, ConnectionStatus, HandlerResult
+from rocklet.transport.dial import open_connection
 from tests.logcapture import capture_sdk_logs
 
 ECHO = 1000

@@ -21,7 +21,8 @@ from rocklet.protocol import FrameDecoder, RemotingCommand
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.frame import encode_command
 from rocklet.transport import ProcessorRegistry, RemotingServer, RequestContext
-from rocklet.transport.connection import Connection, HandlerResult, open_connection
+from rocklet.transport.connection import Connection, HandlerResult
+from rocklet.transport.dial import open_connection
 
 TIMEOUT = 5.0
 AT_ONCE = 2000

@@ -17,7 +17,8 @@ import pytest
 
 from rocklet.protocol import RemotingCommand
 from rocklet.transport import ProcessorRegistry, RemotingServer, RequestContext
-from rocklet.transport.connection import HandlerResult, open_connection
+from rocklet.transport.connection import HandlerResult
+from rocklet.transport.dial import open_connection
 from rocklet.transport.errors import ConnectionClosedError, TlsHandshakeError
 from rocklet.transport.tls import (
     ClientAuth,
