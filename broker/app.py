@@ -82,6 +82,13 @@ def _prometheus() -> ModuleType:
     return prometheus
 
 
+def _acl() -> ModuleType:
+    # Imported only when aclEnable is on: the YAML library stays out of other brokers.
+    from rocklet.broker.acl import service
+
+    return service
+
+
 def _claim(root: Path, program: str) -> StoreLock:
     lock = StoreLock.acquire(root, program)
     try:
@@ -186,6 +193,7 @@ class Broker:
         if config.metrics_port is not None:
             prometheus = _prometheus()
             metrics, store_cls = prometheus.BrokerMetrics(), prometheus.MeteredMessageStore
+        acl_files = _acl().open_acl_files(config.acl_path) if config.acl_enable else None
         if store_lock is None:
             store_lock = await claim_store_directory(config.store_path_root_dir, "rocklet broker")
         holds = PullHoldService()
@@ -262,6 +270,15 @@ class Broker:
             metrics=sink,
         )
         register_processors(registry, ctx)
+        if acl_files is not None:
+            _acl().enable_acl(
+                registry,
+                acl_files,
+                tasks,
+                name=config.broker_name,
+                addr=addr,
+                cluster=config.broker_cluster_name,
+            )
         registrar = NamesrvRegistrar(
             parse_namesrv_addrs(config.namesrv_addr),
             RegisterBrokerRequestHeader(
@@ -274,6 +291,7 @@ class Broker:
             topics.wrapper,
             timeout_s=config.register_broker_timeout_ms / 1000,
             compressed=config.compressed_register,
+            credentials=config.namesrv_credentials,
         )
         delay = DelayDeliveryService(store, sync_timeout_s=config.sync_flush_timeout_ms / 1000)
         broker = cls(ctx, server, registrar, delay, RetentionService(store))

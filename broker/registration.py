@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
+from rocklet.protocol.acl import Credentials, sign
 from rocklet.protocol.bodies.register import RegisterBrokerBody
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -49,6 +50,9 @@ class NamesrvRegistrar:
         topics: Returns the current topic table.
         timeout_s: Per-request timeout (``registerBrokerTimeoutMills``).
         compressed: Send the compressed body form (``compressedRegister``).
+        credentials: Sign every request with this account (Rocklet: a name server
+            with ACL on refuses unsigned registrations); ``None``: unsigned, as
+            RocketMQ 4.9 brokers send them.
     """
 
     def __init__(
@@ -59,7 +63,9 @@ class NamesrvRegistrar:
         *,
         timeout_s: float = 6.0,
         compressed: bool = False,
+        credentials: Credentials | None = None,
     ) -> None:
+        self._credentials = credentials
         self._addrs = addrs
         self._identity = identity
         self._topics = topics
@@ -116,7 +122,8 @@ class NamesrvRegistrar:
             if conn is None or not conn.is_open:
                 conn = await open_connection(*addr, connect_timeout_s=self._timeout_s)
                 self._connections[addr] = conn
-            response = await conn.request(cmd, self._timeout_s)
+            signed = cmd if self._credentials is None else sign(cmd, self._credentials)
+            response = await conn.request(signed, self._timeout_s)
         except (RemotingError, OSError) as exc:
             log.warning("name server unreachable", namesrv=f"{addr[0]}:{addr[1]}", error=str(exc))
             return False
