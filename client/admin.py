@@ -24,6 +24,7 @@ from typing import TypeVar
 from rocklet.client.errors import BrokerError, ClientStateError, NoRouteError, error_for_code
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import MessageExt
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.cluster import ClusterInfo, TopicList
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -66,6 +67,7 @@ class Admin:
         namesrv: Name server address(es). Default: ``"127.0.0.1:9876"``.
         instance_name: Client instance to share. Default: ``"DEFAULT"``.
         timeout_s: Timeout of each request. Default: 5.0.
+        credentials: Sign requests with this ACL account. Default: unsigned.
     """
 
     def __init__(
@@ -74,8 +76,10 @@ class Admin:
         *,
         instance_name: str = "DEFAULT",
         timeout_s: float = 5.0,
+        credentials: Credentials | None = None,
     ) -> None:
         self.namesrv = namesrv
+        self.credentials = credentials
         self._instance_name = instance_name
         self._timeout_s = timeout_s
         self._instance: ClientInstance | None = None
@@ -83,7 +87,7 @@ class Admin:
     async def start(self) -> None:
         """Join the client instance; idempotent."""
         if self._instance is None:
-            instance = get_instance(self.namesrv, self._instance_name)
+            instance = get_instance(self.namesrv, self._instance_name, credentials=self.credentials)
             try:
                 await instance.start()
             except BaseException:

@@ -34,6 +34,7 @@ import itertools
 import os
 import socket
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 from rocklet.client.backoff import Backoff
@@ -45,6 +46,7 @@ from rocklet.client.namesrv import NameServers
 from rocklet.client.pool import ConnectionPool
 from rocklet.client.replies import ReplyWaiters
 from rocklet.client.routes import RouteCache
+from rocklet.protocol.acl import Credentials, sign
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.command import RemotingCommand
 from rocklet.transport.clock import SYSTEM_CLOCK, Clock
@@ -85,6 +87,8 @@ class ClientInstance:
         clock: The time source of the instance and of the producers and consumers
             using it (route ages, reconnect backoff, timestamps, ProcessQueue ages).
             Default: the system clocks.
+        credentials: Sign every request to brokers and name servers with this ACL
+            account (RocketMQ's ``AclClientRPCHook``). Default: unsigned.
 
     Raises:
         ValueError: ``namesrv`` holds no address.
@@ -93,6 +97,7 @@ class ClientInstance:
         client_id: ``"ip@pid#instance#n"``, unique per instance in the process (Java
             uses ``ip@pid#nanotime``); brokers key channels and reply routing on it.
         client_ip: The local IPv4 address used towards the name server.
+        credentials: The ACL account requests are signed with, or ``None``.
         clock: The time source.
         name_servers: The name servers.
         routes: The route cache.
@@ -111,15 +116,17 @@ class ClientInstance:
         connect_timeout_s: float = 3.0,
         backoff: Backoff | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        credentials: Credentials | None = None,
     ) -> None:
         self.namesrv = namesrv
+        self.credentials = credentials
         self.instance_name = instance_name
         self.clock = clock
         self._heartbeat_interval_s = heartbeat_interval_s
         self._route_refresh_s = route_refresh_s
         self._status = InstanceStatus.CREATED
         self._refs = 0
-        self._registry_key: tuple[object, str, str] | None = None
+        self._registry_key: tuple[object, str, str, Credentials | None] | None = None
         self._tasks = BackgroundTasks("rocklet", transient=(TransportError,))
         self.name_servers = NameServers(namesrv, self.invoke)
         self.client_ip = _local_ip(self.name_servers.addrs[0].rpartition(":")[0])
@@ -137,6 +144,8 @@ class ClientInstance:
             clock=clock,
         )
         self._pool.on_open = self._on_open
+        if credentials is not None:
+            self._pool.request_hook = partial(sign, credentials=credentials)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -333,28 +342,39 @@ def _local_ip(namesrv_host: str) -> str:
         return "127.0.0.1"
 
 
-_registry: dict[tuple[object, str, str], ClientInstance] = {}
+_registry: dict[tuple[object, str, str, Credentials | None], ClientInstance] = {}
 
 
-def get_instance(namesrv: str, instance_name: str = "DEFAULT", **options: Any) -> ClientInstance:
-    """The shared instance for (running loop, name server, instance name), one more ref.
+def get_instance(
+    namesrv: str,
+    instance_name: str = "DEFAULT",
+    *,
+    credentials: Credentials | None = None,
+    **options: Any,
+) -> ClientInstance:
+    """The shared instance for (running loop, name server, instance name, credentials).
 
     Producers and consumers of one process share it; each calls
-    :meth:`ClientInstance.release` when done and the last one closes it.
+    :meth:`ClientInstance.release` when done and the last one closes it. Users with
+    different credentials get different instances (Java shares one and keeps the
+    first user's hook), so no request goes out signed as someone else.
 
     Args:
         namesrv: Name server address(es).
         instance_name: Instance name.
+        credentials: The ACL account to sign with, or ``None``.
         **options: Constructor options (``clock``, timeouts...), used only when a new
             instance is made.
 
     Returns:
-        The instance (not started; call :meth:`ClientInstance.start`).
+        The instance (not started; call :meth:`ClientInstance.start`), one more ref.
     """
-    key = (asyncio.get_running_loop(), namesrv, instance_name)
+    key = (asyncio.get_running_loop(), namesrv, instance_name, credentials)
     inst = _registry.get(key)
     if inst is None or inst.closed:
-        inst = ClientInstance(namesrv, instance_name=instance_name, **options)
+        inst = ClientInstance(
+            namesrv, instance_name=instance_name, credentials=credentials, **options
+        )
         inst._registry_key = key
         _registry[key] = inst
     inst._refs += 1

@@ -32,6 +32,7 @@ from rocklet.client.process_queue import ProcessQueue
 from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
 from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -95,6 +96,7 @@ class LitePullConsumer(PullConsumerBase):
         on_error: Called with unexpected background failures; without it they are
             raised by the next :meth:`poll`. Default: None.
         instance: Use this client instance instead of the shared one.
+        credentials: Sign requests with this ACL account. Default: unsigned.
     """
 
     def __init__(
@@ -113,8 +115,9 @@ class LitePullConsumer(PullConsumerBase):
         instance_name: str = "DEFAULT",
         on_error: Callable[[BaseException], object] | None = None,
         instance: ClientInstance | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
-        super().__init__(group, namesrv, instance_name, instance, consume_from)
+        super().__init__(group, namesrv, instance_name, instance, consume_from, credentials)
         if isinstance(allocate, str) and allocate not in STRATEGIES:
             raise ValueError(f"unknown allocation strategy {allocate!r}")
         self._pull_batch = pull_batch_size

@@ -156,7 +156,9 @@ class Producer:
         if self._status is ProducerStatus.CLOSED:
             raise ClientStateError("a closed producer cannot be started again")
         config = self.config
-        instance = self._given_instance or get_instance(config.namesrv, config.instance_name)
+        instance = self._given_instance or get_instance(
+            config.namesrv, config.instance_name, credentials=config.credentials
+        )
         try:
             await instance.start()
             instance.groups.register_producer(config.group, self)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rocklet.client.message import MAX_MESSAGE_SIZE
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.names import check_group_name
 
 __all__ = ["ProducerConfig"]
@@ -33,6 +34,8 @@ class ProducerConfig:
         msgpack_headers: Serialize request headers as msgpack (Rocklet brokers only:
             they answer in kind and it saves a few microseconds per request; a
             RocketMQ broker cannot read it). Default: off.
+        credentials: Sign requests with this ACL account
+            (:class:`~rocklet.protocol.acl.Credentials`). Default: unsigned.
     """
 
     group: str
@@ -45,6 +48,7 @@ class ProducerConfig:
     instance_name: str = "DEFAULT"
     latency_fault: bool = True
     msgpack_headers: bool = False
+    credentials: Credentials | None = None
 
     def __post_init__(self) -> None:
         if (reason := check_group_name(self.group)) is not None:

@@ -9,6 +9,7 @@ from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.offset_store import RemoteOffsetStore
 from rocklet.client.pull_api import max_offset, min_offset, search_offset
 from rocklet.client.rebalance import ConsumeFrom
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.names import check_group_name
 
@@ -25,12 +26,14 @@ class PullConsumerBase:
         instance_name: str,
         instance: ClientInstance | None,
         consume_from: ConsumeFrom,
+        credentials: Credentials | None = None,
     ) -> None:
         if (reason := check_group_name(group)) is not None:
             raise ValueError(f"consumer group: {reason}")
         self.group = group
         self.namesrv = namesrv
         self._instance_name = instance_name
+        self._credentials = credentials
         self._given_instance = instance
         self._instance: ClientInstance | None = None
         self._offsets: RemoteOffsetStore | None = None
@@ -56,7 +59,9 @@ class PullConsumerBase:
     async def _start_instance(self, handle: ConsumerHandle) -> ClientInstance:
         if self._status is not ConsumerStatus.CREATED:
             raise ClientStateError("a consumer can be started once")
-        instance = self._given_instance or get_instance(self.namesrv, self._instance_name)
+        instance = self._given_instance or get_instance(
+            self.namesrv, self._instance_name, credentials=self._credentials
+        )
         try:
             await instance.start()
             instance.groups.register_consumer(self.group, handle)

@@ -23,6 +23,7 @@ from rocklet.client.lite_pull_consumer import LitePullConsumer
 from rocklet.client.pull_api import PullResult, PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
 from rocklet.client.rebalance import subscription
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -46,6 +47,7 @@ class PullConsumer(PullConsumerBase):
         pull_timeout_ms: Request timeout of a pull. Default: 10000 (the C++ client's).
         instance_name: Client instance name. Default: ``"DEFAULT"``.
         instance: Use this client instance instead of the shared one.
+        credentials: Sign requests with this ACL account. Default: unsigned.
     """
 
     def __init__(
@@ -56,8 +58,9 @@ class PullConsumer(PullConsumerBase):
         pull_timeout_ms: int = 10000,
         instance_name: str = "DEFAULT",
         instance: ClientInstance | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
-        super().__init__(group, namesrv, instance_name, instance, "last")
+        super().__init__(group, namesrv, instance_name, instance, "last", credentials)
         self._timeout_s = pull_timeout_ms / 1000
         # Topic -> when it was first pulled: the version of its subscription.
         self._topics: dict[str, int] = {}

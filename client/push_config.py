@@ -18,6 +18,7 @@ from rocklet.client.allocate import STRATEGIES, AllocateStrategy
 from rocklet.client.offset_store import DEFAULT_OFFSETS_DIR
 from rocklet.client.pull_loop import FlowLimits
 from rocklet.client.rebalance import ConsumeFrom
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import ConsumeFromWhere
 from rocklet.protocol.names import check_group_name
 
@@ -63,6 +64,8 @@ class PushConsumerConfig:
             ``~/.rocklet/offsets/<instance_name>``.
         instance_name: Client instance name; consumers of the same group in one
             process need different names. Default: ``"DEFAULT"``.
+        credentials: Sign requests with this ACL account
+            (:class:`~rocklet.protocol.acl.Credentials`). Default: unsigned.
 
     Raises:
         ValueError: A setting is out of range.
@@ -87,6 +90,7 @@ class PushConsumerConfig:
     lock_interval_s: float = 20.0
     offsets_dir: Path | None = None
     instance_name: str = "DEFAULT"
+    credentials: Credentials | None = None
 
     def __post_init__(self) -> None:
         if (reason := check_group_name(self.group)) is not None:

@@ -219,7 +219,9 @@ class PushConsumer:
                 "expression, listener) first (before `async with consumer` too)"
             )
         config = self.config
-        instance = self._given_instance or get_instance(config.namesrv, config.instance_name)
+        instance = self._given_instance or get_instance(
+            config.namesrv, config.instance_name, credentials=config.credentials
+        )
         try:
             await instance.start()
             runtime = PushRuntime(
