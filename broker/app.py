@@ -52,6 +52,7 @@ from rocklet.transport.clock import Clock, SystemClock
 from rocklet.transport.tasks import BackgroundTasks
 
 if TYPE_CHECKING:
+    from rocklet.broker.acl.files import AclFiles
     from rocklet.broker.prometheus import BrokerMetrics, MeteredMessageStore, MetricsServer
 
 __all__ = ["Broker", "claim_store_directory"]
@@ -157,6 +158,8 @@ class Broker:
         self._metrics_server: MetricsServer | None = None
         self._register_now = asyncio.Event()
         self._stopped = False
+        #: The ACL files in force (``aclEnable``), or ``None``.
+        self.acl: AclFiles | None = None
 
     @classmethod
     async def start(
@@ -295,6 +298,7 @@ class Broker:
         )
         delay = DelayDeliveryService(store, sync_timeout_s=config.sync_flush_timeout_ms / 1000)
         broker = cls(ctx, server, registrar, delay, RetentionService(store))
+        broker.acl = acl_files
         topics.on_change = broker._register_now.set
         await broker._register()
         broker._start_services()

@@ -111,6 +111,9 @@ class AclFiles:
         self._lock = asyncio.Lock()
         self._fingerprint: Fingerprint = ()
         self._table = self._load()
+        #: How many tables were loaded (1 after the first load); each reload adds one.
+        self.generation = 1
+        self._reloaded = asyncio.Condition()
 
     @property
     def table(self) -> AclTable:
@@ -172,9 +175,17 @@ class AclFiles:
                 return False
             return await self._reload()
 
+    async def wait_generation(self, generation: int) -> None:
+        """Return once :attr:`generation` reaches ``generation`` (wrap it in a timeout)."""
+        async with self._reloaded:
+            await self._reloaded.wait_for(lambda: self.generation >= generation)
+
     async def _reload(self) -> bool:
         try:
             self._table = await asyncio.to_thread(self._load)
+            async with self._reloaded:
+                self.generation += 1
+                self._reloaded.notify_all()
         except AclConfigError as exc:
             # Remember the bad state, so the same error is reported once, not twice a second.
             self._fingerprint = await asyncio.to_thread(self._fingerprint_of, self.paths())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import ModuleType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from rocklet.broker.config import NamesrvConfig
 from rocklet.broker.namesrv.kv_config import KVConfigManager
@@ -14,6 +14,9 @@ from rocklet.transport import RemotingServer
 from rocklet.transport.clock import Clock, SystemClock
 from rocklet.transport.connection import Connection
 from rocklet.transport.tasks import BackgroundTasks
+
+if TYPE_CHECKING:
+    from rocklet.broker.acl.files import AclFiles
 
 __all__ = ["NamesrvServer"]
 
@@ -51,6 +54,8 @@ class NamesrvServer:
             socket_sndbuf=config.server_socket_snd_buf_size,
         )
         self._tasks = BackgroundTasks("namesrv")
+        #: The ACL files in force (``aclEnable``), or ``None``.
+        self.acl: AclFiles | None = None
 
     @classmethod
     async def start(
@@ -80,6 +85,7 @@ class NamesrvServer:
         acl_files = acl.open_acl_files(base.acl_path) if acl is not None else None
         server = cls(dataclasses.replace(base, listen_port=port, listen_host=host), clock)
         await server._server.start()
+        server.acl = acl_files
         if acl is not None:
             # Rocklet only: RocketMQ 4.9's name server has no ACL. Writes need an
             # admin account's signature; lookups stay open (docs/security.md).

@@ -65,7 +65,7 @@ class GetBrokerAclConfigResponseHeader(Header):
     """
 
     version: str = wire("version")
-    all_acl_file_version: str | None = wire("allAclFileVersion", None)
     broker_name: str = wire("brokerName")
     broker_addr: str = wire("brokerAddr")
     cluster_name: str = wire("clusterName")
+    all_acl_file_version: str | None = wire("allAclFileVersion", None)
