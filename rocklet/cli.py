@@ -67,6 +67,16 @@ def _common(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
     )
 
 
+def _acl_file(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--acl-file",
+        type=Path,
+        help="plain_acl.yml used when aclEnable=true (default: $ROCKETMQ_HOME/conf/"
+        "plain_acl.yml; without ROCKETMQ_HOME, conf/plain_acl.yml under the store root, "
+        "or under the working directory for a name server)",
+    )
+
+
 def _advertised(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--broker-ip1",
@@ -98,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.add_argument("-c", "--config", type=Path, help="namesrv properties file")
     namesrv.add_argument("--port", type=int, help="listen port (default: 9876; 0 = any free)")
     namesrv.add_argument("--host", help="bind address (default: 0.0.0.0)")
+    _acl_file(namesrv)
     _common(namesrv)
 
     broker = sub.add_parser("broker", help="run a broker")
@@ -109,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--host", default="0.0.0.0", help="address to bind (default: 0.0.0.0, every interface)"
     )
     _advertised(broker)
+    _acl_file(broker)
     _common(broker)
 
     standalone = sub.add_parser("standalone", help="run a name server and a broker together")
@@ -127,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         "0.0.0.0 for every interface, with --broker-ip1 an address clients reach)",
     )
     _advertised(standalone)
+    _acl_file(standalone)
     _common(standalone)
 
     add_produce_parser(sub)
@@ -167,7 +180,8 @@ def namesrv_config(args: argparse.Namespace) -> NamesrvConfig:
     Raises:
         ConfigError: Unreadable file or invalid value.
     """
-    return load_namesrv_config(args.config, {"listen_port": args.port, "listen_host": args.host})
+    overrides = {"listen_port": args.port, "listen_host": args.host, "acl_file": args.acl_file}
+    return load_namesrv_config(args.config, overrides)
 
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
@@ -186,6 +200,7 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         "listen_port": args.listen_port,
         "store_path_root_dir": args.data_dir,
         "broker_ip1": args.broker_ip1,
+        "acl_file": args.acl_file,
     }
     defaults: dict[str, object] = {}
     if args.command == "standalone":

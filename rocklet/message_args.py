@@ -10,6 +10,7 @@ import argparse
 from typing import Final
 
 from rocklet.admin.args import DEFAULT_NAMESRV
+from rocklet.credentials_args import add_credential_args
 from rocklet.protocol.names import check_group_name, check_topic_name
 
 __all__ = ["DEFAULT_PRODUCER_GROUP", "add_consume_parser", "add_produce_parser"]
@@ -94,6 +95,7 @@ def _common(p: argparse.ArgumentParser, what: str) -> None:
     )
     p.add_argument("-t", "--topic", required=True, type=_topic, help=f"topic to {what}")
     p.add_argument("--json", action="store_true", help="print one JSON object per message")
+    add_credential_args(p)
 
 
 def add_produce_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,6 +10,8 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from rocklet.credentials_args import add_credential_args
+
 __all__ = ["DEFAULT_NAMESRV", "add_admin_parser"]
 
 #: The name server when neither ``-n`` nor ``NAMESRV_ADDR`` names one.
@@ -147,4 +149,5 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         p.add_argument("-n", "--namesrvAddr", help="name server(s), host:port;host:port")
         p.add_argument("--json", action="store_true", help="print JSON instead of tables")
         p.add_argument("--timeout", type=float, default=5.0, help="request timeout, s (5)")
+        add_credential_args(p)
         add_args(p)

@@ -18,6 +18,7 @@ from rocklet.client.errors import ClientError, NoRouteError, error_for_code
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import MessageExt
 from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.cluster import ClusterInfo, KVTable, TopicList
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
@@ -50,17 +51,25 @@ class AdminTool:
     Args:
         namesrv: Name server address(es), ``host:port`` joined by ``;``.
         timeout_s: Timeout of each request.
+        credentials: Sign requests with this ACL account; ``None``: unsigned.
     """
 
-    def __init__(self, namesrv: str, timeout_s: float) -> None:
-        self.admin = Admin(namesrv, instance_name=INSTANCE_NAME, timeout_s=timeout_s)
+    def __init__(
+        self, namesrv: str, timeout_s: float, credentials: Credentials | None = None
+    ) -> None:
+        self.admin = Admin(
+            namesrv, instance_name=INSTANCE_NAME, timeout_s=timeout_s, credentials=credentials
+        )
+        self._credentials = credentials
         self._namesrv = namesrv
         self._timeout_s = timeout_s
         self._instance: ClientInstance | None = None
 
     async def __aenter__(self) -> AdminTool:
         await self.admin.start()
-        self._instance = get_instance(self._namesrv, INSTANCE_NAME)  # the admin's, one more ref
+        self._instance = get_instance(
+            self._namesrv, INSTANCE_NAME, credentials=self._credentials
+        )  # the admin's, one more ref
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
