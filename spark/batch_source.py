@@ -59,7 +59,9 @@ class RockletBatchReader(DataSourceReader):
                 cluster, opts, with_times=True, require_match=True, check_group=True
             )
 
-        snap = run_with_cluster(opts.name_server, snapshot, group=opts.consumer_group)
+        snap = run_with_cluster(
+            opts.name_server, snapshot, group=opts.consumer_group, credentials=opts.credentials
+        )
         start = resolve_offsets(opts.starting, snap, option="startingOffsets")
         end = resolve_offsets(opts.ending, snap, option="endingOffsets")
         for mq, first in start.items():

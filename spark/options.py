@@ -19,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Final
 
+from rocklet.protocol.acl import Credentials
 from rocklet.spark.offsets import EARLIEST, LATEST, QueueRef
 from rocklet.spark.option_values import (
     OptionMap,
@@ -59,6 +60,8 @@ _SOURCE_NAMES: Final = (
     "pullBatchSize",
     "pullTimeoutMs",
     "consumerGroup",
+    "accessKey",
+    "secretKey",
 )
 _OFFLINE_NAMES: Final = (
     "storePath",
@@ -70,7 +73,15 @@ _OFFLINE_NAMES: Final = (
     "verifyCrc",
     "failOnCorruption",
 )
-_SINK_NAMES: Final = ("nameServer", "topic", "producerGroup", "sendTimeoutMs", "writeId")
+_SINK_NAMES: Final = (
+    "nameServer",
+    "topic",
+    "producerGroup",
+    "sendTimeoutMs",
+    "writeId",
+    "accessKey",
+    "secretKey",
+)
 
 #: RocketMQ's pull batch cap (``maxTransferCountOnMessageInMemory`` is 32 by default,
 #: the broker cuts larger requests); anything above 1024 is surely a mistake.
@@ -147,6 +158,8 @@ class SourceOptions:
         pull_batch_size: Messages asked per pull.
         pull_timeout_ms: Timeout of each request.
         consumer_group: The consumer group the pulls name (``consumerGroup``).
+        credentials: ACL account requests are signed with (``accessKey`` and
+            ``secretKey``); ``None``: unsigned.
     """
 
     name_server: str
@@ -160,6 +173,7 @@ class SourceOptions:
     pull_batch_size: int = DEFAULT_PULL_BATCH
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     consumer_group: str = DEFAULT_CONSUMER_GROUP
+    credentials: Credentials | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +210,7 @@ class SinkOptions:
         producer_group: Producer group the connector's producers use.
         send_timeout_ms: Timeout of each send.
         write_id: Add the ``rockletWriteId`` property to every message.
+        credentials: ACL account sends are signed with; ``None``: unsigned.
     """
 
     name_server: str
@@ -203,6 +218,7 @@ class SinkOptions:
     producer_group: str = DEFAULT_PRODUCER_GROUP
     send_timeout_ms: int = 3000
     write_id: bool = True
+    credentials: Credentials | None = None
 
 
 # -- entry points -------------------------------------------------------------------------
@@ -263,6 +279,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         consumer_group=check_group(
             opts.text("consumerGroup") or DEFAULT_CONSUMER_GROUP, "consumerGroup"
         ),
+        credentials=_credentials(opts),
     )
 
 
@@ -320,10 +337,25 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         ),
         send_timeout_ms=opts.bounded("sendTimeoutMs", 3000, 100, 10 * 60 * 1000),
         write_id=opts.flag("writeId", True),
+        credentials=_credentials(opts),
     )
 
 
 # -- pieces ---------------------------------------------------------------------------------
+
+
+def _credentials(opts: OptionMap) -> Credentials | None:
+    """``accessKey`` + ``secretKey``: both or neither.
+
+    Spark redacts options whose names match ``secret`` in plans and the UI, so the
+    secret never shows there.
+    """
+    access_key, secret_key = opts.text("accessKey"), opts.text("secretKey")
+    if not access_key and not secret_key:
+        return None
+    if not access_key or not secret_key:
+        raise RockletOptionError("options accessKey and secretKey must be given together")
+    return Credentials(access_key, secret_key)
 
 
 def _subscription(opts: OptionMap, *, allow_assign: bool, required: bool) -> Subscription:

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import InputPartition
 from rocklet.client.errors import SubscriptionGroupNotExistError
 from rocklet.client.message import MessageExt
 from rocklet.client.pull_api import PullResult, PullStatus
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.spark.broker import Cluster
 from rocklet.spark.errors import group_not_found
@@ -65,6 +66,7 @@ class QueueRange(InputPartition):
         fail_on_data_loss: Fail (True) or skip with a warning (False) when part of
             the range is gone.
         consumer_group: The consumer group the pulls name.
+        credentials: ACL account the pulls are signed with, or ``None``.
     """
 
     name_server: str
@@ -76,6 +78,7 @@ class QueueRange(InputPartition):
     pull_timeout_ms: int = 3000
     fail_on_data_loss: bool = True
     consumer_group: str = DEFAULT_CONSUMER_GROUP
+    credentials: Credentials | None = None
 
     def __repr__(self) -> str:
         mq = self.mq
@@ -115,6 +118,7 @@ def plan_ranges(
                 pull_timeout_ms=opts.pull_timeout_ms,
                 fail_on_data_loss=opts.fail_on_data_loss,
                 consumer_group=opts.consumer_group,
+                credentials=opts.credentials,
             )
             for lo, hi in itertools.pairwise(edges)
             if hi > lo
@@ -141,7 +145,10 @@ def read_range(part: QueueRange) -> Iterator[pa.RecordBatch]:
     """
     with asyncio.Runner() as runner:
         cluster = Cluster(
-            part.name_server, group=part.consumer_group, timeout_s=part.pull_timeout_ms / 1000
+            part.name_server,
+            group=part.consumer_group,
+            timeout_s=part.pull_timeout_ms / 1000,
+            credentials=part.credentials,
         )
         runner.run(cluster.__aenter__())
         try:

@@ -217,7 +217,10 @@ async def _send_all(
 ) -> SinkCommit:
     partition = ident.partition_id if ident else _partition_id()
     timeout_s = opts.send_timeout_ms / 1000
-    async with Cluster(opts.name_server, timeout_s=timeout_s, consumer=False) as cluster:
+    cluster = Cluster(
+        opts.name_server, timeout_s=timeout_s, consumer=False, credentials=opts.credentials
+    )
+    async with cluster:
         if ident is not None and await marker_done(cluster, ident):
             _log.info("partition already written; not sending it again", ident=str(ident))
             for _ in batches:  # Spark streams the input to us: read it to the end anyway
@@ -229,6 +232,7 @@ async def _send_all(
             opts.name_server,
             send_timeout_ms=opts.send_timeout_ms,
             instance_name=cluster.instance_name,
+            credentials=opts.credentials,
         )
         async with producer:
             sender = _Sender(producer)

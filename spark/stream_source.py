@@ -138,7 +138,9 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 check_group=check_group,
             )
 
-        snap = run_with_cluster(opts.name_server, snapshot, group=opts.consumer_group)
+        snap = run_with_cluster(
+            opts.name_server, snapshot, group=opts.consumer_group, credentials=opts.credentials
+        )
         # Checked once there was a queue to ask about: a run that starts before its
         # topics have queues asks again later.
         self._group_checked = self._group_checked or bool(snap.bounds)
