@@ -13,7 +13,7 @@ EXTRA_PYTHONS ?= 3.12 3.13
 RUNTIME_STAMP := $(VENV)/.runtime-stamp
 DEV_STAMP     := $(VENV)/.dev-stamp
 
-.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench clean
+.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench bench-acl clean
 
 $(BIN)/python:
 	@echo "==> creating the virtual environment $(VENV) ($$($(PYTHON) --version))"
@@ -111,6 +111,12 @@ $(BENCH_STAMP): pyproject.toml $(DEV_STAMP)
 ## limits (never part of make test; ~20 min); results go to bench-results/
 bench: $(BENCH_STAMP) bench-tools
 	$(BIN)/rocklet bench
+
+## bench-acl: ACL on vs off (send, pull, C++ send; alternating brokers, PAIRS pairs);
+## BENCHMARKS.md "Security" has the figures
+PAIRS ?= 2
+bench-acl: $(DEV_STAMP)
+	$(BIN)/python bench/acl_bench.py --pairs $(PAIRS)
 
 clean:
 	rm -rf $(VENV) $(VENV)-* build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -18,12 +18,12 @@ standard Base64 with padding, carried in ext field ``Signature``.
 Java sorts keys in UTF-16 code-unit order and Python in code-point order; they differ
 only for keys mixing characters above U+FFFF with U+E000..U+FFFF, which no header has.
 
-Sans-IO: no sockets, no asyncio; only :mod:`hmac`, :mod:`hashlib` and :mod:`base64`.
+Sans-IO: no sockets, no asyncio; only :mod:`hmac` (OpenSSL's HmacSHA1) and :mod:`binascii`.
 """
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -101,8 +101,6 @@ def signature(
 ) -> str:
     """The ``Signature`` value of a request: Base64(HmacSHA1(secret, content)).
 
-    The body is fed to the MAC separately, so a large body is not copied.
-
     Args:
         ext_fields: The request's ext fields (``Signature`` itself is ignored).
         body: The request body.
@@ -113,12 +111,10 @@ def signature(
     """
     key = secret_key.encode("utf-8") if isinstance(secret_key, str) else secret_key
     text = "".join([ext_fields[k] for k in sorted(ext_fields) if k not in _UNSIGNED])
-    # A string digestmod takes OpenSSL's HMAC in C, several times cheaper than the
-    # pure-Python HMAC object a hashlib constructor would give.
-    mac = hmac.new(key, text.encode("utf-8", "surrogatepass"), "sha1")
-    if body:
-        mac.update(body)
-    return base64.b64encode(mac.digest()).decode("ascii")
+    # One-shot hmac.digest runs OpenSSL's HMAC in C without building a Python HMAC
+    # object (about a third cheaper per request); copying the body once costs less.
+    digest = hmac.digest(key, text.encode("utf-8", "surrogatepass") + body, "sha1")
+    return binascii.b2a_base64(digest, newline=False).decode("ascii")
 
 
 def sign(cmd: RemotingCommand, credentials: Credentials) -> RemotingCommand:
