@@ -219,3 +219,12 @@ def test_bad_accounts_are_refused_without_showing_the_secret(account: dict[str, 
     with pytest.raises(AclConfigError) as info:
         build_table([parse_acl_document({"accounts": [account]}, Path("/x/plain_acl.yml"))])
     assert "12345678" not in str(info.value)
+
+
+def test_the_sample_file_loads() -> None:
+    import yaml
+
+    sample = Path(__file__).resolve().parents[2] / "conf" / "plain_acl.yml"
+    table = build_table([parse_acl_document(yaml.safe_load(sample.read_text()), sample)])
+    assert set(table.accounts) == {"app-orders", "ops-admin"}
+    assert table.accounts["ops-admin"].admin
