@@ -8,6 +8,8 @@ consumer accounts have per-topic and per-group rights (so every request goes thr
 the whole check: account lookup, HmacSHA1 over the ext fields and the body, the
 resource map). Against each broker, on the same 8-queue topic with 1 KiB bodies:
 
+0. **raw send**: pipelined SEND_MESSAGE_V2 frames from a raw connection (256 in
+   flight, signed per message when ACL is on): the broker's cost alone;
 1. **send**: the SDK producer, single sends pipelined (256 in flight), JSON headers,
    signed when ACL is on;
 2. **pull**: the SDK pull consumer draining every queue, 32 messages per pull, signed
@@ -49,6 +51,10 @@ from broker_process import Standalone, standalone
 from sdk_bench import machine
 
 from rocklet.client import Admin, Credentials, Message, Producer, PullConsumer
+from rocklet.protocol.acl import sign
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.frame import FrameDecoder, encode_command_parts
 
 DRIVER = Path(__file__).resolve().parents[1] / "tests" / "compat" / "cpp_driver.py"
 TOPIC = "AclBenchTopic"
@@ -167,6 +173,65 @@ async def _prepare(namesrv: str, acl: bool) -> None:
     raise RuntimeError("topic never routed")
 
 
+class _RawSender(asyncio.Protocol):
+    """Keeps INFLIGHT SEND_MESSAGE_V2 requests in flight on one socket (bench/hotpath.py)."""
+
+    def __init__(self, total: int, creds: Credentials | None, done: asyncio.Future[float]) -> None:
+        self._total, self._creds, self._done = total, creds, done
+        self._decoder = FrameDecoder()
+        self._sent = self._answered = 0
+        self._transport: asyncio.Transport | None = None
+        self._began = time.perf_counter()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        self._send(min(INFLIGHT, self._total))
+
+    def _send(self, n: int) -> None:
+        assert self._transport is not None
+        parts: list[Any] = []
+        for _ in range(n):
+            self._sent += 1
+            fields = {"a": "PG_raw", "b": TOPIC, "c": "TBW102", "d": "4"}
+            fields |= {"e": str(self._sent % QUEUES), "f": "0", "g": str(int(time.time() * 1000))}
+            fields |= {"h": "0", "i": f"UNIQ_KEY\x01{self._sent:032X}\x02WAIT\x01true"}
+            fields |= {"j": "0", "k": "false", "m": "false"}
+            cmd = RemotingCommand(
+                RequestCode.SEND_MESSAGE_V2, opaque=self._sent, ext_fields=fields, body=BODY
+            )
+            parts += encode_command_parts(cmd if self._creds is None else sign(cmd, self._creds))
+        self._transport.writelines(parts)
+
+    def data_received(self, data: bytes) -> None:
+        self._decoder.feed(data)
+        answered = 0
+        for cmd in self._decoder.commands():
+            if cmd.code != ResponseCode.SUCCESS:
+                if not self._done.done():
+                    self._done.set_exception(RuntimeError(f"send failed: {cmd.remark}"))
+                return
+            answered += 1
+        self._answered += answered
+        if self._answered >= self._total:
+            if not self._done.done():
+                self._done.set_result(time.perf_counter() - self._began)
+            return
+        self._send(min(answered, self._total - self._sent))
+
+
+async def _raw(broker: Standalone, messages: int, acl: bool) -> tuple[int, float]:
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[float] = loop.create_future()
+    creds = PRODUCER if acl else None
+    transport, _ = await loop.create_connection(
+        lambda: _RawSender(messages, creds, done), "127.0.0.1", broker.broker_port
+    )
+    try:
+        return messages, await asyncio.wait_for(done, 600)
+    finally:
+        transport.close()
+
+
 async def _send(namesrv: str, messages: int, acl: bool) -> tuple[int, float]:
     creds = PRODUCER if acl else None
     async with Producer("AclBenchPG", namesrv, credentials=creds) as producer:
@@ -233,6 +298,7 @@ def run_one(root: Path, acl: bool, messages: int) -> list[Row]:
     with standalone(root, extra_conf=extra) as broker:
         uvloop.run(_prepare(broker.namesrv, acl))
         for case, run in (
+            ("raw send, 256 in flight", lambda: uvloop.run(_raw(broker, messages, acl))),
             ("SDK send, 256 in flight", lambda: uvloop.run(_send(broker.namesrv, messages, acl))),
             ("SDK pull, 32 per pull", lambda: uvloop.run(_pull(broker.namesrv, acl))),
             ("C++ send, 8 threads", lambda: _cpp_send(broker, home, messages, acl)),
@@ -249,9 +315,6 @@ def gate_cost(rounds: int = 100_000) -> dict[str, float]:
     """Microseconds per request of signing and of the broker's gate, in process."""
     from rocklet.broker.acl.accounts import build_table, parse_acl_document
     from rocklet.broker.acl.validator import AccessValidator
-    from rocklet.protocol.acl import sign
-    from rocklet.protocol.codes import RequestCode
-    from rocklet.protocol.command import RemotingCommand
 
     path = acl_file(Path(tempfile.mkdtemp(prefix="rocklet-acl-gate-")) / "plain_acl.yml")
     table = build_table([parse_acl_document(yaml.safe_load(path.read_text()), path)])
