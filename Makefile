@@ -13,7 +13,7 @@ EXTRA_PYTHONS ?= 3.12 3.13
 RUNTIME_STAMP := $(VENV)/.runtime-stamp
 DEV_STAMP     := $(VENV)/.dev-stamp
 
-.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench bench-tls clean
+.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench bench-tls bench-acl clean
 
 $(BIN)/python:
 	@echo "==> creating the virtual environment $(VENV) ($$($(PYTHON) --version))"
@@ -116,6 +116,12 @@ bench: $(BENCH_STAMP) bench-tools
 ## permissive broker (~3 min; BENCHMARKS.md, "TLS cost")
 bench-tls: $(DEV_STAMP)
 	$(BIN)/python bench/tls_bench.py
+
+## bench-acl: ACL on vs off (send, pull, C++ send; alternating brokers, PAIRS pairs);
+## BENCHMARKS.md "Security" has the figures
+PAIRS ?= 2
+bench-acl: $(DEV_STAMP)
+	$(BIN)/python bench/acl_bench.py --pairs $(PAIRS)
 
 clean:
 	rm -rf $(VENV) $(VENV)-* build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -53,6 +53,7 @@ from rocklet.transport.clock import Clock, SystemClock
 from rocklet.transport.tasks import BackgroundTasks
 
 if TYPE_CHECKING:
+    from rocklet.broker.acl.files import AclFiles
     from rocklet.broker.prometheus import BrokerMetrics, MeteredMessageStore, MetricsServer
 
 __all__ = ["Broker", "claim_store_directory"]
@@ -81,6 +82,13 @@ def _prometheus() -> ModuleType:
             "pip install 'rocklet[metrics]' (from a checkout: pip install '.[metrics]')"
         ) from None
     return prometheus
+
+
+def _acl() -> ModuleType:
+    # Imported only when aclEnable is on: the YAML library stays out of other brokers.
+    from rocklet.broker.acl import service
+
+    return service
 
 
 def _claim(root: Path, program: str) -> StoreLock:
@@ -151,6 +159,8 @@ class Broker:
         self._metrics_server: MetricsServer | None = None
         self._register_now = asyncio.Event()
         self._stopped = False
+        #: The ACL files in force (``aclEnable``), or ``None``.
+        self.acl: AclFiles | None = None
 
     @classmethod
     async def start(
@@ -194,6 +204,7 @@ class Broker:
         if config.metrics_port is not None:
             prometheus = _prometheus()
             metrics, store_cls = prometheus.BrokerMetrics(), prometheus.MeteredMessageStore
+        acl_files = _acl().open_acl_files(config.acl_path) if config.acl_enable else None
         if store_lock is None:
             store_lock = await claim_store_directory(config.store_path_root_dir, "rocklet broker")
         holds = PullHoldService()
@@ -271,6 +282,15 @@ class Broker:
             metrics=sink,
         )
         register_processors(registry, ctx)
+        if acl_files is not None:
+            _acl().enable_acl(
+                registry,
+                acl_files,
+                tasks,
+                name=config.broker_name,
+                addr=addr,
+                cluster=config.broker_cluster_name,
+            )
         registrar = NamesrvRegistrar(
             parse_namesrv_addrs(config.namesrv_addr),
             RegisterBrokerRequestHeader(
@@ -284,9 +304,11 @@ class Broker:
             timeout_s=config.register_broker_timeout_ms / 1000,
             compressed=config.compressed_register,
             tls=namesrv_tls,
+            credentials=config.namesrv_credentials,
         )
         delay = DelayDeliveryService(store, sync_timeout_s=config.sync_flush_timeout_ms / 1000)
         broker = cls(ctx, server, registrar, delay, RetentionService(store))
+        broker.acl = acl_files
         topics.on_change = broker._register_now.set
         await broker._register()
         broker._start_services()

@@ -33,6 +33,7 @@ from typing import Any, Final, Self, TypeVar
 from rocklet.broker.config_keys import log_key_review, review_keys
 from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS, ROCKETMQ_NAMESRV_KEYS
 from rocklet.broker.tls_keys import TLS_KEYS, USE_TLS
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.codes import RequestCode
 from rocklet.store.config import (
     DEFAULT_DELAY_LEVELS,
@@ -206,12 +207,21 @@ class BrokerConfig:
     #: Rocklet only: serve Prometheus metrics on this port (0 = any free port);
     #: ``None`` (the default) = no metrics endpoint.
     metrics_port: int | None = None
+    #: Check every request against the plain ACL (docs/security.md).
+    acl_enable: bool = False
+    #: Rocklet only: the default ACL file; ``None`` = ``$ROCKETMQ_HOME/conf/plain_acl.yml``,
+    #: or ``<storePathRootDir>/conf/plain_acl.yml`` without ROCKETMQ_HOME (:attr:`acl_path`).
+    acl_file: Path | None = None
+    #: Rocklet only: the account the broker signs its name-server requests with.
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
     #: Properties RocketMQ does not define here (kept, never interpreted).
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
         _check_port("haListenPort", self.ha_listen_port)
+        _check_credentials(self.access_key, self.secret_key)
         if self.metrics_port is not None:
             _check_port("metricsPort", self.metrics_port)
         _check_min("brokerId", self.broker_id, 0)
@@ -266,6 +276,18 @@ class BrokerConfig:
             requests_per_turn=self.max_requests_per_read_turn,
             shed_limits=shed,
         )
+
+    @property
+    def acl_path(self) -> Path:
+        """The default ACL file: ``aclFile``, else under ROCKETMQ_HOME or the store root."""
+        return _acl_path(self.acl_file, self.store_path_root_dir)
+
+    @property
+    def namesrv_credentials(self) -> Credentials | None:
+        """What registrations are signed with (``accessKey``/``secretKey``), if set."""
+        if self.access_key is None or self.secret_key is None:
+            return None
+        return Credentials(self.access_key, self.secret_key)
 
     @property
     def commit_log_dir(self) -> Path:
@@ -341,12 +363,22 @@ class NamesrvConfig:
     server_socket_rcv_buf_size: int = 0
     server_socket_snd_buf_size: int = 0
     write_buffer_high_water_mark: int = 0
+    #: Rocklet only: refuse unsigned registrations and admin writes (docs/security.md).
+    acl_enable: bool = False
+    #: Rocklet only: the ACL file; ``None`` = ``$ROCKETMQ_HOME/conf/plain_acl.yml``, or
+    #: ``conf/plain_acl.yml`` in the working directory without ROCKETMQ_HOME.
+    acl_file: Path | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
         _check_min("scanNotActiveBrokerInterval", self.scan_not_active_broker_interval_ms, 1)
         _check_network_limits(self)
+
+    @property
+    def acl_path(self) -> Path:
+        """The ACL file: ``aclFile``, else under ROCKETMQ_HOME or the working directory."""
+        return _acl_path(self.acl_file, Path.cwd())
 
     def flow_limits(self) -> FlowLimits:
         """The name server's limits (it sheds nothing, as RocketMQ's queues unbounded)."""
@@ -369,6 +401,20 @@ class NamesrvConfig:
             ConfigError: A value does not parse or is out of range.
         """
         return cls(**_kwargs_from_properties(cls, props))
+
+
+def _acl_path(acl_file: Path | None, fallback_home: Path) -> Path:
+    # RocketMQ reads $ROCKETMQ_HOME/conf/plain_acl.yml; read when asked, so a config
+    # object never carries a stale copy of the environment.
+    if acl_file is not None:
+        return acl_file
+    home = os.environ.get("ROCKETMQ_HOME")
+    return (Path(home) if home else fallback_home) / "conf" / "plain_acl.yml"
+
+
+def _check_credentials(access_key: str | None, secret_key: str | None) -> None:
+    if (access_key is None) != (secret_key is None):
+        raise ConfigError("accessKey and secretKey must be set together")
 
 
 def _check_port(key: str, port: int) -> None:

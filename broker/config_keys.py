@@ -6,7 +6,7 @@ keys too (``extra``, shown by GET_BROKER_CONFIG) but says so at start, in two ki
 
 - *unknown*: neither Rocklet nor RocketMQ 4.9.4 reads it; one warning per key, with the
   closest known name when one is near (``difflib``, case-insensitive);
-- *not implemented*: RocketMQ 4.9.4 reads it and Rocklet does not (thread pools, ACL,
+- *not implemented*: RocketMQ 4.9.4 reads it and Rocklet does not (thread pools,
   DLedger, ...); one warning listing them all, since a RocketMQ file carries many.
 """
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
+from rocklet.protocol.acl import Credentials, sign
 from rocklet.protocol.bodies.register import RegisterBrokerBody
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -53,6 +54,9 @@ class NamesrvRegistrar:
         compressed: Send the compressed body form (``compressedRegister``).
         tls: Connect to the name servers over TLS with this context (RocketMQ's
             ``tls.enable`` for the broker); ``None``: plain TCP.
+        credentials: Sign every request with this account (Rocklet: a name server
+            with ACL on refuses unsigned registrations); ``None``: unsigned, as
+            RocketMQ 4.9 brokers send them.
     """
 
     def __init__(
@@ -64,7 +68,9 @@ class NamesrvRegistrar:
         timeout_s: float = 6.0,
         compressed: bool = False,
         tls: ssl.SSLContext | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
+        self._credentials = credentials
         self._addrs = addrs
         self._tls = tls
         self._identity = identity
@@ -124,7 +130,8 @@ class NamesrvRegistrar:
                     *addr, connect_timeout_s=self._timeout_s, tls=self._tls
                 )
                 self._connections[addr] = conn
-            response = await conn.request(cmd, self._timeout_s)
+            signed = cmd if self._credentials is None else sign(cmd, self._credentials)
+            response = await conn.request(signed, self._timeout_s)
         except (RemotingError, OSError) as exc:
             log.warning("name server unreachable", namesrv=f"{addr[0]}:{addr[1]}", error=str(exc))
             return False

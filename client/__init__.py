@@ -30,11 +30,13 @@ from rocklet.client.transaction import (
     TransactionProducer,
     TransactionSendResult,
 )
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.queue import MessageQueue
 
 __all__ = [
     "Admin",
     "ConsumeResult",
+    "Credentials",
     "LitePullConsumer",
     "LocalTransactionState",
     "Message",

@@ -25,6 +25,7 @@ from rocklet.client.errors import BrokerError, ClientStateError, NoRouteError, e
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import MessageExt
 from rocklet.client.tls import TlsOption
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.cluster import ClusterInfo, TopicList
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.bodies.queue import MessageQueue
@@ -70,6 +71,7 @@ class Admin:
         tls: TLS to name servers and brokers: ``True`` (verified against the
             system's CAs) or an :class:`ssl.SSLContext`
             (:func:`rocklet.client.tls_context`). Default: plain TCP.
+        credentials: Sign requests with this ACL account. Default: unsigned.
     """
 
     def __init__(
@@ -79,9 +81,11 @@ class Admin:
         instance_name: str = "DEFAULT",
         timeout_s: float = 5.0,
         tls: TlsOption = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.namesrv = namesrv
         self._tls = tls
+        self.credentials = credentials
         self._instance_name = instance_name
         self._timeout_s = timeout_s
         self._instance: ClientInstance | None = None
@@ -89,7 +93,9 @@ class Admin:
     async def start(self) -> None:
         """Join the client instance; idempotent."""
         if self._instance is None:
-            instance = get_instance(self.namesrv, self._instance_name, tls=self._tls)
+            instance = get_instance(
+                self.namesrv, self._instance_name, tls=self._tls, credentials=self.credentials
+            )
             try:
                 await instance.start()
             except BaseException:

@@ -35,6 +35,7 @@ import os
 import socket
 import ssl
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 from rocklet.client.backoff import Backoff
@@ -47,6 +48,7 @@ from rocklet.client.pool import ConnectionPool
 from rocklet.client.replies import ReplyWaiters
 from rocklet.client.routes import RouteCache
 from rocklet.client.tls import TlsOption, resolve_tls
+from rocklet.protocol.acl import Credentials, sign
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.command import RemotingCommand
 from rocklet.transport.clock import SYSTEM_CLOCK, Clock
@@ -90,6 +92,8 @@ class ClientInstance:
         tls: Connect to name servers and brokers over TLS: ``True`` verifies them
             against the system's CAs, an :class:`ssl.SSLContext` (see
             :func:`rocklet.client.tls_context`) as it says. Default: plain TCP.
+        credentials: Sign every request to brokers and name servers with this ACL
+            account (RocketMQ's ``AclClientRPCHook``). Default: unsigned.
 
     Raises:
         ValueError: ``namesrv`` holds no address.
@@ -98,6 +102,7 @@ class ClientInstance:
         client_id: ``"ip@pid#instance#n"``, unique per instance in the process (Java
             uses ``ip@pid#nanotime``); brokers key channels and reply routing on it.
         client_ip: The local IPv4 address used towards the name server.
+        credentials: The ACL account requests are signed with, or ``None``.
         clock: The time source.
         name_servers: The name servers.
         routes: The route cache.
@@ -118,16 +123,18 @@ class ClientInstance:
         backoff: Backoff | None = None,
         clock: Clock = SYSTEM_CLOCK,
         tls: TlsOption = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.namesrv = namesrv
         self.tls: ssl.SSLContext | None = resolve_tls(tls)
+        self.credentials = credentials
         self.instance_name = instance_name
         self.clock = clock
         self._heartbeat_interval_s = heartbeat_interval_s
         self._route_refresh_s = route_refresh_s
         self._status = InstanceStatus.CREATED
         self._refs = 0
-        self._registry_key: tuple[object, str, str, object] | None = None
+        self._registry_key: tuple[object, str, str, object, Credentials | None] | None = None
         self._tasks = BackgroundTasks("rocklet", transient=(TransportError,))
         self.name_servers = NameServers(namesrv, self.invoke)
         self.client_ip = _local_ip(self.name_servers.addrs[0].rpartition(":")[0])
@@ -146,6 +153,8 @@ class ClientInstance:
             tls=self.tls,
         )
         self._pool.on_open = self._on_open
+        if credentials is not None:
+            self._pool.request_hook = partial(sign, credentials=credentials)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -342,33 +351,43 @@ def _local_ip(namesrv_host: str) -> str:
         return "127.0.0.1"
 
 
-_registry: dict[tuple[object, str, str, object], ClientInstance] = {}
+_registry: dict[tuple[object, str, str, object, Credentials | None], ClientInstance] = {}
 
 
 def get_instance(
-    namesrv: str, instance_name: str = "DEFAULT", *, tls: TlsOption = None, **options: Any
+    namesrv: str,
+    instance_name: str = "DEFAULT",
+    *,
+    tls: TlsOption = None,
+    credentials: Credentials | None = None,
+    **options: Any,
 ) -> ClientInstance:
-    """The shared instance for (loop, name server, instance name, TLS), one more ref.
+    """The shared instance for (loop, name server, instance name, TLS, credentials).
 
     Producers and consumers of one process share it; each calls
-    :meth:`ClientInstance.release` when done and the last one closes it.
+    :meth:`ClientInstance.release` when done and the last one closes it. Users with
+    different credentials get different instances (Java shares one and keeps the
+    first user's hook), so no request goes out signed as someone else.
 
     Args:
         namesrv: Name server address(es).
         instance_name: Instance name.
         tls: TLS of the connections (:class:`ClientInstance`); clients with
             different contexts get different instances.
+        credentials: The ACL account to sign with, or ``None``.
         **options: Constructor options (``clock``, timeouts...), used only when a new
             instance is made.
 
     Returns:
-        The instance (not started; call :meth:`ClientInstance.start`).
+        The instance (not started; call :meth:`ClientInstance.start`), one more ref.
     """
     context = resolve_tls(tls)
-    key = (asyncio.get_running_loop(), namesrv, instance_name, context)
+    key = (asyncio.get_running_loop(), namesrv, instance_name, context, credentials)
     inst = _registry.get(key)
     if inst is None or inst.closed:
-        inst = ClientInstance(namesrv, instance_name=instance_name, tls=context, **options)
+        inst = ClientInstance(
+            namesrv, instance_name=instance_name, tls=context, credentials=credentials, **options
+        )
         inst._registry_key = key
         _registry[key] = inst
     inst._refs += 1

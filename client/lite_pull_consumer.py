@@ -33,6 +33,7 @@ from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
 from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
 from rocklet.client.tls import TlsOption
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -99,6 +100,7 @@ class LitePullConsumer(PullConsumerBase):
         tls: TLS to name servers and brokers: ``True`` (verified against the
             system's CAs) or an :class:`ssl.SSLContext`
             (:func:`rocklet.client.tls_context`). Default: plain TCP.
+        credentials: Sign requests with this ACL account. Default: unsigned.
     """
 
     def __init__(
@@ -118,8 +120,9 @@ class LitePullConsumer(PullConsumerBase):
         on_error: Callable[[BaseException], object] | None = None,
         instance: ClientInstance | None = None,
         tls: TlsOption = None,
+        credentials: Credentials | None = None,
     ) -> None:
-        super().__init__(group, namesrv, instance_name, instance, consume_from, tls)
+        super().__init__(group, namesrv, instance_name, instance, consume_from, tls, credentials)
         if isinstance(allocate, str) and allocate not in STRATEGIES:
             raise ValueError(f"unknown allocation strategy {allocate!r}")
         self._pull_batch = pull_batch_size

@@ -25,12 +25,15 @@ from rocklet.transport.clock import SYSTEM_CLOCK, Clock
 from rocklet.transport.connection import Connection, RequestHandler
 from rocklet.transport.dial import open_connection
 
-__all__ = ["ConnectionPool", "Invoke", "OpenHook", "Spawner"]
+__all__ = ["ConnectionPool", "Invoke", "OpenHook", "RequestHook", "Spawner"]
 
 #: Runs a coroutine as an owned task.
 Spawner = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
 #: Called with each newly opened connection's address before anyone else uses it.
 OpenHook = Callable[[str], Awaitable[None]]
+#: Rewrites each outgoing request just before it is sent (Java's client ``RPCHook``
+#: ``doBeforeRequest``; ACL signing).
+RequestHook = Callable[[RemotingCommand], RemotingCommand]
 
 
 class Invoke(Protocol):
@@ -81,6 +84,8 @@ class ConnectionPool:
         self._closed = False
         #: Runs on each new connection before it is handed out (the heartbeat).
         self.on_open: OpenHook | None = None
+        #: Applied to every request :meth:`invoke` and :meth:`invoke_oneway` send.
+        self.request_hook: RequestHook | None = None
 
     def peek(self, addr: str) -> Connection | None:
         """The open connection to ``addr``, if there is one (no I/O)."""
@@ -135,6 +140,8 @@ class ConnectionPool:
             ClientStateError: The pool is closed.
         """
         conn = self.peek(addr) or await self.get(addr)
+        if self.request_hook is not None:
+            cmd = self.request_hook(cmd)
         return await conn.request(cmd, self.request_timeout_s if timeout_s is None else timeout_s)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
@@ -146,6 +153,8 @@ class ConnectionPool:
             RequestTimeoutError: The connection stayed congested too long.
         """
         conn = self.peek(addr) or await self.get(addr)
+        if self.request_hook is not None:
+            cmd = self.request_hook(cmd)
         await conn.send_oneway(cmd, self.request_timeout_s)
 
     async def _open(self, addr: str) -> Connection:

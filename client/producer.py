@@ -157,7 +157,10 @@ class Producer:
             raise ClientStateError("a closed producer cannot be started again")
         config = self.config
         instance = self._given_instance or get_instance(
-            config.namesrv, config.instance_name, tls=config.tls
+            config.namesrv,
+            config.instance_name,
+            tls=config.tls,
+            credentials=config.credentials,
         )
         try:
             await instance.start()

@@ -11,6 +11,7 @@ import ssl
 from dataclasses import dataclass
 
 from rocklet.client.message import MAX_MESSAGE_SIZE
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.names import check_group_name
 
 __all__ = ["ProducerConfig"]
@@ -37,6 +38,8 @@ class ProducerConfig:
         tls: TLS to name servers and brokers: ``True`` (verified against the
             system's CAs) or an :class:`ssl.SSLContext`
             (:func:`rocklet.client.tls_context`). Default: plain TCP.
+        credentials: Sign requests with this ACL account
+            (:class:`~rocklet.protocol.acl.Credentials`). Default: unsigned.
     """
 
     group: str
@@ -50,6 +53,7 @@ class ProducerConfig:
     latency_fault: bool = True
     msgpack_headers: bool = False
     tls: ssl.SSLContext | bool | None = None
+    credentials: Credentials | None = None
 
     def __post_init__(self) -> None:
         if (reason := check_group_name(self.group)) is not None:

@@ -10,6 +10,7 @@ from rocklet.client.offset_store import RemoteOffsetStore
 from rocklet.client.pull_api import max_offset, min_offset, search_offset
 from rocklet.client.rebalance import ConsumeFrom
 from rocklet.client.tls import TlsOption
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.names import check_group_name
 
@@ -27,6 +28,7 @@ class PullConsumerBase:
         instance: ClientInstance | None,
         consume_from: ConsumeFrom,
         tls: TlsOption = None,
+        credentials: Credentials | None = None,
     ) -> None:
         if (reason := check_group_name(group)) is not None:
             raise ValueError(f"consumer group: {reason}")
@@ -34,6 +36,7 @@ class PullConsumerBase:
         self.namesrv = namesrv
         self._instance_name = instance_name
         self._tls = tls
+        self._credentials = credentials
         self._given_instance = instance
         self._instance: ClientInstance | None = None
         self._offsets: RemoteOffsetStore | None = None
@@ -60,7 +63,10 @@ class PullConsumerBase:
         if self._status is not ConsumerStatus.CREATED:
             raise ClientStateError("a consumer can be started once")
         instance = self._given_instance or get_instance(
-            self.namesrv, self._instance_name, tls=self._tls
+            self.namesrv,
+            self._instance_name,
+            tls=self._tls,
+            credentials=self._credentials,
         )
         try:
             await instance.start()

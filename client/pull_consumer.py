@@ -24,6 +24,7 @@ from rocklet.client.pull_api import PullResult, PullStatus, pull_request, read_p
 from rocklet.client.pull_base import PullConsumerBase
 from rocklet.client.rebalance import subscription
 from rocklet.client.tls import TlsOption
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -50,6 +51,7 @@ class PullConsumer(PullConsumerBase):
         tls: TLS to name servers and brokers: ``True`` (verified against the
             system's CAs) or an :class:`ssl.SSLContext`
             (:func:`rocklet.client.tls_context`). Default: plain TCP.
+        credentials: Sign requests with this ACL account. Default: unsigned.
     """
 
     def __init__(
@@ -61,8 +63,9 @@ class PullConsumer(PullConsumerBase):
         instance_name: str = "DEFAULT",
         instance: ClientInstance | None = None,
         tls: TlsOption = None,
+        credentials: Credentials | None = None,
     ) -> None:
-        super().__init__(group, namesrv, instance_name, instance, "last", tls)
+        super().__init__(group, namesrv, instance_name, instance, "last", tls, credentials)
         self._timeout_s = pull_timeout_ms / 1000
         # Topic -> when it was first pulled: the version of its subscription.
         self._topics: dict[str, int] = {}

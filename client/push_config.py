@@ -19,6 +19,7 @@ from rocklet.client.allocate import STRATEGIES, AllocateStrategy
 from rocklet.client.offset_store import DEFAULT_OFFSETS_DIR
 from rocklet.client.pull_loop import FlowLimits
 from rocklet.client.rebalance import ConsumeFrom
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import ConsumeFromWhere
 from rocklet.protocol.names import check_group_name
 
@@ -67,6 +68,8 @@ class PushConsumerConfig:
         tls: TLS to name servers and brokers: ``True`` (verified against the
             system's CAs) or an :class:`ssl.SSLContext`
             (:func:`rocklet.client.tls_context`). Default: plain TCP.
+        credentials: Sign requests with this ACL account
+            (:class:`~rocklet.protocol.acl.Credentials`). Default: unsigned.
 
     Raises:
         ValueError: A setting is out of range.
@@ -92,6 +95,7 @@ class PushConsumerConfig:
     offsets_dir: Path | None = None
     instance_name: str = "DEFAULT"
     tls: ssl.SSLContext | bool | None = None
+    credentials: Credentials | None = None
 
     def __post_init__(self) -> None:
         if (reason := check_group_name(self.group)) is not None:

@@ -220,7 +220,10 @@ class PushConsumer:
             )
         config = self.config
         instance = self._given_instance or get_instance(
-            config.namesrv, config.instance_name, tls=config.tls
+            config.namesrv,
+            config.instance_name,
+            tls=config.tls,
+            credentials=config.credentials,
         )
         try:
             await instance.start()

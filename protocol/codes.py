@@ -77,6 +77,11 @@ class RequestCode(IntEnum):
     GET_ALL_CONSUMER_OFFSET = 43
     GET_ALL_DELAY_OFFSET = 45
     CHECK_CLIENT_CONFIG = 46
+    UPDATE_AND_CREATE_ACL_CONFIG = 50  #: ACL: add or change an account
+    DELETE_ACL_CONFIG = 51  #: ACL: remove an account
+    GET_BROKER_CLUSTER_ACL_INFO = 52  #: ACL: the ACL files' data versions
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53  #: ACL: replace the global white list
+    GET_BROKER_CLUSTER_ACL_CONFIG = 54  #: ACL: every account and the white list
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102

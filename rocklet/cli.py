@@ -81,6 +81,16 @@ def _system_properties(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _acl_file(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--acl-file",
+        type=Path,
+        help="plain_acl.yml used when aclEnable=true (default: $ROCKETMQ_HOME/conf/"
+        "plain_acl.yml; without ROCKETMQ_HOME, conf/plain_acl.yml under the store root, "
+        "or under the working directory for a name server)",
+    )
+
+
 def _advertised(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--broker-ip1",
@@ -113,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.add_argument("--port", type=int, help="listen port (default: 9876; 0 = any free)")
     namesrv.add_argument("--host", help="bind address (default: 0.0.0.0)")
     _system_properties(namesrv)
+    _acl_file(namesrv)
     _common(namesrv)
 
     broker = sub.add_parser("broker", help="run a broker")
@@ -126,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _advertised(broker)
     _system_properties(broker)
+    _acl_file(broker)
     _common(broker)
 
     standalone = sub.add_parser("standalone", help="run a name server and a broker together")
@@ -145,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _advertised(standalone)
     _system_properties(standalone)
+    _acl_file(standalone)
     _common(standalone)
 
     add_produce_parser(sub)
@@ -185,7 +198,8 @@ def namesrv_config(args: argparse.Namespace) -> NamesrvConfig:
     Raises:
         ConfigError: Unreadable file or invalid value.
     """
-    return load_namesrv_config(args.config, {"listen_port": args.port, "listen_host": args.host})
+    overrides = {"listen_port": args.port, "listen_host": args.host, "acl_file": args.acl_file}
+    return load_namesrv_config(args.config, overrides)
 
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
@@ -205,6 +219,7 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         "store_path_root_dir": args.data_dir,
         "broker_ip1": args.broker_ip1,
         "listen_host": args.host,
+        "acl_file": args.acl_file,
     }
     defaults: dict[str, object] = {}
     if args.command == "standalone":

@@ -23,6 +23,7 @@ from typing import Final, TextIO
 from rocklet.admin.args import DEFAULT_NAMESRV
 from rocklet.client import MessageExt, MessageQueue, PullConsumer
 from rocklet.client.errors import ClientError
+from rocklet.credentials_args import credentials_from
 from rocklet.explain import describe_error
 from rocklet.progress_note import ProgressNote
 from rocklet.tls_args import tls_from_args
@@ -175,7 +176,13 @@ async def run_consume_async(
     group = args.group or TOOLS_CONSUMER_GROUP
     expression = args.tags or "*"
     printer = _Printer(args, out, err)
-    consumer = PullConsumer(group, namesrv, instance_name="rocklet-consume", tls=tls)
+    consumer = PullConsumer(
+        group,
+        namesrv,
+        instance_name="rocklet-consume",
+        tls=tls,
+        credentials=credentials_from(args, env),
+    )
     tasks: list[asyncio.Task[None]] = []
     try:
         async with consumer:

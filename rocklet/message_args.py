@@ -10,6 +10,7 @@ import argparse
 from typing import Final
 
 from rocklet.admin.args import DEFAULT_NAMESRV
+from rocklet.credentials_args import add_credential_args
 from rocklet.protocol.names import check_group_name, check_topic_name
 from rocklet.tls_args import add_tls_arguments
 
@@ -96,6 +97,7 @@ def _common(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("-t", "--topic", required=True, type=_topic, help=f"topic to {what}")
     p.add_argument("--json", action="store_true", help="print one JSON object per message")
     add_tls_arguments(p)
+    add_credential_args(p)
 
 
 def add_produce_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -20,6 +20,7 @@ from typing import Final, TextIO
 from rocklet.admin.args import DEFAULT_NAMESRV
 from rocklet.client import Message, Producer, SendResult
 from rocklet.client.errors import ClientError
+from rocklet.credentials_args import credentials_from
 from rocklet.explain import describe_error
 from rocklet.progress_note import ProgressNote
 from rocklet.tls_args import tls_from_args
@@ -132,6 +133,7 @@ async def run_produce_async(
         send_timeout_ms=max(1, int(args.timeout * 1000)),
         instance_name="rocklet-produce",
         tls=tls,
+        credentials=credentials_from(args, env),
     )
     try:
         async with producer:

@@ -60,7 +60,11 @@ class RockletBatchReader(DataSourceReader):
             )
 
         snap = run_with_cluster(
-            opts.name_server, snapshot, group=opts.consumer_group, tls=opts.tls.context()
+            opts.name_server,
+            snapshot,
+            group=opts.consumer_group,
+            tls=opts.tls.context(),
+            credentials=opts.credentials,
         )
         start = resolve_offsets(opts.starting, snap, option="startingOffsets")
         end = resolve_offsets(opts.ending, snap, option="endingOffsets")

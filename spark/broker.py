@@ -29,6 +29,7 @@ from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.pull_api import PullResult
 from rocklet.client.pull_consumer import PullConsumer
 from rocklet.client.routes import subscribe_queues
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.spark.offsets import QueueBounds
 from rocklet.spark.options import DEFAULT_CONSUMER_GROUP, Subscription
@@ -76,6 +77,7 @@ class Cluster:
         consumer: Start the SDK pull consumer (the source needs it; the sink does
             not, and skips joining a consumer group).
         tls: TLS context of the connections; ``None``: plain TCP.
+        credentials: Sign requests with this ACL account; ``None``: unsigned.
     """
 
     def __init__(
@@ -86,7 +88,9 @@ class Cluster:
         timeout_s: float = 5.0,
         consumer: bool = True,
         tls: ssl.SSLContext | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
+        self._credentials = credentials
         self._name_server = name_server
         #: The TLS context; clients made for this cluster share its instance with it.
         self.tls = tls
@@ -117,6 +121,11 @@ class Cluster:
         return self._group
 
     @property
+    def credentials(self) -> Credentials | None:
+        """The ACL account requests are signed with, or ``None``."""
+        return self._credentials
+
+    @property
     def instance_name(self) -> str:
         """The SDK instance name; producers made with it share the connections."""
         return self._instance_name
@@ -130,7 +139,11 @@ class Cluster:
 
     async def __aenter__(self) -> Cluster:
         self._instance = get_instance(
-            self._name_server, self._instance_name, tls=self.tls, request_timeout_s=self._timeout_s
+            self._name_server,
+            self._instance_name,
+            tls=self.tls,
+            credentials=self._credentials,
+            request_timeout_s=self._timeout_s,
         )
         if not self._with_consumer:
             return self
@@ -140,6 +153,7 @@ class Cluster:
             pull_timeout_ms=int(self._timeout_s * 1000),
             instance_name=self._instance_name,
             tls=self.tls,
+            credentials=self._credentials,
         )
         try:
             await consumer.start()
@@ -174,7 +188,12 @@ class Cluster:
         if subscription.pattern is None:
             named = subscription.assign.keys() if subscription.assign else subscription.topics
             return sorted(named)
-        admin = Admin(self._name_server, instance_name=self._instance_name, tls=self.tls)
+        admin = Admin(
+            self._name_server,
+            instance_name=self._instance_name,
+            tls=self.tls,
+            credentials=self._credentials,
+        )
         async with admin:
             listed = await admin.list_topics()
             cluster = await admin.cluster_info()
@@ -201,7 +220,9 @@ class Cluster:
 
     async def cluster_names(self) -> list[str]:
         """The clusters the name server knows, sorted (for commands in error messages)."""
-        admin = Admin(self._name_server, instance_name=self._instance_name)
+        admin = Admin(
+            self._name_server, instance_name=self._instance_name, credentials=self._credentials
+        )
         async with admin:
             info = await admin.cluster_info()
         return sorted(info.cluster_addr_table)
@@ -311,6 +332,7 @@ def run_with_cluster(
     *,
     group: str = DEFAULT_CONSUMER_GROUP,
     tls: ssl.SSLContext | None = None,
+    credentials: Credentials | None = None,
 ) -> T:
     """Run ``work`` with an open :class:`Cluster` in a fresh event loop (sync callers).
 
@@ -322,13 +344,14 @@ def run_with_cluster(
         work: An async function of the cluster.
         group: The consumer group the source's requests name.
         tls: TLS context of the connections.
+        credentials: Sign requests with this ACL account; ``None``: unsigned.
 
     Returns:
         What ``work`` returned.
     """
 
     async def main() -> T:
-        async with Cluster(name_server, group=group, tls=tls) as cluster:
+        async with Cluster(name_server, group=group, tls=tls, credentials=credentials) as cluster:
             return await work(cluster)
 
     return asyncio.run(main())

@@ -19,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Final
 
+from rocklet.protocol.acl import Credentials
 from rocklet.spark.offsets import EARLIEST, LATEST, QueueRef
 from rocklet.spark.option_values import (
     OptionMap,
@@ -61,6 +62,8 @@ _SOURCE_NAMES: Final = (
     "pullTimeoutMs",
     "consumerGroup",
     *TLS_OPTION_NAMES,
+    "accessKey",
+    "secretKey",
 )
 _OFFLINE_NAMES: Final = (
     "storePath",
@@ -79,6 +82,8 @@ _SINK_NAMES: Final = (
     "sendTimeoutMs",
     "writeId",
     *TLS_OPTION_NAMES,
+    "accessKey",
+    "secretKey",
 )
 
 #: RocketMQ's pull batch cap (``maxTransferCountOnMessageInMemory`` is 32 by default,
@@ -157,6 +162,8 @@ class SourceOptions:
         pull_timeout_ms: Timeout of each request.
         consumer_group: The consumer group the pulls name (``consumerGroup``).
         tls: TLS of the connections (``tls``, ``tlsCaFile``...).
+        credentials: ACL account requests are signed with (``accessKey`` and
+            ``secretKey``); ``None``: unsigned.
     """
 
     name_server: str
@@ -171,6 +178,7 @@ class SourceOptions:
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     consumer_group: str = DEFAULT_CONSUMER_GROUP
     tls: TlsOptions = NO_TLS
+    credentials: Credentials | None = None
 
 
 @dataclass(frozen=True)
@@ -208,6 +216,7 @@ class SinkOptions:
         send_timeout_ms: Timeout of each send.
         write_id: Add the ``rockletWriteId`` property to every message.
         tls: TLS of the connections (``tls``, ``tlsCaFile``...).
+        credentials: ACL account sends are signed with; ``None``: unsigned.
     """
 
     name_server: str
@@ -216,6 +225,7 @@ class SinkOptions:
     send_timeout_ms: int = 3000
     write_id: bool = True
     tls: TlsOptions = NO_TLS
+    credentials: Credentials | None = None
 
 
 # -- entry points -------------------------------------------------------------------------
@@ -277,6 +287,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
             opts.text("consumerGroup") or DEFAULT_CONSUMER_GROUP, "consumerGroup"
         ),
         tls=parse_tls_options(opts),
+        credentials=_credentials(opts),
     )
 
 
@@ -335,10 +346,25 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         send_timeout_ms=opts.bounded("sendTimeoutMs", 3000, 100, 10 * 60 * 1000),
         write_id=opts.flag("writeId", True),
         tls=parse_tls_options(opts),
+        credentials=_credentials(opts),
     )
 
 
 # -- pieces ---------------------------------------------------------------------------------
+
+
+def _credentials(opts: OptionMap) -> Credentials | None:
+    """``accessKey`` + ``secretKey``: both or neither.
+
+    Spark redacts options whose names match ``secret`` in plans and the UI, so the
+    secret never shows there.
+    """
+    access_key, secret_key = opts.text("accessKey"), opts.text("secretKey")
+    if not access_key and not secret_key:
+        return None
+    if not access_key or not secret_key:
+        raise RockletOptionError("options accessKey and secretKey must be given together")
+    return Credentials(access_key, secret_key)
 
 
 def _subscription(opts: OptionMap, *, allow_assign: bool, required: bool) -> Subscription:

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import InputPartition
 from rocklet.client.errors import SubscriptionGroupNotExistError
 from rocklet.client.message import MessageExt
 from rocklet.client.pull_api import PullResult, PullStatus
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.spark.broker import Cluster
 from rocklet.spark.errors import group_not_found
@@ -67,6 +68,7 @@ class QueueRange(InputPartition):
             the range is gone.
         consumer_group: The consumer group the pulls name.
         tls: TLS of the executor's connections.
+        credentials: ACL account the pulls are signed with, or ``None``.
     """
 
     name_server: str
@@ -79,6 +81,7 @@ class QueueRange(InputPartition):
     fail_on_data_loss: bool = True
     consumer_group: str = DEFAULT_CONSUMER_GROUP
     tls: TlsOptions = NO_TLS
+    credentials: Credentials | None = None
 
     def __repr__(self) -> str:
         mq = self.mq
@@ -119,6 +122,7 @@ def plan_ranges(
                 fail_on_data_loss=opts.fail_on_data_loss,
                 consumer_group=opts.consumer_group,
                 tls=opts.tls,
+                credentials=opts.credentials,
             )
             for lo, hi in itertools.pairwise(edges)
             if hi > lo
@@ -149,6 +153,7 @@ def read_range(part: QueueRange) -> Iterator[pa.RecordBatch]:
             group=part.consumer_group,
             timeout_s=part.pull_timeout_ms / 1000,
             tls=part.tls.context(),
+            credentials=part.credentials,
         )
         runner.run(cluster.__aenter__())
         try:

@@ -217,7 +217,13 @@ async def _send_all(
 ) -> SinkCommit:
     partition = ident.partition_id if ident else _partition_id()
     timeout_s = opts.send_timeout_ms / 1000
-    cluster = Cluster(opts.name_server, timeout_s=timeout_s, consumer=False, tls=opts.tls.context())
+    cluster = Cluster(
+        opts.name_server,
+        timeout_s=timeout_s,
+        consumer=False,
+        tls=opts.tls.context(),
+        credentials=opts.credentials,
+    )
     async with cluster:
         if ident is not None and await marker_done(cluster, ident):
             _log.info("partition already written; not sending it again", ident=str(ident))
@@ -231,6 +237,7 @@ async def _send_all(
             send_timeout_ms=opts.send_timeout_ms,
             instance_name=cluster.instance_name,
             tls=cluster.tls,
+            credentials=opts.credentials,
         )
         async with producer:
             sender = _Sender(producer)

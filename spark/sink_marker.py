@@ -87,7 +87,10 @@ class WriteIdent:
 
 
 async def _marker_broker(cluster: Cluster) -> str:
-    async with Admin(cluster.name_server, instance_name=cluster.instance_name) as admin:
+    admin = Admin(
+        cluster.name_server, instance_name=cluster.instance_name, credentials=cluster.credentials
+    )
+    async with admin:
         info = await admin.cluster_info()
     for name in sorted(info.broker_addr_table):
         addr = info.broker_addr_table[name].master_addr

@@ -139,7 +139,11 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
 
         snap = run_with_cluster(
-            opts.name_server, snapshot, group=opts.consumer_group, tls=opts.tls.context()
+            opts.name_server,
+            snapshot,
+            group=opts.consumer_group,
+            tls=opts.tls.context(),
+            credentials=opts.credentials,
         )
         # Checked once there was a queue to ask about: a run that starts before its
         # topics have queues asks again later.

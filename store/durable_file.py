@@ -10,13 +10,14 @@ or the new version readable, never a torn one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 __all__ = ["replace_file"]
 
 
-def replace_file(path: Path, data: bytes) -> None:
+def replace_file(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` atomically and durably, keeping the old file as ``.bak``.
 
     Blocking (two fsyncs): call it from a worker thread, never on an event loop.
@@ -24,6 +25,9 @@ def replace_file(path: Path, data: bytes) -> None:
     Args:
         path: Destination file; its directory is created if needed.
         data: The new content.
+        mode: Permission bits of the new file, set when the temp file is created (so a
+            file holding secrets is never readable by others, not even for a moment);
+            ``None``: the process umask's default.
 
     Raises:
         OSError: The file could not be written; the previous version is still there
@@ -31,6 +35,11 @@ def replace_file(path: Path, data: bytes) -> None:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
+    if mode is not None:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()  # a stale temp file would keep its own, wider, mode
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode))
+        os.chmod(tmp, mode)  # the umask may have narrowed it; set exactly what was asked
     with open(tmp, "wb") as handle:
         handle.write(data)
         handle.flush()

@@ -18,7 +18,9 @@ request is read and get a task only if they suspend (:mod:`rocklet.transport.eag
 
 A registry may carry an :data:`RequestObserver` (the broker's metrics): it is told
 each request's code, answer code and duration, without this module knowing about
-Prometheus.
+Prometheus. It may also carry a :data:`RequestGate` (the ACL check): run before every
+request, as Java's server-side ``RPCHook.doBeforeRequest``, it may answer in the
+processor's place.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from rocklet.transport.connection import Connection, HandlerResult, Reply
 from rocklet.transport.context import RequestContext
 from rocklet.transport.logs import get_logger
 
-__all__ = ["Processor", "ProcessorRegistry", "RequestObserver", "dispatch"]
+__all__ = ["Processor", "ProcessorRegistry", "RequestGate", "RequestObserver", "dispatch"]
 
 _log = get_logger(__name__)
 
@@ -41,6 +43,9 @@ _log = get_logger(__name__)
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[HandlerResult]]
 #: Told ``(request code, response code or None when nothing is sent, seconds)``.
 RequestObserver = Callable[[int, int | None, float], None]
+#: Runs before each request's processor; returns ``None`` to let the request through,
+#: or the answer to send instead (synchronous: it runs on every request).
+RequestGate = Callable[[Connection, RemotingCommand], RemotingCommand | None]
 
 
 class ProcessorRegistry:
@@ -48,12 +53,14 @@ class ProcessorRegistry:
 
     Attributes:
         observer: Told about every dispatched request (``None``: nobody is).
+        gate: Checks every request before its processor (``None``: no check).
     """
 
     def __init__(self) -> None:
         self._processors: dict[int, Processor] = {}
         self._eager: set[int] = set()
         self.observer: RequestObserver | None = None
+        self.gate: RequestGate | None = None
 
     def register(self, code: int, processor: Processor, *, eager: bool = False) -> None:
         """Register the processor of one request code.
@@ -145,7 +152,16 @@ async def dispatch(
     started = time.perf_counter() if observer is not None else 0.0
     processor = registry.get(cmd.code)
     result: HandlerResult
-    if processor is None:
+    gate = registry.gate
+    if gate is not None and (refusal := gate(connection, cmd)) is not None:
+        _log.info(
+            "request refused by the gate",
+            code=cmd.code,
+            peer=connection.peer_address,
+            remark=refusal.remark,
+        )
+        result = refusal
+    elif processor is None:
         _log.debug("request code not supported", code=cmd.code, peer=connection.peer_address)
         result = not_supported(cmd)
     else:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Self
+from types import ModuleType
+from typing import TYPE_CHECKING, Self
 
 from rocklet.broker.config import NamesrvConfig
 from rocklet.broker.namesrv.kv_config import KVConfigManager
@@ -15,7 +16,17 @@ from rocklet.transport.clock import Clock, SystemClock
 from rocklet.transport.connection import Connection
 from rocklet.transport.tasks import BackgroundTasks
 
+if TYPE_CHECKING:
+    from rocklet.broker.acl.files import AclFiles
+
 __all__ = ["NamesrvServer"]
+
+
+def _acl() -> ModuleType:
+    # Imported only when aclEnable is on: other name servers never load the YAML library.
+    from rocklet.broker.acl import service
+
+    return service
 
 
 class NamesrvServer:
@@ -39,10 +50,11 @@ class NamesrvServer:
         self.kv = KVConfigManager()
         tls = tls_settings(config.extra, {}) if tls is None else tls
         processors = NamesrvProcessors(self.routes, self.kv, config, self._clock)
+        self._registry = processors.registry()
         self._server = RemotingServer(
             config.listen_host,
             config.listen_port,
-            processors.registry(),
+            self._registry,
             name="namesrv",
             high_water=config.write_buffer_high_water_mark or None,
             limits=config.flow_limits(),
@@ -51,6 +63,8 @@ class NamesrvServer:
             tls=tls.server_tls(),
         )
         self._tasks = BackgroundTasks("namesrv")
+        #: The ACL files in force (``aclEnable``), or ``None``.
+        self.acl: AclFiles | None = None
 
     @classmethod
     async def start(
@@ -79,8 +93,24 @@ class NamesrvServer:
             OSError: The address cannot be bound.
         """
         base = NamesrvConfig() if config is None else config
+        acl = _acl() if base.acl_enable else None
+        acl_files = acl.open_acl_files(base.acl_path) if acl is not None else None
         server = cls(dataclasses.replace(base, listen_port=port, listen_host=host), clock, tls)
         await server._server.start()
+        server.acl = acl_files
+        if acl is not None:
+            # Rocklet only: RocketMQ 4.9's name server has no ACL. Writes need an
+            # admin account's signature; lookups stay open (docs/security.md).
+            acl.enable_acl(
+                server._registry,
+                acl_files,
+                server._tasks,
+                name="namesrv",
+                addr=f"{host}:{server.port}",
+                cluster="",
+                checked_codes=acl.NAMESRV_CHECKED_CODES,
+                admin_codes=acl.NAMESRV_CHECKED_CODES,
+            )
         # NamesrvController schedules scanNotActiveBroker every 10 s.
         interval_s = server._config.scan_not_active_broker_interval_ms / 1000
         server._tasks.every(interval_s, server._scan, "broker-expiry")

@@ -102,11 +102,12 @@ def config_properties(config: BrokerConfig) -> dict[str, str]:
 
     Returns:
         Property name to value; unset optional values are left out, unknown keys kept.
+        Secrets (fields hidden from ``repr``, such as ``secretKey``) are never shown.
     """
     out: dict[str, str] = {}
     for spec in dataclasses.fields(config):
         value = getattr(config, spec.name)
-        if spec.name == "extra" or value is None:
+        if spec.name == "extra" or value is None or not spec.repr:
             continue
         if isinstance(value, bool):
             text = "true" if value else "false"

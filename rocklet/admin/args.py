@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from rocklet.credentials_args import add_credential_args
 from rocklet.tls_args import add_tls_arguments
 
 __all__ = ["DEFAULT_NAMESRV", "add_admin_parser"]
@@ -150,4 +151,5 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         p.add_argument("--json", action="store_true", help="print JSON instead of tables")
         p.add_argument("--timeout", type=float, default=5.0, help="request timeout, s (5)")
         add_tls_arguments(p)
+        add_credential_args(p)
         add_args(p)

@@ -13,6 +13,7 @@ from rocklet.admin.format import print_output
 from rocklet.admin.tool import AdminTool
 from rocklet.admin.verbs import VERBS
 from rocklet.client.errors import BrokerError, ClientError, ConnectError, NoRouteError
+from rocklet.credentials_args import credentials_from
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.errors import ProtocolError
 from rocklet.tls_args import tls_from_args
@@ -67,7 +68,8 @@ async def run_admin_async(
         err.write(f"rocklet admin {args.verb}: {exc}\n")
         return EXIT_FAILED
     try:
-        async with AdminTool(namesrv, args.timeout, tls) as tool:
+        credentials = credentials_from(args, env)
+        async with AdminTool(namesrv, args.timeout, tls, credentials) as tool:
             output = await VERBS[args.verb](tool, args)
     except (ClientError, ProtocolError) as exc:
         err.write(f"rocklet admin {args.verb}: {_describe(exc, namesrv)}\n")

@@ -19,6 +19,7 @@ from rocklet.client.errors import ClientError, NoRouteError, error_for_code
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import MessageExt
 from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
+from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.cluster import ClusterInfo, KVTable, TopicList
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
@@ -52,11 +53,25 @@ class AdminTool:
         namesrv: Name server address(es), ``host:port`` joined by ``;``.
         timeout_s: Timeout of each request.
         tls: TLS context of the connections; ``None``: plain TCP.
+        credentials: Sign requests with this ACL account; ``None``: unsigned.
     """
 
-    def __init__(self, namesrv: str, timeout_s: float, tls: ssl.SSLContext | None = None) -> None:
-        self.admin = Admin(namesrv, instance_name=INSTANCE_NAME, timeout_s=timeout_s, tls=tls)
+    def __init__(
+        self,
+        namesrv: str,
+        timeout_s: float,
+        tls: ssl.SSLContext | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
+        self.admin = Admin(
+            namesrv,
+            instance_name=INSTANCE_NAME,
+            timeout_s=timeout_s,
+            tls=tls,
+            credentials=credentials,
+        )
         self._tls = tls
+        self._credentials = credentials
         self._namesrv = namesrv
         self._timeout_s = timeout_s
         self._instance: ClientInstance | None = None
@@ -64,7 +79,9 @@ class AdminTool:
     async def __aenter__(self) -> AdminTool:
         await self.admin.start()
         # The admin's instance, one more ref.
-        self._instance = get_instance(self._namesrv, INSTANCE_NAME, tls=self._tls)
+        self._instance = get_instance(
+            self._namesrv, INSTANCE_NAME, tls=self._tls, credentials=self._credentials
+        )
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -34,6 +34,7 @@ def test_our_property_names_are_rocketmqs() -> None:
         "maxRequestsPerReadTurn",
         "listenHost",
     }
+    ours |= {"aclFile", "accessKey", "secretKey"}  # ACL: the file, registration signing
     assert ours | disk == BROKER - ROCKETMQ_BROKER_KEYS
     assert "mappedFileSizeCommitLog" in MESSAGE_STORE_CONFIG_KEYS
     assert "connectTimeoutMillis" in NETTY_CLIENT_CONFIG_KEYS
@@ -64,25 +65,29 @@ def test_typos_get_the_closest_known_name() -> None:
 
 def test_rocketmq_keys_rocklet_ignores_are_listed_apart() -> None:
     review = review_keys(
-        ["traceTopicEnable", "aclEnable", "brokerName", "serverWorkerThreads"],
+        ["traceTopicEnable", "enablePropertyFilter", "brokerName", "serverWorkerThreads"],
         BROKER,
         ROCKETMQ_BROKER_KEYS,
     )
     assert review.unknown == {}
-    assert review.not_implemented == ("aclEnable", "serverWorkerThreads", "traceTopicEnable")
+    assert review.not_implemented == (
+        "enablePropertyFilter",
+        "serverWorkerThreads",
+        "traceTopicEnable",
+    )
 
 
 def test_the_loaders_warn_and_keep_the_keys(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text("mapedFileSizeCommitLog=1048576\naclEnable=true\nbrokerName=b\n")
+    conf.write_text("mapedFileSizeCommitLog=1048576\nenablePropertyFilter=true\nbrokerName=b\n")
     with capture_logs() as logs:
         config = load_broker_config(conf)
     assert config.broker_name == "b"
-    assert config.extra == {"mapedFileSizeCommitLog": "1048576", "aclEnable": "true"}
+    assert config.extra == {"mapedFileSizeCommitLog": "1048576", "enablePropertyFilter": "true"}
     warnings = [e for e in logs if e["log_level"] == "warning"]
     assert [(e.get("key"), e.get("did_you_mean"), e.get("keys")) for e in warnings] == [
         ("mapedFileSizeCommitLog", "mappedFileSizeCommitLog", None),
-        (None, None, "aclEnable"),
+        (None, None, "enablePropertyFilter"),
     ]
     assert all(e["file"] == str(conf) for e in warnings)
 

@@ -25,7 +25,9 @@ and ends with a ``{"event": "done", ...}`` summary line:
 * ``pull``: the wheel's ``PullConsumer`` reads every queue of the topic until
   NO_NEW_MSG, printing a ``consumed`` line per message.
 
-With ``quiet`` the per-message lines are left out (benchmarks).
+With ``quiet`` the per-message lines are left out (benchmarks). With ``access_key`` and
+``secret_key`` the client signs its requests (ACL; ``set_session_credentials``, channel
+``channel`` or ``"ALIYUN"``, the C++ client's default).
 """
 
 from __future__ import annotations
@@ -90,8 +92,14 @@ def _message(topic: str, spec: dict[str, Any]) -> Any:
 def _producer(cmd: dict[str, Any]) -> Any:
     producer = Producer(cmd.get("group", "PG_COMPAT"), timeout=int(cmd.get("timeout_ms", 3000)))
     producer.set_namesrv_addr(cmd["namesrv"])
+    if cmd.get("access_key"):
+        producer.set_session_credentials(cmd["access_key"], cmd["secret_key"], _channel(cmd))
     producer.start()
     return producer
+
+
+def _channel(cmd: dict[str, Any]) -> str:
+    return str(cmd.get("channel", "ALIYUN"))
 
 
 # --- produce -------------------------------------------------------------------------
@@ -294,6 +302,11 @@ class _PushConsumer:
             ffi_check(dll.SetPushConsumerInstanceName(self._handle, cmd["instance"].encode()))
         if cmd.get("threads"):
             ffi_check(dll.SetPushConsumerThreadCount(self._handle, int(cmd["threads"])))
+        if cmd.get("access_key"):
+            keys = (cmd["access_key"], cmd["secret_key"], _channel(cmd))
+            ffi_check(
+                dll.SetPushConsumerSessionCredentials(self._handle, *(k.encode() for k in keys))
+            )
         topic, expression = cmd["topic"].encode(), cmd.get("expression", "*").encode()
         ffi_check(dll.Subscribe(self._handle, topic, expression))
         # Keep a reference: the C++ side holds only the raw function pointer.
@@ -344,6 +357,8 @@ def pull(cmd: dict[str, Any]) -> dict[str, Any]:
     """Run the ``pull`` job."""
     consumer = PullConsumer(cmd.get("group", "CG_COMPAT_PULL"))
     consumer.set_namesrv_addr(cmd["namesrv"])
+    if cmd.get("access_key"):
+        consumer.set_session_credentials(cmd["access_key"], cmd["secret_key"], _channel(cmd))
     consumer.start()
     quiet, count = bool(cmd.get("quiet")), 0
     began = time.perf_counter()
