@@ -47,14 +47,14 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import raw_send
 from broker_process import Standalone, standalone
 from sdk_bench import machine
 
 from rocklet.client import Admin, Credentials, Message, Producer, PullConsumer
 from rocklet.protocol.acl import sign
-from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.command import RemotingCommand
-from rocklet.protocol.frame import FrameDecoder, encode_command_parts
 
 DRIVER = Path(__file__).resolve().parents[1] / "tests" / "compat" / "cpp_driver.py"
 TOPIC = "AclBenchTopic"
@@ -173,63 +173,16 @@ async def _prepare(namesrv: str, acl: bool) -> None:
     raise RuntimeError("topic never routed")
 
 
-class _RawSender(asyncio.Protocol):
-    """Keeps INFLIGHT SEND_MESSAGE_V2 requests in flight on one socket (bench/hotpath.py)."""
-
-    def __init__(self, total: int, creds: Credentials | None, done: asyncio.Future[float]) -> None:
-        self._total, self._creds, self._done = total, creds, done
-        self._decoder = FrameDecoder()
-        self._sent = self._answered = 0
-        self._transport: asyncio.Transport | None = None
-        self._began = time.perf_counter()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        self._send(min(INFLIGHT, self._total))
-
-    def _send(self, n: int) -> None:
-        assert self._transport is not None
-        parts: list[Any] = []
-        for _ in range(n):
-            self._sent += 1
-            fields = {"a": "PG_raw", "b": TOPIC, "c": "TBW102", "d": "4"}
-            fields |= {"e": str(self._sent % QUEUES), "f": "0", "g": str(int(time.time() * 1000))}
-            fields |= {"h": "0", "i": f"UNIQ_KEY\x01{self._sent:032X}\x02WAIT\x01true"}
-            fields |= {"j": "0", "k": "false", "m": "false"}
-            cmd = RemotingCommand(
-                RequestCode.SEND_MESSAGE_V2, opaque=self._sent, ext_fields=fields, body=BODY
-            )
-            parts += encode_command_parts(cmd if self._creds is None else sign(cmd, self._creds))
-        self._transport.writelines(parts)
-
-    def data_received(self, data: bytes) -> None:
-        self._decoder.feed(data)
-        answered = 0
-        for cmd in self._decoder.commands():
-            if cmd.code != ResponseCode.SUCCESS:
-                if not self._done.done():
-                    self._done.set_exception(RuntimeError(f"send failed: {cmd.remark}"))
-                return
-            answered += 1
-        self._answered += answered
-        if self._answered >= self._total:
-            if not self._done.done():
-                self._done.set_result(time.perf_counter() - self._began)
-            return
-        self._send(min(answered, self._total - self._sent))
-
-
 async def _raw(broker: Standalone, messages: int, acl: bool) -> tuple[int, float]:
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[float] = loop.create_future()
-    creds = PRODUCER if acl else None
-    transport, _ = await loop.create_connection(
-        lambda: _RawSender(messages, creds, done), "127.0.0.1", broker.broker_port
+    return await raw_send.run_raw(
+        broker.broker_port,
+        messages,
+        topic=TOPIC,
+        queues=QUEUES,
+        body=BODY,
+        window=INFLIGHT,
+        credentials=PRODUCER if acl else None,
     )
-    try:
-        return messages, await asyncio.wait_for(done, 600)
-    finally:
-        transport.close()
 
 
 async def _send(namesrv: str, messages: int, acl: bool) -> tuple[int, float]:

@@ -44,28 +44,25 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import structlog
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import raw_send
 from broker_process import Standalone, standalone
 from sdk_consume_bench import pull_cap_conf
 
 from rocklet.client.admin import Admin
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.errors import NoRouteError
-from rocklet.client.message import Message, MessageExt, UniqKeyGenerator
+from rocklet.client.message import Message, MessageExt
 from rocklet.client.producer import Producer
 from rocklet.client.pull_api import PullStatus
 from rocklet.client.pull_consumer import PullConsumer
 from rocklet.client.push_consumer import PushConsumer
 from rocklet.protocol.bodies.queue import MessageQueue
-from rocklet.protocol.codes import RequestCode, ResponseCode
-from rocklet.protocol.command import RemotingCommand
-from rocklet.protocol.frame import FrameDecoder, encode_command_parts
 
 SEND_TOPIC = "HotpathSend"
 CONSUME_TOPIC = "HotpathConsume"
@@ -186,78 +183,11 @@ def measure(
 # --- the cases -------------------------------------------------------------------------
 
 
-class _RawSender(asyncio.Protocol):
-    """Keeps ``window`` SEND_MESSAGE_V2 requests in flight on one socket."""
-
-    def __init__(self, total: int, window: int, done: asyncio.Future[float]) -> None:
-        self._total, self._window, self._done = total, window, done
-        self._decoder = FrameDecoder()
-        self._ids = UniqKeyGenerator()
-        self._sent = self._answered = 0
-        self._transport: asyncio.Transport | None = None
-        self._began = 0.0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = cast(asyncio.Transport, transport)
-
-    def start(self) -> None:
-        self._began = time.perf_counter()
-        self._send(min(self._window, self._total))
-
-    def _send(self, n: int) -> None:
-        assert self._transport is not None
-        parts: list[bytes | bytearray | memoryview] = []
-        for _ in range(n):
-            self._sent += 1
-            # What the SDK and Java send: V2 one-letter keys, JSON header.
-            fields = {
-                "a": "PG_raw",
-                "b": SEND_TOPIC,
-                "c": "TBW102",
-                "d": "4",
-                "e": str(self._sent % QUEUES),
-                "f": "0",
-                "g": str(int(time.time() * 1000)),
-                "h": "0",
-                "i": f"UNIQ_KEY\x01{self._ids.next()}\x02WAIT\x01true",
-                "j": "0",
-                "k": "false",
-                "m": "false",
-            }
-            cmd = RemotingCommand(
-                RequestCode.SEND_MESSAGE_V2, opaque=self._sent, ext_fields=fields, body=BODY
-            )
-            parts += encode_command_parts(cmd)
-        self._transport.writelines(parts)
-
-    def data_received(self, data: bytes) -> None:
-        self._decoder.feed(data)
-        answered = 0
-        for cmd in self._decoder.commands():
-            if cmd.code != ResponseCode.SUCCESS:
-                self._done.set_exception(RuntimeError(f"send failed: {cmd.code} {cmd.remark}"))
-                return
-            answered += 1
-        self._answered += answered
-        if self._answered >= self._total:
-            if not self._done.done():
-                self._done.set_result(time.perf_counter() - self._began)
-            return
-        self._send(min(answered, self._total - self._sent))
-
-
 async def run_raw(broker: Standalone, total: int, window: int) -> tuple[int, float]:
     """Raw pipelined SEND_MESSAGE_V2: the broker's cost per single send."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[float] = loop.create_future()
-    transport, sender = await loop.create_connection(
-        lambda: _RawSender(total, window, done), "127.0.0.1", broker.broker_port
+    return await raw_send.run_raw(
+        broker.broker_port, total, topic=SEND_TOPIC, queues=QUEUES, body=BODY, window=window
     )
-    try:
-        sender.start()
-        return total, await asyncio.wait_for(done, 600)
-    finally:
-        transport.close()
 
 
 async def run_single(namesrv: str, total: int, inflight: int) -> tuple[int, float]:
