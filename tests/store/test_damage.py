@@ -238,7 +238,11 @@ def test_stray_files_are_ignored_with_a_warning(tmp_path: Path) -> None:
     with capture_logs() as logs, MessageStore.open(small_config(tmp_path)) as store:
         assert sorted(store.recovery_report.ignored_files) == sorted(map(str, strays))
         assert _seqs(store) == set(range(120))
-    warned = {e["path"] for e in logs if e["log_level"] == "warning" and "path" in e}
+    # Only the stray-file warnings: others name paths too (a disk past its warning
+    # ratio on a shared machine names the commitlog directory).
+    warned = {
+        e["path"] for e in logs if e["log_level"] == "warning" and e["event"].startswith("ignoring")
+    }
     assert warned == {str(p) for p in strays}
     assert all(p.exists() for p in strays)  # left alone
 
