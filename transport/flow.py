@@ -27,6 +27,7 @@ too; see :class:`~rocklet.transport.connection.Connection`.
 from __future__ import annotations
 
 import asyncio
+import asyncio.selector_events
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -126,9 +127,17 @@ def writelines_pause_check(transport: asyncio.BaseTransport) -> Callable[[], Non
     The stock selector transport of CPython 3.12.0-3.12.8 and 3.13.0-3.13.1 forgets to
     pause its protocol in ``writelines`` (CPython gh-127655), so a peer that stops
     reading would make its buffer grow without bound. Its own (private) check does the
-    missing step; uvloop's transports and 3.11's ``writelines`` (a ``write``) need none.
+    missing step; uvloop's transports and 3.11's ``writelines`` (a ``write``) need none,
+    and so does a TLS transport, whose ``writelines`` goes through the SSL protocol to
+    the socket transport's ``write`` (it also has the method, but not the state it reads).
     """
-    if sys.version_info < (3, 12):
+    if sys.version_info < (3, 12) or not isinstance(transport, _SELECTOR_SOCKET_TRANSPORT):
         return None
     check = getattr(transport, "_maybe_pause_protocol", None)
     return check if callable(check) else None
+
+
+#: The transport with the bug: the selector event loop's TCP transport (private name).
+_SELECTOR_SOCKET_TRANSPORT: Final[type] = getattr(
+    asyncio.selector_events, "_SelectorSocketTransport", type(None)
+)
