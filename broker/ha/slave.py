@@ -164,7 +164,11 @@ class HASlave:
                     body, offset = body[mine - offset :], mine
                     if not body:
                         continue
-                elif offset != store.commitlog.max_offset():
+                elif offset != store.commitlog.max_offset() and not (
+                    store.commitlog.files.last is None and offset % store.commitlog.file_size == 0
+                ):
+                    # (An empty slave starts where the master starts it: RocketMQ's
+                    # master sends only its newest segment to an empty slave.)
                     raise ReplicaError(
                         f"master sent offset {offset}, slave is at {store.commitlog.max_offset()}"
                     )
