@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import structlog
+
 from rocklet.broker.config import BrokerConfig, BrokerRole
 from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.ha.metadata import MetadataSync
@@ -12,6 +14,8 @@ from rocklet.broker.topics import TopicConfigManager
 from rocklet.store.message_store import MessageStore
 
 __all__ = ["Replication", "start_replication"]
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(slots=True)
@@ -91,4 +95,18 @@ async def start_replication(
         fallbehind_max=config.ha_slave_fallbehind_max,
         housekeeping_s=config.ha_housekeeping_interval_ms / 1000,
     )
-    return Replication(master, None, await master.start(host, port))
+    try:
+        bound = await master.start(host, port)
+    except OSError as exc:
+        if config.ha_listen_port is not None or not port:
+            raise
+        # listenPort + 1 was only a default; slaves learn the real port from the name
+        # server, so a port someone else holds (a client's ephemeral port) is no reason
+        # to refuse to start.
+        log.error(
+            "the default HA port is taken; listening on a free port instead",
+            port=port,
+            error=str(exc),
+        )
+        bound = await master.start(host, 0)
+    return Replication(master, None, bound)
