@@ -107,11 +107,13 @@ class HAMaster:
         if self._server is not None:
             self._server.close()
             self._server = None
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # Hang up rather than cancel: the connection tasks then end on their own.
+        for writer in list(self._slaves.values()):
+            writer.transport.abort()
+        if self._tasks:
+            _, stuck = await asyncio.wait(list(self._tasks), timeout=5)
+            for task in stuck:
+                task.cancel()
         for _, _, fut in self._waiters:
             if not fut.done():
                 fut.set_result(False)
