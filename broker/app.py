@@ -375,7 +375,12 @@ class Broker:
         cfg, tasks = self.ctx.config, self.ctx.tasks
         tasks.every(cfg.flush_consumer_offset_interval_ms / 1000, self._persist, "persist")
         tasks.every(_CLIENT_SCAN_MS / 1000, self._scan_clients, "client-scan")
-        tasks.every(_DELAY_TICK_MS / 1000, self._deliver_delayed, "delay")
+        slave = self.replication is not None and self.replication.slave is not None
+        if not slave:
+            # A slave's commitlog is the master's, byte for byte: the master delivers
+            # delayed messages and checks transactions, and the slave receives the
+            # results (RocketMQ starts neither service on a slave).
+            tasks.every(_DELAY_TICK_MS / 1000, self._deliver_delayed, "delay")
         tasks.every(cfg.clean_resource_interval_ms / 1000, self._retain, "retention")
         # Disk usage, so a full disk is noticed (and sends resume) without a send.
         check_s = self.ctx.store.config.disk_check_interval_ms / 1000
@@ -386,7 +391,8 @@ class Broker:
         # a round directly with check_once(now_ms).
         self.transaction_check = transaction_check_service(self.ctx)
         check = self.transaction_check
-        tasks.every(check.interval_s, check.check_round, "transaction-check")
+        if not slave:
+            tasks.every(check.interval_s, check.check_round, "transaction-check")
 
     async def _register(self) -> None:
         # The registrar reads the table before its first await, so this is its version.

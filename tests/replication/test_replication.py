@@ -49,12 +49,12 @@ async def send_some(addr: str, n: int, start: int = 0, size: int = 700) -> list[
     return out
 
 
-async def bodies(addr: str, queue_id: int) -> list[bytes]:
+async def bodies(addr: str, queue_id: int, topic: str = TOPIC) -> list[bytes]:
     """Every message body of one queue, pulled from ``addr``."""
     got: list[bytes] = []
     async with await _connect(addr) as conn:
         while True:
-            resp = await conn.request(pull(TOPIC, queue_id, len(got)), 10)
+            resp = await conn.request(pull(topic, queue_id, len(got)), 10)
             if resp.code != ResponseCode.SUCCESS:
                 return got
             got += [m.body for m in iter_messages(resp.body)]
@@ -85,6 +85,16 @@ async def test_slave_follows_the_master_byte_for_byte(tmp_path: Path) -> None:
             await slave.start()
             await caught_up(master, slave)
             await send_some(master.broker_addr, 100, start=150)  # and while it follows
+            # A delayed message: the master delivers it, the slave only receives both
+            # records (a slave that delivered it too would diverge).
+            async with await _connect(master.broker_addr) as conn:
+                resp = await conn.request(cpp_send("HaDelay", b"later", props={"DELAY": "1"}), 5)
+                assert resp.code == ResponseCode.SUCCESS
+
+            async def delivered() -> bool:
+                return len(await bodies(master.broker_addr, 0, "HaDelay")) == 1
+
+            await until("the delayed message's delivery", delivered)
             await caught_up(master, slave)
             end = await max_offset(master.broker_addr)
             assert await max_offset(slave.broker_addr) == end
