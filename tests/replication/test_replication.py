@@ -8,7 +8,9 @@ learns the master's HA address from the name server's REGISTER_BROKER answer.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 from pathlib import Path
 
 from rocklet.protocol.codes import ResponseCode
@@ -194,5 +196,36 @@ async def test_divergent_slave_stops_and_says_so(tmp_path: Path) -> None:
             assert "differ at offset" in why, why
             await slave.wait_line(re.compile(r"error.*commitlog diverged", re.I), 5)
             assert commitlog_bytes(slave.store, 10**9) == before  # nothing appended
+        finally:
+            await slave.close()
+
+
+async def test_sync_master_answers_flush_slave_timeout_when_the_slave_stalls(
+    tmp_path: Path,
+) -> None:
+    props = master_props("SYNC_MASTER", slaveTimeout="300")
+    async with running_master(tmp_path / "m", props) as master:
+        await ha_port(master)
+        slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props())
+        try:
+            await slave.start()
+
+            async def connected() -> bool:
+                return (await broker_status(master.broker_addr))["haConnectedSlaves"] == "1"
+
+            await until("the slave connecting", connected)
+            async with await _connect(master.broker_addr) as conn:
+                resp = await conn.request(cpp_send(TOPIC, b"both"), 5)
+                assert resp.code == ResponseCode.SUCCESS
+                os.kill(slave.pid, signal.SIGSTOP)  # connected, but acknowledges nothing
+                try:
+                    resp = await conn.request(cpp_send(TOPIC, b"stalled"), 5)
+                    assert resp.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
+                    assert resp.ext_fields["msgId"]  # stored all the same
+                finally:
+                    os.kill(slave.pid, signal.SIGCONT)
+                await caught_up(master, slave)
+                resp = await conn.request(cpp_send(TOPIC, b"again"), 5)
+                assert resp.code == ResponseCode.SUCCESS
         finally:
             await slave.close()
