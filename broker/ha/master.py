@@ -40,6 +40,11 @@ _POLL_S = 0.1
 _COLD_BYTES = 4 * 1024 * 1024
 
 
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)
+
+
 class _Slave:
     """One connected slave."""
 
@@ -114,6 +119,9 @@ class HAMaster:
             _, stuck = await asyncio.wait(list(self._tasks), timeout=5)
             for task in stuck:
                 task.cancel()
+        self._release_all()
+
+    def _release_all(self) -> None:
         for _, _, fut in self._waiters:
             if not fut.done():
                 fut.set_result(False)
@@ -144,13 +152,17 @@ class HAMaster:
         """
         if self.acked_offset >= end_offset:
             return True
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
         heapq.heappush(self._waiters, (end_offset, next(self._seq), fut))
+        # A timer that settles the future, rather than wait_for's task and shield per
+        # send; an expired entry stays in the heap until an ack passes it.
+        timer = loop.call_later(timeout_s, _expire, fut)
         self.notify()
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-        except TimeoutError:
-            return False
+            return await fut
+        finally:
+            timer.cancel()
 
     def status(self) -> dict[str, str]:
         """The keys this adds to brokerStatus (Rocklet's own)."""
@@ -196,6 +208,8 @@ class HAMaster:
             self._tasks.discard(sender)
             del self._slaves[slave]
             self.has_slaves = bool(self._slaves)
+            if not self.has_slaves:
+                self._release_all()  # nobody left to acknowledge them
             writer.close()
             self._tasks.discard(task)
 
