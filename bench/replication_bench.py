@@ -44,6 +44,8 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.transport.dial import open_connection
 
 _LISTENING = re.compile(r"broker listening.*port=(\d+)")
+#: The slave's log lines, shown if it does not stop.
+LOG: list[str] = []
 
 
 def start_slave(root: Path, namesrv: str) -> tuple[subprocess.Popen[str], int]:
@@ -60,6 +62,7 @@ def start_slave(root: Path, namesrv: str) -> tuple[subprocess.Popen[str], int]:
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            LOG.append(line)
             if not port and (match := _LISTENING.search(line)):
                 port.append(int(match[1]))
                 ready.set()
@@ -145,7 +148,12 @@ def run_mode(mode: str, root: Path, messages: int, latency_n: int) -> str:
         finally:
             if slave is not None:
                 slave.terminate()
-                slave.wait(30)
+                try:
+                    slave.wait(30)
+                except subprocess.TimeoutExpired:
+                    print("the slave did not stop; its last lines:\n" + "".join(LOG[-30:]))
+                    slave.kill()
+                    slave.wait()
     q = statistics.quantiles(lat, n=100)
     return (
         f"{mode:<7} {n / secs:>9.0f} msg/s  master {m_cpu / n * 1e6:6.1f} µs/msg  "
