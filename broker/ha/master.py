@@ -215,7 +215,10 @@ class HAMaster:
 
     async def _read_loop(self, slave: _Slave, reader: asyncio.StreamReader) -> None:
         while True:
-            data = await asyncio.wait_for(reader.readexactly(REPORT_SIZE), self._housekeeping_s)
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
+            # that arrives as the read completes, and the broker would not stop.
+            async with asyncio.timeout(self._housekeeping_s):
+                data = await reader.readexactly(REPORT_SIZE)
             (offset,) = REPORT.unpack(data)
             if slave.request_offset < 0:
                 slave.request_offset = offset
@@ -276,4 +279,5 @@ class HAMaster:
                 await writer.drain()
                 last_write = loop.time()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._data.wait(), _POLL_S)
+                async with asyncio.timeout(_POLL_S):
+                    await self._data.wait()

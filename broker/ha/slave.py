@@ -141,7 +141,10 @@ class HASlave:
         heartbeat = asyncio.create_task(self._heartbeats(writer, lambda: reported))
         try:
             while True:
-                head = await asyncio.wait_for(reader.readexactly(HEADER_SIZE), self._housekeeping_s)
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a
+                # cancellation that arrives as the read completes (a stop that hangs).
+                async with asyncio.timeout(self._housekeeping_s):
+                    head = await reader.readexactly(HEADER_SIZE)
                 offset, size = HEADER.unpack(head)
                 body = await reader.readexactly(size) if size else b""
                 if not verified:
