@@ -267,7 +267,7 @@ class Broker:
         )
         try:
             await server.start()
-            ha = await start_replication(config, store, topics, host)
+            ha = await start_replication(config, store, topics, offsets, host)
         except BaseException:
             await server.stop()
             await asyncio.to_thread(store.close)

@@ -1,17 +1,20 @@
-"""A slave's copy of its master's topic table (part of RocketMQ's ``SlaveSynchronize``).
+"""A slave's copy of its master's metadata (part of RocketMQ's ``SlaveSynchronize``).
 
 RocketMQ's slave fetches GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET,
 GET_ALL_DELAY_OFFSET and GET_ALL_SUBSCRIPTIONGROUP_CONFIG from ``masterAddr`` every
-10 s. Phase 1 of Rocklet's replication syncs the topic table only (a slave needs it to
-serve pulls), replacing its own when the master's data version differs; the rest is
-listed under "Not done yet" in docs/replication.md.
+10 s. Rocklet syncs the topic table (a slave needs it to serve pulls), replacing its
+own when the master's data version differs, and the consumer offsets (the master's
+overwrite the slave's, key by key, as RocketMQ's ``putAll`` does); delay offsets and
+subscription groups are listed under "Not done yet" in docs/replication.md.
 """
 
 from __future__ import annotations
 
 import structlog
 
+from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.topics import TopicConfigManager
+from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
@@ -31,10 +34,12 @@ class MetadataSync:
 
     Args:
         topics: The slave's topic table.
+        offsets: The slave's consumer offsets.
     """
 
-    def __init__(self, topics: TopicConfigManager) -> None:
+    def __init__(self, topics: TopicConfigManager, offsets: ConsumerOffsetManager) -> None:
         self._topics = topics
+        self._offsets = offsets
         #: The master's client address (``masterAddr`` of the register answer).
         self.master_addr: str | None = None
 
@@ -44,10 +49,10 @@ class MetadataSync:
             self.master_addr = addr
 
     async def sync_once(self) -> bool:
-        """Fetch the master's topic table and take it if it changed.
+        """Fetch the master's topic table and consumer offsets and take them.
 
         Returns:
-            Whether the table was replaced.
+            Whether the topic table was replaced.
         """
         addr = self.master_addr
         if addr is None:
@@ -57,6 +62,8 @@ class MetadataSync:
             async with await open_connection(host, int(port), connect_timeout_s=_TIMEOUT_S) as conn:
                 cmd = RemotingCommand(RequestCode.GET_ALL_TOPIC_CONFIG)
                 resp = await conn.request(cmd, _TIMEOUT_S)
+                cmd = RemotingCommand(RequestCode.GET_ALL_CONSUMER_OFFSET)
+                offsets = await conn.request(cmd, _TIMEOUT_S)
         except (RemotingError, OSError) as exc:
             log.warning("topic sync from the master failed", master=addr, error=str(exc))
             return False
@@ -69,6 +76,20 @@ class MetadataSync:
             log.warning("master's topic table does not parse", master=addr, error=str(exc))
             return False
         replaced = self._topics.replace_all(table)
+        if offsets.code == ResponseCode.SUCCESS:
+            self._take_offsets(offsets.body, addr)
         if replaced:
             log.info("topic table synced from the master", master=addr)
         return replaced
+
+    def _take_offsets(self, body: bytes, addr: str) -> None:
+        try:
+            obj = fastjson.loads(body)
+            raw = obj.get("offsetTable") or {}
+            table = {
+                str(key): {int(q): int(o) for q, o in queues.items()} for key, queues in raw.items()
+            }
+        except (ValueError, AttributeError, TypeError) as exc:
+            log.warning("master's consumer offsets do not parse", master=addr, error=str(exc))
+            return
+        self._offsets.replace_from_master(table)

@@ -10,6 +10,7 @@ from rocklet.broker.config import BrokerConfig, BrokerRole
 from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.ha.metadata import MetadataSync
 from rocklet.broker.ha.slave import HASlave
+from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.store.message_store import MessageStore
 
@@ -65,7 +66,11 @@ def ha_port(config: BrokerConfig, listen_port: int) -> int:
 
 
 async def start_replication(
-    config: BrokerConfig, store: MessageStore, topics: TopicConfigManager, host: str
+    config: BrokerConfig,
+    store: MessageStore,
+    topics: TopicConfigManager,
+    offsets: ConsumerOffsetManager,
+    host: str,
 ) -> Replication:
     """Listen for slaves (a master) or start following the master (a slave).
 
@@ -73,6 +78,7 @@ async def start_replication(
         config: Broker settings (role and ``ha*`` keys).
         store: The broker's store.
         topics: The broker's topic table (a slave's follows the master's).
+        offsets: The broker's consumer offsets (a slave's follow the master's).
         host: Interface the master's HA port binds.
 
     Returns:
@@ -87,7 +93,7 @@ async def start_replication(
             housekeeping_s=config.ha_housekeeping_interval_ms / 1000,
         )
         slave.start()
-        return Replication(None, slave, port, MetadataSync(topics))
+        return Replication(None, slave, port, MetadataSync(topics, offsets))
     master = HAMaster(
         store,
         batch_bytes=config.ha_transfer_batch_size,

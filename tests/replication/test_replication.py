@@ -13,7 +13,12 @@ import re
 import signal
 from pathlib import Path
 
-from rocklet.protocol.codes import ResponseCode
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from rocklet.protocol.message import iter_messages
 from rocklet.transport.connection import Connection
 from rocklet.transport.dial import open_connection
@@ -163,8 +168,26 @@ async def test_restarted_slave_catches_up_from_its_own_offset(tmp_path: Path) ->
             await caught_up(master, slave)
             assert await slave.stop() == 0
             await send_some(master.broker_addr, 80, start=60)
+            async with await _connect(master.broker_addr) as conn:
+                header = UpdateConsumerOffsetRequestHeader("CG", TOPIC, 0, 7)
+                cmd = RemotingCommand(
+                    RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=header.to_ext_fields()
+                )
+                assert (await conn.request(cmd, 5)).code == ResponseCode.SUCCESS
             await slave.start()
             await caught_up(master, slave)
+
+            async def offset_synced() -> bool:
+                # The slave copies the master's consumer offsets (SlaveSynchronize).
+                async with await _connect(slave.broker_addr) as conn:
+                    query = QueryConsumerOffsetRequestHeader("CG", TOPIC, 0)
+                    cmd = RemotingCommand(
+                        RequestCode.QUERY_CONSUMER_OFFSET, ext_fields=query.to_ext_fields()
+                    )
+                    resp = await conn.request(cmd, 5)
+                    return resp.ext_fields.get("offset") == "7"
+
+            await until("the committed offset on the slave", offset_synced)
             line = await slave.wait_line(re.compile(r"following the master.*"), 5)
             assert "offset=0" not in line[0]  # from its own offset, not from scratch
             end = await max_offset(master.broker_addr)
