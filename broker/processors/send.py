@@ -11,7 +11,11 @@ unlike RocketMQ 4.9.4, which stores the blob as one message.
 Under SYNC_FLUSH the answer waits for the group commit without blocking the event loop:
 the store's durability future is awaited, and other connections keep being served. A
 sync that times out or fails is answered FLUSH_DISK_TIMEOUT with the reason in the
-remark (the message is stored; the producer may retry and duplicate it).
+remark (the message is stored; the producer may retry and duplicate it). Under
+SYNC_MASTER the answer then waits for a slave's acknowledgement, grouped the same way
+(:mod:`rocklet.broker.ha.master`): SLAVE_NOT_AVAILABLE at once without a usable slave,
+FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``; both mean stored on the master. A slave
+answers every send SERVICE_NOT_AVAILABLE, as RocketMQ's store refuses puts there.
 
 A topic created by this send (or by a concurrent one, not yet on disk) is written to
 ``topics.json`` before the message is stored, so an acknowledged message never lives
