@@ -32,6 +32,7 @@ from rocklet.broker.config import BrokerConfig, ConfigError
 from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.ha.service import Replication, start_replication
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.long_polling import PullHoldService
@@ -62,6 +63,8 @@ log = structlog.get_logger(__name__)
 
 _CLIENT_SCAN_MS = 10_000
 _DELAY_TICK_MS = 100
+#: A slave copies its master's topic table this often (``SlaveSynchronize``: 10 s).
+_SLAVE_SYNC_S = 10.0
 
 
 def _prometheus() -> ModuleType:
@@ -161,6 +164,8 @@ class Broker:
         self._stopped = False
         #: The ACL files in force (``aclEnable``), or ``None``.
         self.acl: AclFiles | None = None
+        #: This broker's side of master-slave replication.
+        self.replication: Replication | None = None
 
     @classmethod
     async def start(
@@ -262,7 +267,9 @@ class Broker:
         )
         try:
             await server.start()
+            ha = await start_replication(config, store, topics, offsets, host)
         except BaseException:
+            await server.stop()
             await asyncio.to_thread(store.close)
             raise
         ip = config.broker_ip1 or "127.0.0.1"
@@ -280,6 +287,8 @@ class Broker:
             identity=BrokerIdentity.of(config, addr, pack_host(ip, server.port)),
             tasks=tasks,
             metrics=sink,
+            replicas=ha.master,
+            ha_status=ha.status,
         )
         register_processors(registry, ctx)
         if acl_files is not None:
@@ -297,7 +306,7 @@ class Broker:
                 broker_name=config.broker_name,
                 broker_addr=addr,
                 cluster_name=config.broker_cluster_name,
-                ha_server_addr=f"{config.broker_ip2 or ip}:{config.ha_listen_port}",
+                ha_server_addr=f"{config.broker_ip2 or ip}:{ha.port}",
                 broker_id=config.broker_id,
             ),
             topics.wrapper,
@@ -305,12 +314,17 @@ class Broker:
             compressed=config.compressed_register,
             tls=namesrv_tls,
             credentials=config.namesrv_credentials,
+            on_master=ha.learn_master,
         )
         delay = DelayDeliveryService(store, sync_timeout_s=config.sync_flush_timeout_ms / 1000)
         broker = cls(ctx, server, registrar, delay, RetentionService(store))
+        broker.replication = ha
         broker.acl = acl_files
         topics.on_change = broker._register_now.set
         await broker._register()
+        if ha.metadata is not None:
+            await ha.metadata.sync_once()
+            tasks.every(_SLAVE_SYNC_S, ha.metadata.sync_once, "slave-sync")
         broker._start_services()
         if metrics is not None:
             await broker._start_metrics(metrics, host)
@@ -361,7 +375,12 @@ class Broker:
         cfg, tasks = self.ctx.config, self.ctx.tasks
         tasks.every(cfg.flush_consumer_offset_interval_ms / 1000, self._persist, "persist")
         tasks.every(_CLIENT_SCAN_MS / 1000, self._scan_clients, "client-scan")
-        tasks.every(_DELAY_TICK_MS / 1000, self._deliver_delayed, "delay")
+        slave = self.replication is not None and self.replication.slave is not None
+        if not slave:
+            # A slave's commitlog is the master's, byte for byte: the master delivers
+            # delayed messages and checks transactions, and the slave receives the
+            # results (RocketMQ starts neither service on a slave).
+            tasks.every(_DELAY_TICK_MS / 1000, self._deliver_delayed, "delay")
         tasks.every(cfg.clean_resource_interval_ms / 1000, self._retain, "retention")
         # Disk usage, so a full disk is noticed (and sends resume) without a send.
         check_s = self.ctx.store.config.disk_check_interval_ms / 1000
@@ -372,7 +391,8 @@ class Broker:
         # a round directly with check_once(now_ms).
         self.transaction_check = transaction_check_service(self.ctx)
         check = self.transaction_check
-        tasks.every(check.interval_s, check.check_round, "transaction-check")
+        if not slave:
+            tasks.every(check.interval_s, check.check_round, "transaction-check")
 
     async def _register(self) -> None:
         # The registrar reads the table before its first await, so this is its version.
@@ -415,6 +435,8 @@ class Broker:
         ctx.holds.close()
         await self._server.stop(grace_s)
         await ctx.tasks.cancel_all()
+        if self.replication is not None:
+            await self.replication.stop()
         await self._registrar.unregister_all()
         await self._registrar.close()
         await self._persist()

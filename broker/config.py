@@ -130,7 +130,8 @@ class BrokerConfig:
     #: Rocklet only: the address the port binds (``--host``); RocketMQ binds every
     #: interface. ``rocklet standalone`` binds 127.0.0.1 unless told otherwise.
     listen_host: str = "0.0.0.0"
-    ha_listen_port: int = 10912
+    #: ``None``: listenPort + 1, as RocketMQ forces (0 when listenPort is 0).
+    ha_listen_port: int | None = None
     #: ``;``-separated ``host:port`` list; ``None`` = no name server (standalone tests).
     namesrv_addr: str | None = None
     #: Address advertised to clients and in message ids; ``None`` = detect.
@@ -170,6 +171,13 @@ class BrokerConfig:
     flush_interval_consume_queue_ms: int = 1000
     flush_consumer_offset_interval_ms: int = 5000
     sync_flush_timeout_ms: int = 5000
+    # Replication (docs/replication.md); haMasterAddress: the master's HA host:port.
+    ha_master_address: str | None = None
+    ha_send_heartbeat_interval_ms: int = 5000
+    ha_housekeeping_interval_ms: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    slave_timeout_ms: int = 3000
     check_crc_on_recover: bool = True
     long_polling_enable: bool = True
     short_polling_time_ms: int = 1000
@@ -220,7 +228,11 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
-        _check_port("haListenPort", self.ha_listen_port)
+        if self.ha_listen_port is not None:
+            _check_port("haListenPort", self.ha_listen_port)
+        _check_min("haSendHeartbeatInterval", self.ha_send_heartbeat_interval_ms, 1)
+        _check_min("haTransferBatchSize", self.ha_transfer_batch_size, 1)
+        _check_min("slaveTimeout", self.slave_timeout_ms, 1)
         _check_credentials(self.access_key, self.secret_key)
         if self.metrics_port is not None:
             _check_port("metricsPort", self.metrics_port)

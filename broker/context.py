@@ -8,11 +8,13 @@ keeps it so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.config import BrokerConfig
 from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.long_polling import PullHoldService
@@ -46,6 +48,8 @@ class BrokerContext:
         registration: Which topic-table version the name servers have; processors
             that change topics wait on it before answering.
         metrics: Where hot paths report puts, gets and requests (no-op when off).
+        replicas: A master's HA service (slaves and tests without one: ``None``).
+        ha_status: Replication's brokerStatus keys, or ``None``.
     """
 
     config: BrokerConfig
@@ -61,3 +65,5 @@ class BrokerContext:
     tasks: BackgroundTasks
     registration: RegistrationTracker = field(default_factory=RegistrationTracker)
     metrics: MetricsSink = NULL_METRICS
+    replicas: HAMaster | None = None
+    ha_status: Callable[[], dict[str, str]] | None = None

@@ -48,6 +48,20 @@ class ConsumerOffsetManager:
             if isinstance(queues, dict):
                 self._table[key] = {int(q): int(o) for q, o in queues.items()}
 
+    def replace_from_master(self, table: dict[str, dict[int, int]]) -> None:
+        """Take a master's offsets, key by key (a slave's sync: RocketMQ's ``putAll``).
+
+        Args:
+            table: ``topic@group`` to queue id to offset, as GET_ALL_CONSUMER_OFFSET has it.
+        """
+        changed = False
+        for key, queues in table.items():
+            if self._table.get(key) != queues:
+                self._table[key] = dict(queues)
+                changed = True
+        if changed:
+            self.writer.changed(urgent=False)
+
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Record a group's offset for a queue (the next message it will consume).
 

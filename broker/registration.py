@@ -57,6 +57,8 @@ class NamesrvRegistrar:
         credentials: Sign every request with this account (Rocklet: a name server
             with ACL on refuses unsigned registrations); ``None``: unsigned, as
             RocketMQ 4.9 brokers send them.
+        on_master: Called with the ``haServerAddr`` and ``masterAddr`` of each
+            accepted registration's answer (a slave learns its master there).
     """
 
     def __init__(
@@ -69,7 +71,9 @@ class NamesrvRegistrar:
         compressed: bool = False,
         tls: ssl.SSLContext | None = None,
         credentials: Credentials | None = None,
+        on_master: Callable[[str | None, str | None], None] | None = None,
     ) -> None:
+        self._on_master = on_master
         self._credentials = credentials
         self._addrs = addrs
         self._tls = tls
@@ -143,6 +147,9 @@ class NamesrvRegistrar:
                 remark=response.remark,
             )
             return False
+        if self._on_master is not None and cmd.code == RequestCode.REGISTER_BROKER:
+            fields = response.ext_fields
+            self._on_master(fields.get("haServerAddr"), fields.get("masterAddr"))
         return True
 
 

@@ -167,6 +167,23 @@ class TopicConfigManager:
         self._changed(config.topic_name)
         return config
 
+    def replace_all(self, wrapper: TopicConfigSerializeWrapper) -> bool:
+        """Take the master's whole table if its data version differs (a slave's sync).
+
+        Returns:
+            Whether the table was replaced.
+        """
+        if wrapper.data_version == self.data_version:
+            return False
+        self._table = dict(wrapper.topic_config_table)
+        self.data_version = wrapper.data_version
+        generation = self.writer.changed(urgent=True)
+        for topic in self._table:
+            self.unsaved[topic] = generation
+        if self.on_change is not None:
+            self.on_change()
+        return True
+
     def delete(self, topic: str) -> bool:
         """Delete a topic's config; returns whether it existed."""
         if self._table.pop(topic, None) is None:

@@ -7,6 +7,7 @@ build one without a broker.
 
 from __future__ import annotations
 
+from rocklet.broker.config import BrokerRole
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.processors import (
     admin,
@@ -59,6 +60,9 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
             reject_transactions=cfg.reject_transaction_message,
             max_message_size=cfg.max_message_size,
+            replicas=ctx.replicas,
+            sync_master=cfg.broker_role is BrokerRole.SYNC_MASTER,
+            slave_timeout_ms=cfg.slave_timeout_ms,
         ),
     )
     pull.register(
@@ -133,7 +137,9 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             clients=clients,
             identity=identity,
         ),
-        RuntimeAdmin(config=cfg, store=store, clients=clients, clock=ctx.clock),
+        RuntimeAdmin(
+            config=cfg, store=store, clients=clients, clock=ctx.clock, ha_status=ctx.ha_status
+        ),
     )
     admin_store.register(registry, StoreAdmin(store))
 

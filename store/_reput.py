@@ -16,11 +16,13 @@ in a segment the recovery scan did not read (an old segment after a clean stop).
 from __future__ import annotations
 
 import bisect
+import struct
 from collections.abc import Callable, Iterable, Sequence
 
 import structlog
 
 from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.message import BLANK_MAGIC
 from rocklet.store._commitlog import CommitLog
 from rocklet.store._damage import DamagedRange, is_segment_end
 from rocklet.store._dispatch_request import BLANK, DispatchRequest, check_record
@@ -35,6 +37,7 @@ Dispatcher = Callable[[DispatchRequest], None]
 #: Called with a segment and the position of bad bytes; returns the range to skip.
 DamageHandler = Callable[[MappedFile, int], DamagedRange]
 _NONE: int = 1 << 62
+_HEAD = struct.Struct(">ii")
 
 
 class ReputService:
@@ -62,6 +65,9 @@ class ReputService:
         self.dispatched = 0
         #: Recovery's resync for bad bytes not in :meth:`skip`; None: they are an error.
         self.on_damage: DamageHandler | None = None
+        #: A slave's commitlog is filled by replication, whose frames cut records
+        #: anywhere: stop before a record the open segment holds only part of.
+        self.partial_tail = False
         self._skip_starts: list[int] = []
         self._skip_ends: list[int] = []
 
@@ -110,7 +116,11 @@ class ReputService:
             pos = self.reput_from - base
             limit = mf.wrote_position
             skip_from, skip_to = self._next_skip(self.reput_from)
+            cut = False
             while pos < limit:
+                if self.partial_tail and limit < mf.size and _cut(view, pos, limit):
+                    cut = True
+                    break
                 if base + pos >= skip_from:  # known damage: jump over it
                     pos = skip_to - base
                     skip_from, skip_to = self._next_skip(skip_to)
@@ -131,5 +141,15 @@ class ReputService:
                 pos += req.size
                 count += 1
             self.reput_from = base + (mf.size if pos >= mf.size else pos)
+            if cut:
+                break  # the rest of that record arrives with the next frame
         self.dispatched += count
         return count
+
+
+def _cut(view: memoryview, pos: int, limit: int) -> bool:
+    """Whether the bytes at ``pos`` are the head of a record that ends past ``limit``."""
+    if pos + 8 > limit:
+        return True
+    size, magic = _HEAD.unpack_from(view, pos)
+    return bool(magic != BLANK_MAGIC and size > limit - pos)

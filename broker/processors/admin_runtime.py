@@ -29,6 +29,7 @@ import asyncio
 import dataclasses
 import enum
 import struct
+from collections.abc import Callable
 from typing import Final
 
 from rocklet.broker.clients import ClientChannel, ClientManager
@@ -223,11 +224,19 @@ class RuntimeAdmin:
         store: The message store (runtime facts).
         clients: Client channels (connection lists, relayed running info).
         clock: Time source (boot time and uptime).
+        ha_status: Replication's keys (docs/replication.md), or ``None``.
     """
 
     def __init__(
-        self, *, config: BrokerConfig, store: MessageStore, clients: ClientManager, clock: Clock
+        self,
+        *,
+        config: BrokerConfig,
+        store: MessageStore,
+        clients: ClientManager,
+        clock: Clock,
+        ha_status: Callable[[], dict[str, str]] | None = None,
     ) -> None:
+        self._ha_status = ha_status
         self._config = config
         self._store = store
         self._clients = clients
@@ -261,6 +270,7 @@ class RuntimeAdmin:
             **_store_facts(store),
             **_recovery_facts(store),
             **_disk_facts(store),
+            **(self._ha_status() if self._ha_status is not None else {}),
         }
         return dict(sorted(info.items()))
 

@@ -11,7 +11,11 @@ unlike RocketMQ 4.9.4, which stores the blob as one message.
 Under SYNC_FLUSH the answer waits for the group commit without blocking the event loop:
 the store's durability future is awaited, and other connections keep being served. A
 sync that times out or fails is answered FLUSH_DISK_TIMEOUT with the reason in the
-remark (the message is stored; the producer may retry and duplicate it).
+remark (the message is stored; the producer may retry and duplicate it). Under
+SYNC_MASTER the answer then waits for a slave's acknowledgement, grouped the same way
+(:mod:`rocklet.broker.ha.master`): SLAVE_NOT_AVAILABLE at once without a usable slave,
+FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``; both mean stored on the master. A slave
+answers every send SERVICE_NOT_AVAILABLE, as RocketMQ's store refuses puts there.
 
 A topic created by this send (or by a concurrent one, not yet on disk) is written to
 ``topics.json`` before the message is stored, so an acknowledged message never lives
@@ -23,12 +27,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Final
 
 import structlog
 
 from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.flush_wait import wait_flushed
 from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
@@ -60,7 +66,15 @@ from rocklet.store.message_store import MessageStore
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus, PutResult
 from rocklet.transport import ProcessorRegistry, RequestContext
 
-__all__ = ["SendProcessor", "peer_host", "register"]
+__all__ = ["SLAVE_PUT_REFUSAL", "SendProcessor", "peer_host", "register"]
+
+#: A slave's answer to a send: SERVICE_NOT_AVAILABLE (14), as RocketMQ 4.9.4's store
+#: refuses puts on a slave; its remark lists "messages are put to the slave" among
+#: other causes, ours names the one that applies.
+SLAVE_PUT_REFUSAL: Final = (
+    "service not available now: messages are put to the slave; "
+    "this broker is a slave (brokerRole=SLAVE) and takes no writes, send to its master"
+)
 
 log = structlog.get_logger(__name__)
 
@@ -110,6 +124,10 @@ class SendProcessor:
         sync_flush_timeout_ms: ``syncFlushTimeout``.
         reject_transactions: ``rejectTransactionMessage``.
         max_message_size: ``maxMessageSize``, named in the remark of a refused put.
+        replicas: The master's HA service, or ``None`` (no replication: a slave, or
+            a broker built without one).
+        sync_master: ``brokerRole=SYNC_MASTER``: answer once a slave has the message.
+        slave_timeout_ms: ``slaveTimeout`` (RocketMQ 4.9.3+ waits this long).
     """
 
     def __init__(
@@ -123,8 +141,15 @@ class SendProcessor:
         sync_flush_timeout_ms: int,
         reject_transactions: bool,
         max_message_size: int,
+        replicas: HAMaster | None = None,
+        sync_master: bool = False,
+        slave_timeout_ms: int = 3000,
     ) -> None:
         self._store = store
+        self._replicas = replicas
+        self._sync_master = sync_master and replicas is not None
+        self._slave_timeout_s = slave_timeout_ms / 1000
+        self._is_slave = not identity.is_master
         self._topics = topics
         self._groups = groups
         self._broker_name = identity.broker_name
@@ -167,6 +192,11 @@ class SendProcessor:
             remark = await wait_flushed(result, self._sync_timeout_s)
             if remark is not None:
                 code = ResponseCode.FLUSH_DISK_TIMEOUT
+        replicas = self._replicas
+        if replicas is not None and replicas.has_slaves:
+            replicas.notify()
+        if self._sync_master and code is ResponseCode.SUCCESS:
+            code, remark = await self._wait_slave(result.wrote_offset + result.wrote_bytes)
         first = msgs[0]
         # A half message is stored in the half topic's queue 0, but the producer is told
         # the queue it asked for, as RocketMQ answers (it ends the transaction there).
@@ -186,6 +216,16 @@ class SendProcessor:
         fields = send_response_fields(msg_id, queue_id, result.queue_offset)
         return cmd.make_response(code, remark=remark, ext_fields=fields)
 
+    async def _wait_slave(self, end: int) -> tuple[ResponseCode, str | None]:
+        # CommitLog.submitReplicaRequest: stored either way; the code says how far.
+        replicas = self._replicas
+        assert replicas is not None
+        if not replicas.slave_ok(end):
+            return ResponseCode.SLAVE_NOT_AVAILABLE, None
+        if await replicas.wait_replicated(end, self._slave_timeout_s):
+            return ResponseCode.SUCCESS, None
+        return ResponseCode.FLUSH_SLAVE_TIMEOUT, None
+
     def _born_host(self, rctx: RequestContext) -> bytes:
         # Packed once per connection: the peer does not change.
         attributes = rctx.connection.attributes
@@ -196,6 +236,9 @@ class SendProcessor:
 
     # -- checks ------------------------------------------------------------------------
     def _check(self, header: SendMessageRequestHeader) -> TopicConfig:
+        if self._is_slave:
+            # DefaultMessageStore refuses puts on a slave; SendMessageProcessor's answer.
+            raise Refused(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_PUT_REFUSAL)
         if not self._writable:
             raise Refused(
                 ResponseCode.NO_PERMISSION,

@@ -1,0 +1,6 @@
+"""Master-slave replication as RocketMQ 4.x's classic HA does it (docs/replication.md).
+
+:mod:`~rocklet.broker.ha.wire` has the two frame kinds, :mod:`~rocklet.broker.ha.master`
+the master's listener, its per-slave transfer and the SYNC_MASTER waits, and
+:mod:`~rocklet.broker.ha.slave` the slave's client that appends what the master sends.
+"""

@@ -1,0 +1,187 @@
+"""The slave's side of HA: follow the master's commitlog (RocketMQ's ``HAClient``).
+
+The slave connects to the master's HA port, reports its max commitlog offset, and
+appends every chunk the master sends at exactly the master's offsets
+(:func:`rocklet.store.replica.append_replica`, which also dispatches the records to
+the consume queues and index). It reports its new max offset after each chunk and
+every ``haSendHeartbeatInterval`` (5 s) otherwise.
+
+Beyond RocketMQ, divergence is detected: a slave that already holds bytes asks the
+master to start up to :data:`VERIFY_BYTES` before its end and compares the master's
+bytes with its own there before appending anything. Different bytes, or a master whose
+commitlog ends before the slave's, stop replication with an ERROR naming both offsets
+and show in brokerStatus (``haDiverged``); RocketMQ 4.x would append the master's later
+bytes after the slave's own and silently mix two histories. The first report is a lower
+offset, which an unmodified RocketMQ master serves like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+import structlog
+
+from rocklet.broker.ha.wire import HEADER, HEADER_SIZE, REPORT
+from rocklet.store.message_store import MessageStore
+from rocklet.store.replica import ReplicaError, append_replica, first_difference
+
+__all__ = ["VERIFY_BYTES", "HASlave"]
+
+log = structlog.get_logger(__name__)
+
+#: How much of its tail a slave with data compares with the master's on connect.
+VERIFY_BYTES = 64 * 1024
+#: Wait before reconnecting after a failed or lost connection (RocketMQ: 5 s).
+_RETRY_S = 1.0
+
+
+class _Diverged(Exception):
+    """The slave's commitlog is not a prefix of the master's."""
+
+
+class HASlave:
+    """The slave's HA client. Event loop only; :meth:`start` runs it as a task.
+
+    Args:
+        store: The slave's store.
+        master_addr: ``haMasterAddress`` (``host:port`` of the master's HA port);
+            ``None`` until the name server names it (:meth:`set_master`).
+        heartbeat_s: ``haSendHeartbeatInterval`` in seconds.
+        housekeeping_s: ``haHousekeepingInterval``: reconnect after this long in silence.
+    """
+
+    def __init__(
+        self,
+        store: MessageStore,
+        master_addr: str | None,
+        *,
+        heartbeat_s: float = 5.0,
+        housekeeping_s: float = 20.0,
+    ) -> None:
+        self._store = store
+        self._fixed = bool(master_addr)
+        self.master_addr = master_addr or None
+        self._heartbeat_s = heartbeat_s
+        self._housekeeping_s = housekeeping_s
+        self._task: asyncio.Task[None] | None = None
+        self._master_known = asyncio.Event()
+        if self.master_addr:
+            self._master_known.set()
+        #: Why replication stopped for good (divergence), or ``None``.
+        self.diverged: str | None = None
+        self.connected = False
+
+    def set_master(self, addr: str | None) -> None:
+        """Take the master's HA address from a REGISTER_BROKER answer.
+
+        A configured ``haMasterAddress`` wins and is never replaced, as in RocketMQ.
+        """
+        if self._fixed or not addr or addr == self.master_addr:
+            return
+        log.info("master HA address learned", master=addr)
+        self.master_addr = addr
+        self._master_known.set()
+
+    def start(self) -> None:
+        """Run the client as a task until :meth:`stop`."""
+        self._task = asyncio.create_task(self._run(), name="ha-slave")
+
+    async def stop(self) -> None:
+        """Disconnect and stop. Idempotent."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def status(self) -> dict[str, str]:
+        """The keys this adds to brokerStatus (Rocklet's own)."""
+        return {
+            "haMasterAddress": self.master_addr or "",
+            "haConnected": str(self.connected).lower(),
+            "haDiverged": self.diverged or "false",
+        }
+
+    async def _run(self) -> None:
+        while self.diverged is None:
+            await self._master_known.wait()
+            addr = self.master_addr
+            assert addr is not None
+            host, _, port = addr.rpartition(":")
+            try:
+                reader, writer = await asyncio.open_connection(host, int(port))
+            except OSError as exc:
+                log.warning("cannot reach the master's HA port", master=addr, error=str(exc))
+                await asyncio.sleep(_RETRY_S)
+                continue
+            self.connected = True
+            try:
+                await self._session(reader, writer)
+            except _Diverged as exc:
+                self.diverged = str(exc)
+                log.error("replication stopped: the slave's commitlog diverged", why=str(exc))
+            except (OSError, asyncio.IncompleteReadError, TimeoutError, ReplicaError) as exc:
+                log.warning("HA connection lost", master=addr, error=str(exc) or type(exc).__name__)
+            finally:
+                self.connected = False
+                writer.close()
+            if self.diverged is None:
+                await asyncio.sleep(_RETRY_S)
+
+    async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        store = self._store
+        mine = store.commitlog_max_offset()
+        cursor = mine if mine == 0 else max(store.commitlog_min_offset(), mine - VERIFY_BYTES)
+        verified = cursor == mine
+        log.info("following the master", master=self.master_addr, offset=mine, check_from=cursor)
+        reported = cursor
+        writer.write(REPORT.pack(reported))
+        heartbeat = asyncio.create_task(self._heartbeats(writer, lambda: reported))
+        try:
+            while True:
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a
+                # cancellation that arrives as the read completes (a stop that hangs).
+                async with asyncio.timeout(self._housekeeping_s):
+                    head = await reader.readexactly(HEADER_SIZE)
+                offset, size = HEADER.unpack(head)
+                body = await reader.readexactly(size) if size else b""
+                if not verified:
+                    if offset != cursor or not body:
+                        raise _Diverged(
+                            f"the master's commitlog ends at {offset}, before the slave's "
+                            f"max offset {mine}"
+                        )
+                    at = await asyncio.to_thread(first_difference, store, offset, body)
+                    if at is not None:
+                        raise _Diverged(
+                            f"commitlog bytes differ at offset {at} (the slave holds up to "
+                            f"{mine}; the master sent {offset}..{offset + size})"
+                        )
+                    cursor = offset + size
+                    if cursor < mine:
+                        continue
+                    verified = True
+                    log.info("slave commitlog matches the master's", checked_to=mine)
+                    body, offset = body[mine - offset :], mine
+                    if not body:
+                        continue
+                elif offset != store.commitlog.max_offset() and not (
+                    store.commitlog.files.last is None and offset % store.commitlog.file_size == 0
+                ):
+                    # (An empty slave starts where the master starts it: RocketMQ's
+                    # master sends only its newest segment to an empty slave.)
+                    raise ReplicaError(
+                        f"master sent offset {offset}, slave is at {store.commitlog.max_offset()}"
+                    )
+                if body:
+                    reported = await asyncio.to_thread(append_replica, store, offset, body)
+                    writer.write(REPORT.pack(reported))
+        finally:
+            heartbeat.cancel()
+
+    async def _heartbeats(self, writer: asyncio.StreamWriter, offset: Callable[[], int]) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_s)
+            writer.write(REPORT.pack(offset()))

@@ -1,0 +1,138 @@
+"""The store's side of master-slave replication: raw commitlog bytes out and in.
+
+A master ships its commitlog as it is on disk, in chunks that never cross a segment
+end but may cut records anywhere (RocketMQ's ``HAConnection.WriteSocketService``). A
+slave appends them at exactly the same offsets, so its segment files are byte for byte
+the master's, and dispatches the whole records among them to its consume queues and
+index with the store's own reput service, as recovery does
+(:mod:`rocklet.store._reput`, whose ``partial_tail`` makes it stop before a cut record).
+
+Everything here takes the store lock; the broker calls it from a worker thread when it
+may touch cold pages.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from rocklet.store.message_store import MessageStore
+
+__all__ = ["ReplicaError", "append_replica", "first_difference", "read_replica"]
+
+log = structlog.get_logger(__name__)
+
+
+class ReplicaError(Exception):
+    """Bytes from the master cannot be appended where they say they go."""
+
+
+def read_replica(store: MessageStore, offset: int, max_bytes: int) -> bytes | None:
+    """Copy commitlog bytes from ``offset`` to the end of its segment's written data.
+
+    Args:
+        store: The master's store.
+        offset: Where to start.
+        max_bytes: At most this many bytes (``haTransferBatchSize``).
+
+    Returns:
+        The bytes (empty when nothing is written past ``offset`` yet), or ``None`` when
+        ``offset`` is no longer stored (retention deleted it) or lies past the end.
+    """
+    with store.lock:
+        commitlog = store.commitlog
+        if offset == commitlog.max_offset():
+            return b""
+        mf = commitlog.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.from_offset
+        end = min(mf.wrote_position, pos + max_bytes)
+        if end <= pos:
+            # A sealed segment is full, so only the open one can end at ``offset``.
+            return b"" if mf is commitlog.files.last else None
+        return bytes(mf.view[pos:end])
+
+
+def first_difference(store: MessageStore, offset: int, data: bytes) -> int | None:
+    """Compare bytes from the master with the slave's own at the same offsets.
+
+    Only the overlap with what the slave holds is compared.
+
+    Args:
+        store: The slave's store.
+        offset: Where ``data`` starts in the master's commitlog.
+        data: The master's bytes.
+
+    Returns:
+        The first offset where they differ, or ``None`` if they agree.
+    """
+    with store.lock:
+        commitlog = store.commitlog
+        at, end = offset, min(offset + len(data), commitlog.max_offset())
+        while at < end:
+            mf = commitlog.files.find(at)
+            if mf is None:
+                return at
+            pos = at - mf.from_offset
+            n = min(end - at, mf.wrote_position - pos)
+            if n <= 0:
+                return at
+            mine = mf.view[pos : pos + n]
+            theirs = data[at - offset : at - offset + n]
+            if mine != theirs:
+                k = next(i for i in range(n) if mine[i] != theirs[i])
+                return at + k
+            at += n
+        return None
+
+
+def append_replica(store: MessageStore, offset: int, data: bytes) -> int:
+    """Append the master's bytes at ``offset`` and dispatch the whole records among them.
+
+    Args:
+        store: The slave's store.
+        offset: Where the bytes start in the master's commitlog; must be the slave's
+            max offset, or, for an empty slave, the start of a segment.
+        data: Commitlog bytes (may cut records at either end).
+
+    Returns:
+        The slave's max commitlog offset afterwards.
+
+    Raises:
+        ReplicaError: ``offset`` is not where the slave's commitlog ends.
+        OSError: A segment could not be created or written.
+    """
+    with store.lock:
+        commitlog = store.commitlog
+        files = commitlog.files
+        size = commitlog.file_size
+        if files.last is None:
+            if offset % size:
+                raise ReplicaError(
+                    f"an empty slave can only start at a segment start, not at {offset}"
+                )
+            files.create_file(offset)
+            store.reput.reput_from = offset
+        elif offset != commitlog.max_offset():
+            raise ReplicaError(
+                f"master sent bytes for offset {offset}; the slave's commitlog ends at "
+                f"{commitlog.max_offset()}"
+            )
+        view = memoryview(data)
+        while view:
+            mf = files.last
+            assert mf is not None
+            if mf.free == 0:
+                mf = files.create_file(mf.end_offset)
+            n = min(len(view), mf.free)
+            mf.append(view[:n])
+            view = view[n:]
+        reput = store.reput
+        reput.partial_tail = True
+        reput.run_once()
+        end = commitlog.max_offset()
+    store.flush_service.wakeup_if_due(end)
+    return end

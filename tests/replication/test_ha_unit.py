@@ -1,0 +1,111 @@
+"""The HA pieces in one process: store bytes in and out, the master's frames and acks,
+and a slave that is ahead of its master."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from rocklet.broker.ha.master import HAMaster
+from rocklet.broker.ha.slave import HASlave
+from rocklet.broker.ha.wire import HEADER, HEADER_SIZE, REPORT
+from rocklet.store.message_store import MessageStore
+from rocklet.store.replica import append_replica, read_replica
+from tests.replication.nodes import until
+from tests.store.helpers import message, small_config
+
+
+def _bytes(store: MessageStore) -> bytes:
+    out = bytearray()
+    at, end = store.commitlog_min_offset(), store.commitlog_max_offset()
+    while at < end:
+        chunk = read_replica(store, at, 1 << 20)
+        assert chunk
+        out += chunk
+        at += len(chunk)
+    return bytes(out)
+
+
+def _copy(src: MessageStore, dst: MessageStore, chunk: int) -> None:
+    at = dst.commitlog_max_offset()
+    while at < src.commitlog_max_offset():
+        data = read_replica(src, at, chunk)
+        assert data
+        at = append_replica(dst, at, data)
+
+
+def test_odd_chunks_rebuild_the_same_commitlog_and_queues(tmp_path: Path) -> None:
+    with (
+        MessageStore.open(small_config(tmp_path / "a")) as a,
+        MessageStore.open(small_config(tmp_path / "b")) as b,
+    ):
+        for n in range(120):  # several 16 KiB segments
+            assert a.put_message(message(n, queue_id=n % 3, size=90 + n % 50)).ok
+        _copy(a, b, 777)  # chunks that cut records and headers anywhere
+        assert _bytes(b) == _bytes(a)
+        for q in range(3):
+            assert a.max_offset("T", q) == b.max_offset("T", q) == 40
+            for at in range(0, 40, 8):
+                mine = a.get_messages("T", q, at, 8)
+                theirs = b.get_messages("T", q, at, 8)
+                assert [bytes(v) for v in theirs.buffers] == [bytes(v) for v in mine.buffers]
+                assert mine.buffers
+        assert b.query_by_key("T", "k-77", 5)
+
+
+async def test_master_frames_and_one_ack_releases_every_send_below_it(tmp_path: Path) -> None:
+    with MessageStore.open(small_config(tmp_path / "m")) as store:
+        master = HAMaster(store, batch_bytes=4096, heartbeat_s=60)
+        port = await master.start("127.0.0.1", 0)
+        try:
+            assert not master.slave_ok(1)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(REPORT.pack(0))
+            await until("the slave counted", lambda: master.has_slaves)
+            ends = []
+            for n in range(3):
+                r = store.put_message(message(n))
+                ends.append(r.wrote_offset + r.wrote_bytes)
+            master.notify()
+            waits = [asyncio.create_task(master.wait_replicated(e, 5)) for e in ends]
+            got = b""
+            while len(got) < ends[-1]:
+                offset, size = HEADER.unpack(await reader.readexactly(HEADER_SIZE))
+                assert offset == len(got) and 0 < size <= 4096
+                got += await reader.readexactly(size)
+            assert got == _bytes(store)
+            writer.write(REPORT.pack(ends[1]))  # one ack: the first two sends
+            assert await waits[0] and await waits[1]
+            assert not waits[2].done()
+            assert master.slave_ok(ends[2])
+            assert not await master.wait_replicated(ends[2] + 1, 0.05)  # times out
+            writer.write(REPORT.pack(ends[2]))
+            assert await waits[2]
+            writer.close()
+        finally:
+            await master.stop()
+
+
+async def test_slave_ahead_of_its_master_stops(tmp_path: Path) -> None:
+    with (
+        MessageStore.open(small_config(tmp_path / "m")) as m,
+        MessageStore.open(small_config(tmp_path / "s")) as s,
+    ):
+        for n in range(10):
+            assert m.put_message(message(n)).ok
+        _copy(m, s, 1000)
+        assert s.put_message(message(99)).ok  # bytes the master never had
+        ahead = s.commitlog_max_offset()
+        # The master's idle heartbeat carries its end offset: that is how the slave
+        # learns that the master ends before it does.
+        master = HAMaster(m, heartbeat_s=0.2)
+        port = await master.start("127.0.0.1", 0)
+        slave = HASlave(s, f"127.0.0.1:{port}", heartbeat_s=60)
+        slave.start()
+        try:
+            await until("the divergence", lambda: slave.diverged is not None, 10)
+            assert f"before the slave's max offset {ahead}" in (slave.diverged or "")
+            assert s.commitlog_max_offset() == ahead
+        finally:
+            await slave.stop()
+            await master.stop()
