@@ -64,4 +64,6 @@ async def test_the_java_admin_tool_speaks_tls_to_an_enforcing_rocklet(tmp_path: 
         # Without TLS the same tool cannot get an answer.
         code, out = await mqadmin("clusterList", "-n", servers.namesrv, tls=False)
         assert f"127.0.0.1:{servers.broker_port}" not in out
-        assert "RemotingSendRequestException" in out or "RemotingConnectException" in out, out
+        # How it fails depends on when the server's close lands (before the request is
+        # written: RemotingSendRequestException; after: a timeout or a closed channel).
+        assert "ClusterListSubCommand command failed" in out or "Remoting" in out, out
