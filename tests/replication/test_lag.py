@@ -91,8 +91,7 @@ async def test_lag_grows_while_the_slave_is_stopped_and_returns_to_zero(
             stopped = await broker_status(master.broker_addr)
             behind = int(stopped["commitLogMaxOffset"]) - end
             assert stopped["haSlave0LagBytes"] == str(behind) == stopped["haSlaveFallBehind"]
-            first = float(stopped["haSlave0LagSeconds"])
-            assert first > 0
+            first = float(stopped["haSlave0LagSeconds"])  # may still round to 0.000
 
             async def older() -> bool:
                 s = await broker_status(master.broker_addr)
