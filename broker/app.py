@@ -242,7 +242,7 @@ class Broker:
             clock,
             auto_create=config.auto_create_subscription_group,
         )
-        offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json")
+        offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json", clock)
         for manager in (topics, groups, offsets):
             manager.load()
         tasks = BackgroundTasks("broker")
@@ -275,7 +275,7 @@ class Broker:
         try:
             await server.start()
             fast = await _start_fast_port(config, remoting_server)
-            ha = await start_replication(config, store, topics, offsets, host)
+            ha = await start_replication(config, store, topics, groups, offsets, host)
         except BaseException:
             await server.stop()
             if fast is not None:
@@ -463,7 +463,10 @@ class Broker:
         await self._registrar.close()
         await self._persist()
         try:
-            await asyncio.to_thread(self._delay.persist)
+            # A slave's delayOffset.json is the master's (broker/ha/metadata.py); its
+            # idle delay service would write back what the file held at start.
+            if self.replication is None or self.replication.slave is None:
+                await asyncio.to_thread(self._delay.persist)
         except OSError as exc:  # e.g. a full disk: the store must still close cleanly
             log.error("saving delayOffset.json failed", error=str(exc))
         await asyncio.to_thread(ctx.store.close)
