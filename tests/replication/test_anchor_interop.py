@@ -137,7 +137,7 @@ def _port_with_vip() -> int:
     while True:
         with socket.socket() as main:
             main.bind(("127.0.0.1", 0))
-            port = main.getsockname()[1]
+            port = int(main.getsockname()[1])
             if port < 1026:
                 continue
             with socket.socket() as vip:
