@@ -25,6 +25,7 @@ import itertools
 
 import structlog
 
+from rocklet.broker.ha.guard import AllowList, HAGuard
 from rocklet.broker.ha.wire import HEADER, REPORT, REPORT_SIZE
 from rocklet.store.message_store import MessageStore
 from rocklet.store.replica import read_replica
@@ -64,6 +65,8 @@ class HAMaster:
         heartbeat_s: ``haSendHeartbeatInterval`` in seconds.
         fallbehind_max: ``haSlaveFallbehindMax``: a slave further behind is not OK.
         housekeeping_s: ``haHousekeepingInterval``: a silent slave is dropped after it.
+        guard: Who may follow (allow-list, TLS, handshake); default: the default
+            ``haAllowedSlaves`` only.
     """
 
     def __init__(
@@ -74,8 +77,12 @@ class HAMaster:
         heartbeat_s: float = 5.0,
         fallbehind_max: int = 256 * 1024 * 1024,
         housekeeping_s: float = 20.0,
+        guard: HAGuard | None = None,
     ) -> None:
         self._store = store
+        self._guard = guard or HAGuard(AllowList(None))
+        #: Connections still being admitted (aborted by :meth:`stop`).
+        self._admitting: set[asyncio.StreamWriter] = set()
         self._batch = batch_bytes
         self._heartbeat_s = heartbeat_s
         self._fallbehind = fallbehind_max
@@ -102,7 +109,7 @@ class HAMaster:
         Returns:
             The bound port.
         """
-        self._server = await asyncio.start_server(self._accept, host, port)
+        self._server = await asyncio.start_server(self._admit, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("ha listening", host=host, port=self.port)
         return self.port
@@ -113,7 +120,7 @@ class HAMaster:
             self._server.close()
             self._server = None
         # Hang up rather than cancel: the connection tasks then end on their own.
-        for writer in list(self._slaves.values()):
+        for writer in [*self._slaves.values(), *self._admitting]:
             writer.transport.abort()
         if self._tasks:
             _, stuck = await asyncio.wait(list(self._tasks), timeout=5)
@@ -184,6 +191,23 @@ class HAMaster:
             fut = heapq.heappop(waiters)[2]
             if not fut.done():
                 fut.set_result(True)
+
+    async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Nothing of the commitlog flows, and the peer does not count as a slave for
+        # SYNC_MASTER, until the guard admits it (broker/ha/guard.py).
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._admitting.add(writer)
+        try:
+            admitted = await self._guard.admit(reader, writer)
+        finally:
+            self._admitting.discard(writer)
+            self._tasks.discard(task)
+        if not admitted:
+            writer.transport.abort()
+            return
+        await self._accept(reader, writer)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = writer.get_extra_info("peername")[:2]

@@ -10,11 +10,14 @@ subscription groups are listed under "Not done yet" in docs/replication.md.
 
 from __future__ import annotations
 
+import ssl
+
 import structlog
 
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
+from rocklet.protocol.acl import Credentials, sign
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
@@ -35,11 +38,23 @@ class MetadataSync:
     Args:
         topics: The slave's topic table.
         offsets: The slave's consumer offsets.
+        credentials: Sign the requests as this account (``accessKey``/``secretKey``:
+            a master with ``aclEnable`` refuses unsigned ones).
+        tls: Speak TLS to the master's port with this context; ``None``: plain.
     """
 
-    def __init__(self, topics: TopicConfigManager, offsets: ConsumerOffsetManager) -> None:
+    def __init__(
+        self,
+        topics: TopicConfigManager,
+        offsets: ConsumerOffsetManager,
+        *,
+        credentials: Credentials | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self._topics = topics
         self._offsets = offsets
+        self._credentials = credentials
+        self._tls = tls
         #: The master's client address (``masterAddr`` of the register answer).
         self.master_addr: str | None = None
 
@@ -59,10 +74,12 @@ class MetadataSync:
             return False
         host, _, port = addr.rpartition(":")
         try:
-            async with await open_connection(host, int(port), connect_timeout_s=_TIMEOUT_S) as conn:
-                cmd = RemotingCommand(RequestCode.GET_ALL_TOPIC_CONFIG)
+            async with await open_connection(
+                host, int(port), connect_timeout_s=_TIMEOUT_S, tls=self._tls
+            ) as conn:
+                cmd = self._signed(RemotingCommand(RequestCode.GET_ALL_TOPIC_CONFIG))
                 resp = await conn.request(cmd, _TIMEOUT_S)
-                cmd = RemotingCommand(RequestCode.GET_ALL_CONSUMER_OFFSET)
+                cmd = self._signed(RemotingCommand(RequestCode.GET_ALL_CONSUMER_OFFSET))
                 offsets = await conn.request(cmd, _TIMEOUT_S)
         except (RemotingError, OSError) as exc:
             log.warning("topic sync from the master failed", master=addr, error=str(exc))
@@ -81,6 +98,9 @@ class MetadataSync:
         if replaced:
             log.info("topic table synced from the master", master=addr)
         return replaced
+
+    def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd if self._credentials is None else sign(cmd, self._credentials)
 
     def _take_offsets(self, body: bytes, addr: str) -> None:
         try:
