@@ -120,6 +120,9 @@ async def test_acl_master_serves_only_a_slave_that_proves_its_account(tmp_path: 
     props = master_props(aclEnable="true", aclFile=str(acl))
     async with running_master(tmp_path / "m", props) as master:
         port = await ha_port(master)
+        # A peer that starts a handshake and stalls (checked at the end: 5 s).
+        idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", port)
+        idle_writer.write(MAGIC[:3])
         await _send(master.broker_addr, 60, creds=SLAVE)
 
         # A stranger speaking RocketMQ's wire (an offset report): nothing, closed.
@@ -190,6 +193,9 @@ async def test_acl_master_serves_only_a_slave_that_proves_its_account(tmp_path: 
             assert any("slave authenticated" in ln for ln in master.lines)
         finally:
             await slave.close()
+        assert await _rest(idle_reader) == b""
+        idle_writer.close()
+        await until("the stall's refusal", lambda: _refusals(master, "no handshake in time"))
 
 
 async def test_master_refuses_addresses_outside_the_allow_list(tmp_path: Path) -> None:
