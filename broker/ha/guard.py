@@ -53,8 +53,10 @@ _PRIVATE: Final = (
 #: RocketMQ confs keep working on one host and in a compose network, while a master
 #: with a public address does not serve the internet.
 DEFAULT_ALLOWED: Final = "loopback,private"
-#: Longest a connection may take to pass TLS and the handshake.
-_ADMIT_TIMEOUT_S: Final = 5.0
+#: Longest a connection may take to pass TLS and the handshake: more than RocketMQ's
+#: slave waits before its first report (haSendHeartbeatInterval, 5 s), so a RocketMQ
+#: slave is refused for what it sent, which says what it is.
+_ADMIT_TIMEOUT_S: Final = 10.0
 #: Longest a host name of the allow-list may take to resolve.
 _RESOLVE_TIMEOUT_S: Final = 2.0
 

@@ -148,6 +148,12 @@ async def dial_master(
                 )
             writer.write(auth_message(credentials, head[len(MAGIC) :]))
             result = await reader.readexactly(1)
+    except TimeoutError:
+        writer.close()
+        raise HandshakeError(
+            f"the master did not answer the HA handshake within {_TIMEOUT_S:g} s (a "
+            "RocketMQ master? set haAuthEnable=false on this slave)"
+        ) from None
     except asyncio.IncompleteReadError:
         writer.close()
         raise HandshakeError(

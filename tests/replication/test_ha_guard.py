@@ -120,7 +120,7 @@ async def test_acl_master_serves_only_a_slave_that_proves_its_account(tmp_path: 
     props = master_props(aclEnable="true", aclFile=str(acl))
     async with running_master(tmp_path / "m", props) as master:
         port = await ha_port(master)
-        # A peer that starts a handshake and stalls (checked at the end: 5 s).
+        # A peer that starts a handshake and stalls (closed after 10 s; checked last).
         idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", port)
         idle_writer.write(MAGIC[:3])
         await _send(master.broker_addr, 60, creds=SLAVE)
@@ -193,7 +193,8 @@ async def test_acl_master_serves_only_a_slave_that_proves_its_account(tmp_path: 
             assert any("slave authenticated" in ln for ln in master.lines)
         finally:
             await slave.close()
-        assert await _rest(idle_reader) == b""
+        async with asyncio.timeout(15):
+            assert await idle_reader.read() == b""
         idle_writer.close()
         await until("the stall's refusal", lambda: _refusals(master, "no handshake in time"))
 
