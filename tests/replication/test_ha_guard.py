@@ -224,8 +224,10 @@ async def test_default_master_on_every_interface_warns(tmp_path: Path) -> None:
         assert "loopback,private" in line
 
 
-async def test_tls_master_serves_a_tls_slave_and_refuses_plaintext(tmp_path: Path) -> None:
+async def test_tls_acl_master_serves_a_tls_slave_and_refuses_plaintext(tmp_path: Path) -> None:
     pki = make_pki(tmp_path / "pki")
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(_ACL)
     tls = {
         "tls.server.mode": "enforcing",
         "tls.server.certPath": str(pki.server_cert),
@@ -233,20 +235,29 @@ async def test_tls_master_serves_a_tls_slave_and_refuses_plaintext(tmp_path: Pat
         "tls.client.trustCertPath": str(pki.ca_file),
     }
     ctx = pki.client_context()
-    async with running_master(tmp_path / "m", master_props(**tls)) as master:
+    props = master_props(aclEnable="true", aclFile=str(acl), **tls)
+    async with running_master(tmp_path / "m", props) as master:
         port = await ha_port(master)
-        await _send(master.broker_addr, 30, tls=ctx)
+        await _send(master.broker_addr, 30, tls=ctx, creds=SLAVE)
         # RocketMQ's plaintext wire against the TLS port: nothing back, closed, logged.
         assert await _refused_after(port, REPORT.pack(0)) == b""
         await until("the TLS refusal", lambda: _refusals(master, "TLS handshake failed"))
-        slave_tls = {"tls.enable": "true", "tls.client.trustCertPath": str(pki.ca_file)}
-        slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props(**slave_tls))
+        # TLS, then the handshake, then the data; the metadata sync signed, over TLS.
+        slave_conf = {
+            "tls.enable": "true",
+            "tls.client.trustCertPath": str(pki.ca_file),
+            "haAuthEnable": "true",
+            "accessKey": SLAVE.access_key,
+            "secretKey": SLAVE.secret_key,
+        }
+        slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props(**slave_conf))
         try:
             await slave.start()
-            end = await _caught_up(master.broker_addr, slave.broker_addr, tls=ctx)
+            end = await _caught_up(master.broker_addr, slave.broker_addr, tls=ctx, creds=SLAVE)
             assert commitlog_bytes(slave.store, end) == commitlog_bytes(master.store, end)
             resp = await _request(slave.broker_addr, pull(TOPIC, 1, 0))
             assert resp.code == ResponseCode.SUCCESS, resp.remark
+            assert any("slave authenticated" in ln for ln in master.lines)
         finally:
             await slave.close()
 
