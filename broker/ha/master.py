@@ -201,6 +201,9 @@ class HAMaster:
         self._admitting.add(writer)
         try:
             admitted = await self._guard.admit(reader, writer)
+        except Exception:  # a bug in the guard must refuse, not leave the socket open
+            log.exception("HA connection refused: the admission check failed")
+            admitted = False
         finally:
             self._admitting.discard(writer)
             self._tasks.discard(task)
