@@ -9,6 +9,9 @@ with a WARNING naming the peer, before a byte of commitlog is sent:
 3. when authentication is required (``haAuthEnable``, default ``aclEnable``) the peer
    must complete the handshake of :mod:`rocklet.broker.ha.handshake` as an
    ``admin: true`` account of the broker's ACL files.
+
+Steps 1 and 2 run on the raw socket (:mod:`rocklet.broker.ha.listener`), step 3 on
+the streams (:meth:`HAGuard.admit`).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import asyncio
 import hmac
 import ipaddress
 import secrets
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
 import structlog
@@ -35,7 +39,14 @@ from rocklet.broker.ha.handshake import (
 if TYPE_CHECKING:
     from rocklet.transport.tls import ServerTls
 
-__all__ = ["DEFAULT_ALLOWED", "AllowList", "AllowListError", "HAGuard", "SlaveAccount"]
+__all__ = [
+    "DEFAULT_ALLOWED",
+    "AllowList",
+    "AllowListError",
+    "HAGuard",
+    "RefusalLog",
+    "SlaveAccount",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +64,7 @@ _PRIVATE: Final = (
 #: RocketMQ confs keep working on one host and in a compose network, while a master
 #: with a public address does not serve the internet.
 DEFAULT_ALLOWED: Final = "loopback,private"
-#: Longest a connection may take to pass TLS and the handshake: more than RocketMQ's
+#: Longest a connection may take to finish the handshake: more than RocketMQ's
 #: slave waits before its first report (haSendHeartbeatInterval, 5 s), so a RocketMQ
 #: slave is refused for what it sent, which says what it is.
 _ADMIT_TIMEOUT_S: Final = 10.0
@@ -141,6 +152,39 @@ class AllowList:
         return False
 
 
+class RefusalLog:
+    """WARNINGs for refused connections, at most ``limit`` a minute.
+
+    A stranger reconnecting in a loop (or a RocketMQ slave of an ACL master, every 5 s)
+    must not flood the log; past the limit, refusals are counted and the count is
+    logged with the first refusal of a later minute.
+
+    Args:
+        limit: WARNINGs per minute.
+        clock: Seconds, monotonic (tests pass their own).
+    """
+
+    def __init__(self, limit: int = 20, clock: Callable[[], float] = time.monotonic) -> None:
+        self._limit = limit
+        self._clock = clock
+        self._start = clock()
+        self._logged = 0
+        self.suppressed = 0
+
+    def warn(self, event: str, **fields: object) -> None:
+        """Log one refusal, unless this minute's share is used up."""
+        now = self._clock()
+        if now - self._start >= 60:
+            if self.suppressed:
+                log.warning("HA connections refused without a log line", count=self.suppressed)
+            self._start, self._logged, self.suppressed = now, 0, 0
+        if self._logged < self._limit:
+            self._logged += 1
+            log.warning(event, **fields)
+        else:
+            self.suppressed += 1
+
+
 class SlaveAccount(Protocol):
     """What the guard needs of an ACL account (:class:`rocklet.broker.acl.accounts.Account`)."""
 
@@ -161,43 +205,38 @@ class HAGuard:
         accounts: Returns the ACL accounts in force when slaves must authenticate
             (read per connection, so an ACL file reload applies); ``None``: no
             handshake (the RocketMQ wire).
+        refusals: Where refusals are logged (rate-limited).
     """
 
     allowed: AllowList
     tls: ServerTls | None = None
     accounts: Callable[[], Mapping[str, SlaveAccount]] | None = None
+    refusals: RefusalLog = field(default_factory=RefusalLog)
 
     async def admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        """Run the checks on a new connection; ``False``: it was refused (and logged).
+        """Run the handshake, when one is required.
 
-        The caller closes a refused connection; nothing has been sent on it but the
-        handshake's own bytes.
+        Steps 1 and 2 (address, TLS) were done by
+        :class:`~rocklet.broker.ha.listener.HAListener` before the streams existed.
+
+        Returns:
+            Whether the peer may follow; a refusal is logged, and the caller closes the
+            connection (nothing has been sent on it but the handshake's own bytes).
         """
+        if self.accounts is None:
+            return True
         peer = writer.get_extra_info("peername")
-        host, port = (str(peer[0]), peer[1]) if peer else ("?", 0)
-        who = f"{host}:{port}"
-        if not await self.allowed.allows(host):
-            log.warning(
-                "HA connection refused: address not in haAllowedSlaves",
-                peer=who,
-                allowed=self.allowed.text,
-            )
-            return False
+        who = f"{peer[0]}:{peer[1]}" if peer else "?"
         try:
             async with asyncio.timeout(_ADMIT_TIMEOUT_S):
-                if self.tls is not None:
-                    await writer.start_tls(self.tls.context())
-                if self.accounts is None:
-                    return True
                 why = await self._authenticate(reader, writer)
         except TimeoutError:
             why = "no handshake in time"
         except (OSError, asyncio.IncompleteReadError) as exc:
-            stage = "TLS handshake failed" if self.tls is not None else "connection lost"
-            why = f"{stage}: {exc or type(exc).__name__}"
+            why = f"connection lost: {exc or type(exc).__name__}"
         if why is None:
             return True
-        log.warning("HA connection refused", peer=who, reason=why)
+        self.refusals.warn("HA connection refused", peer=who, reason=why)
         return False
 
     async def _authenticate(

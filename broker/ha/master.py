@@ -26,6 +26,7 @@ import itertools
 import structlog
 
 from rocklet.broker.ha.guard import AllowList, HAGuard
+from rocklet.broker.ha.listener import HAListener
 from rocklet.broker.ha.wire import HEADER, REPORT, REPORT_SIZE
 from rocklet.store.message_store import MessageStore
 from rocklet.store.replica import read_replica
@@ -87,7 +88,7 @@ class HAMaster:
         self._heartbeat_s = heartbeat_s
         self._fallbehind = fallbehind_max
         self._housekeeping_s = housekeeping_s
-        self._server: asyncio.Server | None = None
+        self._server: HAListener | None = None
         self._slaves: dict[_Slave, asyncio.StreamWriter] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._data = asyncio.Event()
@@ -109,8 +110,8 @@ class HAMaster:
         Returns:
             The bound port.
         """
-        self._server = await asyncio.start_server(self._admit, host, port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._server = await HAListener.open(host, port, self._guard, self._admit)
+        self.port = self._server.port
         log.info("ha listening", host=host, port=self.port)
         return self.port
 

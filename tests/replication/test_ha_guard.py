@@ -5,14 +5,16 @@ processes and hostile peers on loopback (docs/replication.md, "Who may follow").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from functools import partial
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from rocklet.broker.config import BrokerConfig, BrokerRole, ConfigError
-from rocklet.broker.ha.guard import AllowList
+from rocklet.broker.ha.guard import AllowList, RefusalLog
 from rocklet.broker.ha.handshake import ACCEPTED, MAGIC, NONCE_SIZE, REFUSED, auth_message
 from rocklet.broker.ha.wire import HEADER, HEADER_SIZE, REPORT
 from rocklet.protocol.acl import Credentials, sign
@@ -86,10 +88,18 @@ async def _caught_up(master: str, slave: str, **how: object) -> int:
     return want
 
 
-async def _rest(reader: asyncio.StreamReader) -> bytes:
-    """Everything the master sends until it closes (it must close within _CLOSE_S)."""
-    async with asyncio.timeout(_CLOSE_S):
-        return await reader.read()
+async def _rest(reader: asyncio.StreamReader, timeout_s: float = _CLOSE_S) -> bytes:
+    """Everything the master sends until it closes (within ``timeout_s``).
+
+    A refused peer whose bytes the master never read is reset rather than closed
+    (the kernel's answer to a close with unread data): that counts as closed too.
+    """
+    got = bytearray()
+    async with asyncio.timeout(timeout_s):
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := await reader.read(65536):
+                got += chunk
+    return bytes(got)
 
 
 async def _hello(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
@@ -112,6 +122,11 @@ async def _refused_after(port: int, payload: bytes) -> bytes:
 
 async def _refusals(master: BrokerProcess, reason: str) -> int:
     return sum("HA connection refused" in line and reason in line for line in master.lines)
+
+
+async def _signature_refusals(master: BrokerProcess, want: int) -> bool:
+    # The log reaches us through a pipe, after the socket's close: wait for it.
+    return await _refusals(master, "wrong signature") == want
 
 
 async def test_acl_master_serves_only_a_slave_that_proves_its_account(tmp_path: Path) -> None:
@@ -150,7 +165,7 @@ async def test_acl_master_serves_only_a_slave_that_proves_its_account(tmp_path: 
             assert await _rest(reader) == REFUSED
             writer.close()
             await until(f"the {why} refusal", partial(_refusals, master, why))
-        assert await _refusals(master, "wrong signature") == 1
+        await until("the wrong signature's refusal", partial(_signature_refusals, master, 1))
 
         # The right account gets the commitlog...
         reader, writer, nonce = await _hello(port)
@@ -166,7 +181,7 @@ async def test_acl_master_serves_only_a_slave_that_proves_its_account(tmp_path: 
         writer.write(proof)
         assert await _rest(reader) == REFUSED
         writer.close()
-        assert await _refusals(master, "wrong signature") == 2
+        await until("the replay's refusal", partial(_signature_refusals, master, 2))
 
         # A Rocklet slave configured with the account follows, and its metadata sync
         # (signed requests to the master's ACL-checked port) brings the topic.
@@ -193,8 +208,7 @@ async def test_acl_master_serves_only_a_slave_that_proves_its_account(tmp_path: 
             assert any("slave authenticated" in ln for ln in master.lines)
         finally:
             await slave.close()
-        async with asyncio.timeout(15):
-            assert await idle_reader.read() == b""
+        assert await _rest(idle_reader, 15) == b""
         idle_writer.close()
         await until("the stall's refusal", lambda: _refusals(master, "no handshake in time"))
 
@@ -282,3 +296,17 @@ def test_allow_list_entries_and_config_checks() -> None:
         BrokerConfig(broker_id=1, broker_role=BrokerRole.SLAVE, ha_auth_enable=True)
     with pytest.raises(ConfigError, match="needs aclEnable"):
         BrokerConfig(ha_auth_enable=True)
+
+
+def test_refusals_are_logged_at_most_a_limit_a_minute() -> None:
+    now = [0.0]
+    refusals = RefusalLog(limit=3, clock=lambda: now[0])
+    with capture_logs() as logs:
+        for i in range(10):
+            refusals.warn("HA connection refused", peer=f"10.0.0.{i}:1")
+        assert [e["peer"] for e in logs] == ["10.0.0.0:1", "10.0.0.1:1", "10.0.0.2:1"]
+        assert refusals.suppressed == 7
+        now[0] = 61.0
+        refusals.warn("HA connection refused", peer="10.0.0.99:1")
+    assert [e.get("count") for e in logs[3:]] == [7, None]
+    assert logs[-1]["peer"] == "10.0.0.99:1" and refusals.suppressed == 0
