@@ -91,6 +91,10 @@ class HAListener:
             task.cancel()
         self._sock.close()
 
+    async def wait_closed(self) -> None:
+        """Return once the accept loop and the connections being opened have ended."""
+        await asyncio.gather(self._accepting, *self._opening, return_exceptions=True)
+
     async def _accept_loop(self) -> None:
         while True:
             try:

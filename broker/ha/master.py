@@ -119,6 +119,7 @@ class HAMaster:
         """Close the listener and every slave connection; fail the waits. Idempotent."""
         if self._server is not None:
             self._server.close()
+            await self._server.wait_closed()
             self._server = None
         # Hang up rather than cancel: the connection tasks then end on their own.
         for writer in [*self._slaves.values(), *self._admitting]:
