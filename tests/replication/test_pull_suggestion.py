@@ -1,0 +1,56 @@
+"""suggestWhichBrokerId in pull answers, as RocketMQ 4.9.4's PullMessageProcessor sets it.
+
+One in-process master: without ``slaveReadEnable`` every answer suggests the master;
+with it, a consumer whose last record read lies further behind the commitlog's end than
+``accessMessageInMemoryMaxRatio`` percent of memory is sent to the group's
+``whichBrokerWhenConsumeSlowly``, and one that is close to the end to its ``brokerId``.
+Ratio 0 makes "behind" mean "any byte behind", so the test needs no gigabytes.
+(Pulls from a slave, and its PULL_OFFSET_MOVED answer, are checked with real processes
+in test_failover.py.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rocklet.protocol.codes import ResponseCode
+from tests.broker.test_send_pull import connect, cpp_send, pull
+from tests.cluster import running_cluster
+
+
+async def _suggestions(tmp_path: Path, **overrides: bool | int) -> list[str]:
+    async with running_cluster(tmp_path, tls=None, **overrides) as cluster, await connect(cluster) as conn:
+        for body in (b"first", b"second"):
+            sent = await conn.request(cpp_send("Suggest", body), 5)
+            assert sent.code == ResponseCode.SUCCESS, sent.remark
+        answers = [
+            await conn.request(pull("Suggest", 0, 0, max_nums=1), 5),  # one record behind
+            await conn.request(pull("Suggest", 0, 1, max_nums=1), 5),  # the last record
+            await conn.request(pull("Suggest", 0, 2), 5),  # caught up: nothing read
+        ]
+        assert [a.code for a in answers] == [
+            ResponseCode.SUCCESS,
+            ResponseCode.SUCCESS,
+            ResponseCode.PULL_NOT_FOUND,
+        ]
+        return [a.ext_fields["suggestWhichBrokerId"] for a in answers]
+
+
+async def test_without_slave_read_enable_every_answer_suggests_the_master(
+    tmp_path: Path,
+) -> None:
+    assert await _suggestions(tmp_path, access_message_in_memory_max_ratio=0) == ["0"] * 3
+
+
+async def test_a_lagging_consumer_is_sent_to_which_broker_when_consume_slowly(
+    tmp_path: Path,
+) -> None:
+    got = await _suggestions(tmp_path, slave_read_enable=True, access_message_in_memory_max_ratio=0)
+    # Group defaults: whichBrokerWhenConsumeSlowly 1, brokerId 0. The distance is
+    # measured from the start of the last record read (maxPhyOffsetPulling in 4.9.4),
+    # so with ratio 0 even the newest record counts as behind; nothing read, no lag.
+    assert got == ["1", "1", "0"]
+
+
+async def test_default_ratio_keeps_a_close_consumer_on_the_master(tmp_path: Path) -> None:
+    assert await _suggestions(tmp_path, slave_read_enable=True) == ["0"] * 3
