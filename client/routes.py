@@ -276,6 +276,47 @@ class RouteCache:
         bd = self._brokers.get(broker_name)
         return None if bd is None else bd.master_addr
 
-    def broker_addrs(self) -> list[str]:
-        """Every known master address, sorted."""
+    def broker_addrs(self, *, slaves: bool = False) -> list[str]:
+        """Every known master address (and slave address with ``slaves``), sorted."""
+        if slaves:
+            return sorted({a for bd in self._brokers.values() for a in bd.broker_addrs.values()})
         return sorted({a for bd in self._brokers.values() if (a := bd.master_addr) is not None})
+
+    def subscribe_addr(
+        self, broker_name: str, broker_id: int, avoid: str | None = None
+    ) -> tuple[str, int] | None:
+        """Where to pull a queue of ``broker_name`` from (``findBrokerAddressInSubscribe``).
+
+        The address of ``broker_id`` when the route has it, else of the group's lowest
+        id (the master while it is registered, a slave once it is gone), as the Java
+        and C++ clients do. ``avoid`` (an address a pull just failed to reach) is only
+        returned when the group has no other.
+
+        Args:
+            broker_name: The broker group.
+            broker_id: The id the last pull answer suggested (0 at first).
+            avoid: An address to pass over if there is another.
+
+        Returns:
+            ``(address, broker id)``, or ``None`` when the group is unknown or empty.
+        """
+        bd = self._brokers.get(broker_name)
+        if bd is None or not bd.broker_addrs:
+            return None
+        ids = sorted(bd.broker_addrs)
+        if broker_id in bd.broker_addrs:
+            ids.remove(broker_id)
+            ids.insert(0, broker_id)
+        usable = [i for i in ids if bd.broker_addrs[i] != avoid] or ids
+        return bd.broker_addrs[usable[0]], usable[0]
+
+    def admin_addr(self, broker_name: str) -> str | None:
+        """The master, else the lowest-id slave (``findBrokerAddressInAdmin``).
+
+        Offset commits and queries go here: with the master gone, a slave keeps the
+        group's offsets (docs/replication.md).
+        """
+        bd = self._brokers.get(broker_name)
+        if bd is None or not bd.broker_addrs:
+            return None
+        return bd.broker_addrs[min(bd.broker_addrs)]

@@ -19,7 +19,10 @@ from tests.cluster import running_cluster
 
 
 async def _suggestions(tmp_path: Path, **overrides: bool | int) -> list[str]:
-    async with running_cluster(tmp_path, tls=None, **overrides) as cluster, await connect(cluster) as conn:
+    async with (
+        running_cluster(tmp_path, tls=None, **overrides) as cluster,
+        await connect(cluster) as conn,
+    ):
         for body in (b"first", b"second"):
             sent = await conn.request(cpp_send("Suggest", body), 5)
             assert sent.code == ResponseCode.SUCCESS, sent.remark
