@@ -1,0 +1,181 @@
+"""Reads through the name server after the master is lost (issue 16), real processes.
+
+A name server (``rocklet namesrv``), a master (brokerId 0) and its slave (brokerId 1)
+of one brokerName. The official C++ client sends keyed messages; the master is killed
+with SIGKILL right after the last acknowledgement; then consumers that know only the
+name server read every acknowledged message the slave holds: the C++ push consumer
+(its route no longer has brokerId 0, so ``findBrokerAddressInSubscribe`` hands it the
+slave) and our SDK's. Both commit their offsets on the slave. The slave's commitlog
+equals the master's over its length and passes ``rocklet store check``.
+
+Under SYNC_MASTER that is every acknowledged message; under ASYNC_MASTER the test
+measures how many the slave had (the loss window, docs/replication.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from rocklet.protocol.bodies.route import MASTER_ID
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import QueryConsumerOffsetRequestHeader
+from rocklet.protocol.message import iter_messages
+from rocklet.transport.dial import open_connection
+from tests.broker.test_send_pull import pull
+from tests.compat.harness import driver_pool, route_of, wait_for_route
+from tests.replication.group_nodes import Group, running_group
+from tests.replication.nodes import broker_status, commitlog_bytes, until
+
+TOPIC = "FailoverT"
+QUEUES = 4
+COUNT = 200
+
+_log = structlog.get_logger(__name__)
+
+
+async def keys_on(addr: str, topic: str = TOPIC) -> dict[int, list[str]]:
+    """The KEYS of every message of each queue, pulled straight from ``addr``."""
+    host, _, port = addr.rpartition(":")
+    out: dict[int, list[str]] = {}
+    async with await open_connection(host, int(port)) as conn:
+        for q in range(QUEUES):
+            got = out.setdefault(q, [])
+            while True:
+                resp = await conn.request(pull(topic, q, len(got)), 10)
+                if resp.code != ResponseCode.SUCCESS:
+                    break
+                got += [m.properties.get("KEYS", "") for m in iter_messages(resp.body)]
+    return out
+
+
+async def committed(addr: str, group: str) -> dict[int, int]:
+    """The group's committed offset of each queue on ``addr`` (-1: none)."""
+    host, _, port = addr.rpartition(":")
+    out: dict[int, int] = {}
+    async with await open_connection(host, int(port)) as conn:
+        for q in range(QUEUES):
+            header = QueryConsumerOffsetRequestHeader(group, TOPIC, q)
+            cmd = RemotingCommand(
+                RequestCode.QUERY_CONSUMER_OFFSET, ext_fields=header.to_ext_fields()
+            )
+            resp = await conn.request(cmd, 5)
+            ok = resp.code == ResponseCode.SUCCESS
+            out[q] = int(resp.ext_fields["offset"]) if ok else -1
+    return out
+
+
+async def master_dropped(namesrv_addr: str) -> bool:
+    """Whether the name server's route of the topic has lost brokerId 0."""
+    route = await route_of(namesrv_addr, TOPIC)
+    return route is not None and all(MASTER_ID not in b.broker_addrs for b in route.broker_datas)
+
+
+async def store_check(root: Path, conf: Path) -> tuple[int, str]:
+    """``rocklet store check`` of a stopped store: exit status and report."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "rocklet",
+        "store",
+        "check",
+        "-c",
+        str(conf),
+        "--data-dir",
+        str(root),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
+async def sdk_reads(namesrv_addr: str, group: str, want: set[str]) -> set[str]:
+    """Our SDK's push consumer, knowing only the name server, until it has ``want``."""
+    from rocklet.client.push_consumer import PushConsumer
+    from tests.client.consumers import Collector
+
+    collector = Collector()
+    consumer = PushConsumer(group, namesrv_addr, consume_from="first")
+    async with consumer.subscribe(TOPIC, "*", collector):
+        await collector.wait_for(lambda c: want <= {k for m in c.messages for k in m.keys}, 60)
+    # Closing committed the offsets: on the slave, the master being gone.
+    return {k for m in collector.messages for k in m.keys}
+
+
+async def _run(tmp_path: Path, role: str) -> dict[str, Any]:
+    async with (
+        running_group(tmp_path, role, topics=[(TOPIC, QUEUES)]) as g,
+        driver_pool(tmp_path / "cpp", "") as pool,
+    ):
+        ns = g.namesrv.namesrv_addr
+        pool.namesrv_addr = ns
+        await wait_for_route(ns, TOPIC, QUEUES)
+        sends = [{"keys": f"k{i}", "body": f"failover {i} " + "x" * 300} for i in range(COUNT)]
+        producer = await pool.spawn("producer", "produce", topic=TOPIC, sends=sends)
+
+        def all_answered(d: Any) -> list[dict[str, Any]] | None:
+            done = d.of("sent") + d.of("error")
+            return d.of("sent") if len(done) >= COUNT else None
+
+        sent = await producer.wait_for(all_answered, 120, "every send answered")
+        await g.master.kill9()  # right after the last acknowledgement
+        acked = {e["keys"] for e in sent if e.get("status") == "OK"}
+        assert len(acked) == COUNT, f"not every send was OK (SEND_OK): {sent[:3]}"
+        await until("the name server dropping the master", lambda: master_dropped(ns))
+
+        on_slave = {k for keys in (await keys_on(g.slave.broker_addr)).values() for k in keys}
+        kept = acked & on_slave
+        assert on_slave <= acked  # nothing but what was sent
+        if role == "SYNC_MASTER":
+            assert kept == acked, f"acknowledged but not on the slave: {sorted(acked - kept)}"
+        assert kept, "the slave holds none of the messages: nothing to read"
+
+        # Through the name server only: the C++ push consumer, then ours.
+        cpp = await pool.spawn(
+            "consumer", "push", topic=TOPIC, group="CG_FO_CPP", expect_count=len(kept)
+        )
+        await cpp.finish(90)
+        cpp_keys = {e["keys"] for e in cpp.of("consumed") if not e["failed"]}
+        assert kept <= cpp_keys, f"C++ consumer missed {sorted(kept - cpp_keys)[:10]}"
+        sdk_keys = await sdk_reads(ns, "CG_FO_SDK", kept)
+        assert kept <= sdk_keys
+
+        # Offsets were committed on the slave, by both clients.
+        ends = {q: len(keys) for q, keys in (await keys_on(g.slave.broker_addr)).items()}
+        assert await committed(g.slave.broker_addr, "CG_FO_SDK") == ends
+        cpp_offsets = await committed(g.slave.broker_addr, "CG_FO_CPP")
+        assert cpp_offsets == ends, f"C++ offsets on the slave {cpp_offsets}, ends {ends}"
+
+        return await _compare_stores(g) | {"acked": len(acked), "on_slave": len(kept)}
+
+
+async def _compare_stores(g: Group) -> dict[str, Any]:
+    end = int((await broker_status(g.slave.broker_addr))["commitLogMaxOffset"])
+    assert await g.slave.stop() == 0
+    master_end = sum(p.stat().st_size for p in (g.master.store / "commitlog").iterdir())
+    assert 0 < end <= master_end
+    assert commitlog_bytes(g.slave.store, end) == commitlog_bytes(g.master.store, end)
+    code, report = await store_check(g.slave.store, g.slave.conf)
+    assert code == 0, report
+    return {"slave_end": end}
+
+
+@pytest.mark.compat
+async def test_sync_master_every_acked_message_is_read_from_the_slave(tmp_path: Path) -> None:
+    got = await _run(tmp_path, "SYNC_MASTER")
+    assert got["on_slave"] == got["acked"] == COUNT
+
+
+@pytest.mark.compat
+async def test_async_master_loss_window_is_measured(tmp_path: Path) -> None:
+    got = await _run(tmp_path, "ASYNC_MASTER")
+    # What the slave had when the master died is read in full; the rest is the window.
+    _log.info("async master loss window", acked=got["acked"], on_slave=got["on_slave"])
+    print(f"ASYNC_MASTER: {got['on_slave']} of {got['acked']} acked messages on the slave")
