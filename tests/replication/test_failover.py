@@ -71,9 +71,9 @@ async def committed(addr: str, group: str) -> dict[int, int]:
     return out
 
 
-async def master_dropped(namesrv_addr: str) -> bool:
+async def master_dropped(namesrv_addr: str, topic: str = TOPIC) -> bool:
     """Whether the name server's route of the topic has lost brokerId 0."""
-    route = await route_of(namesrv_addr, TOPIC)
+    route = await route_of(namesrv_addr, topic)
     return route is not None and all(MASTER_ID not in b.broker_addrs for b in route.broker_datas)
 
 
@@ -179,3 +179,88 @@ async def test_async_master_loss_window_is_measured(tmp_path: Path) -> None:
     # What the slave had when the master died is read in full; the rest is the window.
     _log.info("async master loss window", acked=got["acked"], on_slave=got["on_slave"])
     print(f"ASYNC_MASTER: {got['on_slave']} of {got['acked']} acked messages on the slave")
+
+
+async def test_sdk_consumer_switches_to_the_slave_and_back_within_seconds(
+    tmp_path: Path,
+) -> None:
+    from rocklet.client.message import Message, MessageExt
+    from rocklet.client.producer import Producer
+    from rocklet.client.pull_loop import FlowLimits
+    from rocklet.client.push_consumer import PushConsumer
+
+    topic, count = "SwitchT", 120
+    async with running_group(tmp_path, "ASYNC_MASTER", topics=[(topic, QUEUES)]) as g:
+        ns = g.namesrv.namesrv_addr
+        await wait_for_route(ns, topic, QUEUES)
+        async with Producer("PG_SWITCH", ns) as producer:
+            for i in range(count):
+                await producer.send(Message(topic, f"before {i}".encode(), keys=f"a{i}"))
+        end = int((await broker_status(g.master.broker_addr))["commitLogMaxOffset"])
+
+        async def slave_has_all() -> bool:
+            got = int((await broker_status(g.slave.broker_addr))["commitLogMaxOffset"])
+            return got >= end
+
+        await until("the slave catching up", slave_has_all)
+
+        # A listener that holds the first delivery: the queues' caches fill up and
+        # pulling pauses, so most messages are still to be pulled when the master dies.
+        gate, seen = asyncio.Event(), asyncio.Condition()
+        keys: set[str] = set()
+
+        async def listener(msgs: list[MessageExt]) -> Any:
+            from rocklet.client.consume_result import ConsumeResult
+
+            await gate.wait()
+            async with seen:
+                keys.update(k for m in msgs for k in m.keys)
+                seen.notify_all()
+            return ConsumeResult.SUCCESS
+
+        async def wait_keys(want: set[str], timeout_s: float) -> None:
+            async with asyncio.timeout(timeout_s), seen:
+                await seen.wait_for(lambda: want <= keys)
+
+        consumer = PushConsumer(
+            "CG_SWITCH",
+            ns,
+            consume_from="first",
+            pull_batch_size=4,
+            flow_limits=FlowLimits(max_cached_messages=4),
+            pull_suspend_ms=2000,
+        )
+        async with consumer.subscribe(topic, "*", listener):
+            await until(
+                "pulling to pause on every queue",
+                lambda: sum(pq.count >= 4 for pq in _queues(consumer, topic)) == QUEUES,
+            )
+            loop = asyncio.get_running_loop()
+            await g.master.kill9()
+            killed = loop.time()
+            gate.set()
+            await wait_keys({f"a{i}" for i in range(count)}, 25)
+            switch_s = loop.time() - killed
+
+            await g.master.start()  # back, on a new port; the slave does not follow yet
+            back = loop.time()
+
+            async def master_routed() -> bool:
+                return not await master_dropped(ns, topic)
+
+            await until("the master back in the route", master_routed)
+            async with Producer("PG_SWITCH2", ns, instance_name="after") as producer:
+                for i in range(20):
+                    await producer.send(Message(topic, f"after {i}".encode(), keys=f"b{i}"))
+            await wait_keys({f"b{i}" for i in range(20)}, 30)
+            back_s = loop.time() - back
+        _log.info("sdk failover", switch_s=round(switch_s, 2), back_s=round(back_s, 2))
+        print(f"SDK switch to the slave: {switch_s:.2f} s; back to the master: {back_s:.2f} s")
+
+
+def _queues(consumer: Any, topic: str) -> list[Any]:
+    """The process queues of ``topic`` (internal: how much each has cached)."""
+    runtime = consumer._runtime
+    if runtime is None:
+        return []
+    return [pq for mq, pq in runtime.rebalancer.process_queues.items() if mq.topic == topic]
