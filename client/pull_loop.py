@@ -218,7 +218,12 @@ class PullLoop:
         self.broker_id = result.suggest_which_broker_id
         if pq.dropped:
             return
+        requested = self.next_offset
         self._apply(result.status, result.next_begin_offset, result.max_offset, result.messages)
+        if result.status is PullStatus.NO_MATCHED_MSG and result.next_begin_offset == requested:
+            # A slave that does not have this offset (yet) keeps it rather than moving
+            # it; Java pulls again at once, in a busy loop. Wait a little instead.
+            await self._wait_progress(NOT_READY_WAIT_S)
 
     async def _pick(self) -> tuple[str, int] | None:
         routes, loop = self._deps.instance.routes, asyncio.get_running_loop()

@@ -21,7 +21,8 @@ store's "suggest pulling from slave"). A slave serves pulls whatever
 switch right after overwrites that code, so the consumer gets the messages and the
 suggestion of the master. A slave answers PULL_OFFSET_MOVED as PULL_RETRY_IMMEDIATELY
 suggesting the group's ``brokerId`` unless ``offsetCheckInSlave`` (its copy may just be
-behind).
+behind), and, like 4.9.4's store, keeps the requested offset as the next one instead of
+correcting it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import os
 import struct
 from collections.abc import Set
 from dataclasses import dataclass
+from typing import Final
 
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.config_writer import ConfigWriteError
@@ -70,6 +72,20 @@ _CODES_CACHE_MAX = 1024
 #: queue offset.
 _PHYSICAL_OFFSET = struct.Struct(">q")
 _PHYSICAL_OFFSET_AT = 28
+
+
+#: Statuses whose next offset is a correction, which a slave does not make unless
+#: ``offsetCheckInSlave`` (DefaultMessageStore.nextOffsetCorrection).
+_CORRECTED: Final = frozenset(
+    {
+        GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+        GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+        GetMessageStatus.OFFSET_TOO_SMALL,
+        GetMessageStatus.OFFSET_OVERFLOW_ONE,
+        GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+        GetMessageStatus.OFFSET_FOUND_NULL,
+    }
+)
 
 
 def total_physical_memory() -> int:
@@ -179,7 +195,7 @@ class PullProcessor:
         # The null sink ignores the counts: no summing of buffer sizes for it.
         if code == ResponseCode.SUCCESS and result.buffers and metrics is not NULL_METRICS:
             metrics.on_get(h.consumer_group, h.topic, len(result.buffers), result.total_bytes)
-        return self._answer(cmd, code, result, group)
+        return self._answer(cmd, code, result, group, h.queue_offset)
 
     def _check(
         self, h: PullMessageRequestHeader
@@ -277,10 +293,17 @@ class PullProcessor:
         code: ResponseCode,
         result: GetResult,
         group: SubscriptionGroupConfig,
+        requested: int,
     ) -> RemotingCommand | Reply:
-        header = pull_response_fields(
-            result.next_begin_offset, result.min_offset, result.max_offset
-        )
+        next_begin = result.next_begin_offset
+        if (
+            result.status in _CORRECTED
+            and not self._is_master
+            and not self._slave_reads.offset_check_in_slave
+        ):
+            # The store's nextOffsetCorrection: a slave never moves a consumer's offset.
+            next_begin = requested
+        header = pull_response_fields(next_begin, result.min_offset, result.max_offset)
         if self._slave_reads.slave_read_enable:
             header["suggestWhichBrokerId"] = str(self._suggest(result, group))
         if (
