@@ -130,10 +130,13 @@ async def _run(tmp_path: Path, role: str) -> dict[str, Any]:
             return d.of("sent") if len(done) >= COUNT else None
 
         sent = await producer.wait_for(all_answered, 120, "every send answered")
+        loop = asyncio.get_running_loop()
         await g.master.kill9()  # right after the last acknowledgement
+        killed = loop.time()
         acked = {e["keys"] for e in sent if e.get("status") == "OK"}
         assert len(acked) == COUNT, f"not every send was OK (SEND_OK): {sent[:3]}"
         await until("the name server dropping the master", lambda: master_dropped(ns))
+        dropped_s = loop.time() - killed
 
         # Past its end the slave neither jumps the consumer nor says "moved" (4.9.4's
         # answer, checked against a RocketMQ slave): retry, same offset, at the master.
@@ -167,7 +170,8 @@ async def _run(tmp_path: Path, role: str) -> dict[str, Any]:
         cpp_offsets = await committed(g.slave.broker_addr, "CG_FO_CPP")
         assert cpp_offsets == ends, f"C++ offsets on the slave {cpp_offsets}, ends {ends}"
 
-        return await _compare_stores(g) | {"acked": len(acked), "on_slave": len(kept)}
+        got = {"acked": len(acked), "on_slave": len(kept), "dropped_s": dropped_s}
+        return await _compare_stores(g) | got
 
 
 async def _compare_stores(g: Group) -> dict[str, Any]:
@@ -185,6 +189,7 @@ async def _compare_stores(g: Group) -> dict[str, Any]:
 async def test_sync_master_every_acked_message_is_read_from_the_slave(tmp_path: Path) -> None:
     got = await _run(tmp_path, "SYNC_MASTER")
     assert got["on_slave"] == got["acked"] == COUNT
+    print(f"name server dropped the killed master after {got['dropped_s']:.2f} s")
 
 
 @pytest.mark.compat
