@@ -182,15 +182,23 @@ class RouteCache:
         """Remember a fetched route (``None``: the topic does not exist)."""
         now = self._clock.monotonic_ms()
         old = self._routes.get(topic)
+        brokers = self._brokers
         if old is not None and old.route == route:
             old.fetched_at_ms = now  # unchanged: keep the derived queue lists
-            return
-        self._routes[topic] = _RouteEntry(route, now)
-        brokers: dict[str, BrokerData] = {}
-        for entry in self._routes.values():
-            if entry.route is not None:
-                for bd in entry.route.broker_datas:
-                    brokers[bd.broker_name] = bd
+        else:
+            self._routes[topic] = _RouteEntry(route, now)
+            brokers = {}
+            for entry in self._routes.values():
+                if entry.route is not None:
+                    for bd in entry.route.broker_datas:
+                        brokers[bd.broker_name] = bd
+        if route is not None and any(
+            brokers.get(bd.broker_name) != bd for bd in route.broker_datas
+        ):
+            # The newest answer wins over other topics' older routes (Java's
+            # brokerAddrTable.put per fetch): after a failover those may still lack a
+            # master that has come back, or list one that is gone.
+            brokers = {**brokers, **{bd.broker_name: bd for bd in route.broker_datas}}
         self._brokers = brokers
 
     async def refresh(self, extra_topics: Iterable[str] = ()) -> None:

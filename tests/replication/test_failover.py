@@ -268,7 +268,7 @@ async def test_sdk_consumer_switches_to_the_slave_and_back_within_seconds(
                 return not await master_dropped(ns, topic)
 
             await until("the master back in the route", master_routed)
-            async with Producer("PG_SWITCH2", ns, instance_name="after") as producer:
+            async with Producer("PG_SWITCH2", ns) as producer:  # the consumer's instance
                 for i in range(20):
                     await producer.send(Message(topic, f"after {i}".encode(), keys=f"b{i}"))
             await wait_keys({f"b{i}" for i in range(20)}, 30)
