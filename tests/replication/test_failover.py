@@ -15,6 +15,8 @@ measures how many the slave had (the loss window, docs/replication.md).
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -283,3 +285,47 @@ def _queues(consumer: Any, topic: str) -> list[Any]:
     if runtime is None:
         return []
     return [pq for mq, pq in runtime.rebalancer.process_queues.items() if mq.topic == topic]
+
+
+@pytest.mark.compat
+@pytest.mark.slow
+async def test_running_cpp_consumer_moves_to_the_slave_at_its_route_refresh(
+    tmp_path: Path,
+) -> None:
+    # A C++ push consumer that was reading from the master when it died: it keeps
+    # retrying the master (every 1 s) until its 30 s route refresh drops it, then pulls
+    # from the slave. Frozen with SIGSTOP while the second half is sent, so those
+    # messages are still to be pulled when the master dies.
+    async with (
+        running_group(tmp_path, "SYNC_MASTER", topics=[(TOPIC, QUEUES)]) as g,
+        driver_pool(tmp_path / "cpp", "") as pool,
+    ):
+        ns = g.namesrv.namesrv_addr
+        pool.namesrv_addr = ns
+        await wait_for_route(ns, TOPIC, QUEUES)
+        first = [{"keys": f"a{i}", "body": f"before {i}"} for i in range(20)]
+        await pool.produce("p1", TOPIC, first)
+        consumer = await pool.spawn(
+            "consumer", "push", topic=TOPIC, group="CG_FO_RUN", expect_count=40, timeout_s=150
+        )
+
+        def has(prefix: str) -> Any:
+            def check(d: Any) -> bool | None:
+                got = {e["keys"] for e in d.of("consumed") if e["keys"].startswith(prefix)}
+                return True if len(got) >= 20 else None
+
+            return check
+
+        await consumer.wait_for(has("a"), 60, "the first 20 messages")
+        os.kill(consumer.proc.pid, signal.SIGSTOP)
+        try:
+            second = [{"keys": f"b{i}", "body": f"after {i}"} for i in range(20)]
+            await pool.produce("p2", TOPIC, second)
+            loop = asyncio.get_running_loop()
+            await g.master.kill9()
+            killed = loop.time()
+        finally:
+            os.kill(consumer.proc.pid, signal.SIGCONT)
+        await consumer.wait_for(has("b"), 90, "the second 20 messages, from the slave")
+        switch_s = loop.time() - killed
+        print(f"running C++ consumer moved to the slave after {switch_s:.1f} s")
