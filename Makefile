@@ -56,7 +56,8 @@ run: install
 	@echo "==> starting rocklet standalone: name server $(HOST):9876, broker $(HOST):10911, data in $(DATA)"
 	$(BIN)/rocklet standalone --data-dir $(DATA) --host $(HOST)
 
-## cluster: name server + broker-a + broker-b as local processes (Ctrl-C stops them),
+## cluster: name server + broker-a + broker-b + their slaves broker-a-s, broker-b-s as
+## local processes (Ctrl-C stops them),
 ## each broker with a Prometheus endpoint (the metrics extra)
 METRICS_STAMP := $(VENV)/.metrics-stamp
 $(METRICS_STAMP): pyproject.toml $(RUNTIME_STAMP)

@@ -15,12 +15,36 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Standalone", "proc_cpu_seconds", "standalone"]
+__all__ = ["Standalone", "proc_cpu_seconds", "profiled_launcher", "standalone"]
 
 _LISTENING = {
     "namesrv": re.compile(r"namesrv listening.*port=(\d+)"),
     "broker": re.compile(r"broker listening.*port=(\d+)"),
 }
+
+
+_PROFILED = """
+import cProfile, sys, time
+from rocklet.cli import main
+out = sys.argv.pop(1)
+prof = cProfile.Profile(time.thread_time)
+prof.enable()
+try:
+    code = main(sys.argv[1:])
+finally:
+    prof.disable()
+    prof.dump_stats(out)
+sys.exit(code)
+"""
+
+
+def profiled_launcher(out: Path) -> list[str]:
+    """A ``launcher`` for :func:`standalone` that runs the CLI's thread under cProfile.
+
+    Thread CPU time, not wall time, so waits do not count; the profile is written to
+    ``out`` when the process stops cleanly (SIGTERM/SIGINT).
+    """
+    return [sys.executable, "-c", _PROFILED, str(out)]
 
 
 def proc_cpu_seconds(stat: Path) -> float:

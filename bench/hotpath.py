@@ -51,7 +51,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import raw_send
-from broker_process import Standalone, standalone
+from broker_process import Standalone, profiled_launcher, standalone
 from sdk_consume_bench import pull_cap_conf
 
 from rocklet.client.admin import Admin
@@ -68,21 +68,6 @@ SEND_TOPIC = "HotpathSend"
 CONSUME_TOPIC = "HotpathConsume"
 QUEUES = 8
 BODY = b"x" * 1024
-# Runs the broker with its loop thread under cProfile (thread CPU clock), stats on exit.
-_PROFILED = """
-import cProfile, sys, time
-from rocklet.cli import main
-out = sys.argv.pop(1)
-prof = cProfile.Profile(time.thread_time)
-prof.enable()
-try:
-    code = main(sys.argv[1:])
-finally:
-    prof.disable()
-    prof.dump_stats(out)
-sys.exit(code)
-"""
-
 
 # --- measuring -------------------------------------------------------------------------
 
@@ -291,9 +276,7 @@ def run_all(args: argparse.Namespace, root: Path) -> list[Row]:
         profile_dir.mkdir(parents=True, exist_ok=True)
     profile_broker = Path(args.profile_broker).resolve() if args.profile_broker else None
     rows: list[Row] = []
-    launcher = (
-        None if profile_broker is None else [sys.executable, "-c", _PROFILED, str(profile_broker)]
-    )
+    launcher = None if profile_broker is None else profiled_launcher(profile_broker)
     with standalone(root, extra_conf=pull_cap_conf(args.pull_batch), launcher=launcher) as broker:
         namesrv = broker.namesrv
         uvloop.run(create_topics(namesrv))

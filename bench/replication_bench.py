@@ -35,7 +35,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import raw_send
-from broker_process import proc_cpu_seconds, standalone
+from broker_process import proc_cpu_seconds, profiled_launcher, standalone
 from hotpath import BODY, QUEUES, SEND_TOPIC, _machine_busy_s, create_topics, machine
 
 from rocklet.protocol.bodies.cluster import KVTable
@@ -121,11 +121,15 @@ async def latencies(port: int, n: int) -> list[float]:
     return out
 
 
-def run_mode(mode: str, root: Path, messages: int, latency_n: int) -> str:
-    """One mode on fresh brokers; a formatted result row."""
+def run_mode(
+    mode: str, root: Path, messages: int, latency_n: int, profile: Path | None = None
+) -> str:
+    """One mode on fresh brokers; a formatted result row (``profile``: cProfile the master)."""
     role = "SYNC_MASTER" if mode == "sync" else "ASYNC_MASTER"
     (root / "m").mkdir(parents=True)
-    with standalone(root / "m", extra_conf=f"brokerRole={role}\n") as master:
+    launcher = None if profile is None else profiled_launcher(profile)
+    conf = f"brokerRole={role}\n"
+    with standalone(root / "m", extra_conf=conf, launcher=launcher) as master:
         uvloop.run(create_topics(master.namesrv))
         slave = None
         try:
@@ -168,7 +172,13 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=50_000, help="pipelined sends")
     parser.add_argument("--latency", type=int, default=2_000, help="one-at-a-time sends")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--profile-master", metavar="DIR", help="cProfile the master (DIR/<mode>-<round>.prof)"
+    )
     args = parser.parse_args()
+    profiles = Path(args.profile_master).resolve() if args.profile_master else None
+    if profiles is not None:
+        profiles.mkdir(parents=True, exist_ok=True)
     logging.disable(logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     print(f"machine: {machine()}", flush=True)
@@ -177,7 +187,9 @@ def main() -> None:
         order = modes if r % 2 == 0 else modes[::-1]
         for mode in order:
             with tempfile.TemporaryDirectory(prefix="rocklet-ha-bench-") as tmp:
-                print(f"round {r + 1} {run_mode(mode, Path(tmp), args.messages, args.latency)}")
+                prof = None if profiles is None else profiles / f"{mode}-{r + 1}.prof"
+                row = run_mode(mode, Path(tmp), args.messages, args.latency, prof)
+                print(f"round {r + 1} {row}")
 
 
 if __name__ == "__main__":

@@ -348,6 +348,10 @@ class Broker:
         prometheus = _prometheus()
         collector = prometheus.BrokerStateCollector(ctx.store, ctx.offsets, ctx.holds, info)
         metrics.registry.register(collector)
+        if self.replication is not None:
+            from rocklet.broker.ha.metrics import ReplicationCollector  # prometheus-client
+
+            metrics.registry.register(ReplicationCollector(self.replication.lag))
         server = prometheus.MetricsServer(metrics, host, config.metrics_port or 0)
         try:
             await server.start()

@@ -1,22 +1,31 @@
-"""``rocklet cluster`` (``make cluster``): a name server and two masters as local processes.
+"""``rocklet cluster`` (``make cluster``): two masters with a slave each, as local processes.
 
-The same topology as ``docker/docker-compose.yml`` (one name server, masters
-``broker-a`` and ``broker-b`` of ``DefaultCluster``), run on loopback as child
-processes of one supervisor, each with its own data directory under ``--data-dir``:
+The same topology as ``docker/docker-compose.yml``: one name server and, in
+``DefaultCluster``, masters ``broker-a`` and ``broker-b`` (brokerId 0, ASYNC_MASTER),
+each followed by a slave (``broker-a-s``, ``broker-b-s``: brokerId 1, SLAVE, the same
+brokerName), as RocketMQ's ``2m-2s-async`` sample configs. They run on loopback as
+child processes of one supervisor, each with its own data directory under
+``--data-dir``. Ports follow RocketMQ's conventions: the name server on 9876, brokers
+10 apart from 10911, the HA port at ``listenPort + 1``:
 
-======================  ==========  =================  ============
-process                 port        metrics            data
-======================  ==========  =================  ============
-name server             9876        -                  -
-broker-a                10911       5557               broker-a/
-broker-b                10921       5558               broker-b/
-======================  ==========  =================  ============
+======================  ==========  ========  =========  ==============
+process                 port        HA port   metrics    data
+======================  ==========  ========  =========  ==============
+name server             9876        -         -          -
+broker-a                10911       10912     5557       broker-a/
+broker-b                10921       10922     5558       broker-b/
+broker-a-s              10931       -         5559       broker-a-s/
+broker-b-s              10941       -         5560       broker-b-s/
+======================  ==========  ========  =========  ==============
 
-Each broker gets a generated ``broker.conf`` in its directory (extra properties can be
-added); every child logs JSON lines to ``<data-dir>/logs/<name>.log``. The supervisor
-learns each child's ports from its "listening" log line, so port 0 works (tests), and a
-stopped broker restarts on the same ports with the same data (:meth:`LocalCluster.start_broker`).
-SIGINT or SIGTERM stops the brokers, then the name server, each cleanly.
+A slave learns its master's HA address from the name server (``haServerAddr``, as
+RocketMQ's slaves do), so nothing names it in the slaves' files. Each broker gets a
+generated ``broker.conf`` in its directory (extra properties can be added); every child
+logs JSON lines to ``<data-dir>/logs/<name>.log``. The supervisor learns each child's
+ports from its "listening" log lines, so port 0 works (tests), and a stopped broker
+restarts on the same ports with the same data (:meth:`LocalCluster.start_broker`).
+The masters start first, then the slaves. SIGINT or SIGTERM stops the brokers, then the
+name server, each cleanly.
 """
 
 from __future__ import annotations
@@ -24,64 +33,65 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import json
 import signal
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
 import structlog
 
-__all__ = ["BROKERS", "ClusterError", "LocalCluster", "add_cluster_parser", "run_cluster"]
+from rocklet.cluster_procs import Child, ClusterError, kill, pump, terminate
+
+__all__ = [
+    "BROKERS",
+    "MASTERS",
+    "NODES",
+    "ClusterError",
+    "LocalCluster",
+    "Node",
+    "add_cluster_parser",
+    "run_cluster",
+]
 
 log = structlog.get_logger(__name__)
 
 CLUSTER_NAME: Final = "DefaultCluster"
-#: Broker names in start order.
-BROKERS: Final = ("broker-a", "broker-b")
-_STOP_TIMEOUT_S: Final = 20.0
 
 
-class ClusterError(RuntimeError):
-    """A child process could not start, or did not stop cleanly."""
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One broker process of the topology.
 
-
-@dataclass(slots=True, eq=False)
-class _Child:
-    """A supervised process and what its log said."""
+    Attributes:
+        name: Process name, data directory and log name.
+        broker_name: ``brokerName`` (shared by a master and its slave).
+        broker_id: ``brokerId``: 0 for a master, 1 for its slave.
+        role: ``brokerRole``.
+        port: Default ``listenPort``.
+        metrics_port: Default ``metricsPort``.
+    """
 
     name: str
-    process: asyncio.subprocess.Process
-    log_path: Path
-    reader: asyncio.Task[None] | None = None
-    ports: dict[str, int] = field(default_factory=dict)
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-    tail: list[str] = field(default_factory=list)
+    broker_name: str
+    broker_id: int
+    role: str
+    port: int
+    metrics_port: int
 
 
-async def _pump(child: _Child, stream: asyncio.StreamReader, ready_event: str) -> None:
-    """Copy the child's log lines to its file, noting ports from "... listening" lines."""
-    with child.log_path.open("ab") as sink:
-        while line := await stream.readline():
-            sink.write(line)
-            sink.flush()
-            child.tail = [*child.tail[-19:], line.decode(errors="replace").rstrip()]
-            _note_ports(child, line, ready_event)
-    child.ready.set()  # the process ended: wake whoever waits for readiness
-
-
-def _note_ports(child: _Child, line: bytes, ready_event: str) -> None:
-    try:
-        entry = json.loads(line)
-    except ValueError:
-        return  # not a JSON log line (a traceback from an interpreter crash)
-    event = entry.get("event") if isinstance(entry, dict) else None
-    if isinstance(event, str) and event.endswith(" listening") and "port" in entry:
-        child.ports[event.removesuffix(" listening")] = int(entry["port"])
-    if event == ready_event:
-        child.ready.set()
+#: The brokers, masters first (start order).
+NODES: Final = (
+    Node("broker-a", "broker-a", 0, "ASYNC_MASTER", 10911, 5557),
+    Node("broker-b", "broker-b", 0, "ASYNC_MASTER", 10921, 5558),
+    Node("broker-a-s", "broker-a", 1, "SLAVE", 10931, 5559),
+    Node("broker-b-s", "broker-b", 1, "SLAVE", 10941, 5560),
+)
+BROKERS: Final = tuple(n.name for n in NODES)
+MASTERS: Final = tuple(n.name for n in NODES if n.broker_id == 0)
+_NODES: Final = {n.name: n for n in NODES}
+_DEFAULT_METRICS: Final[Mapping[str, int]] = {n.name: n.metrics_port for n in NODES}
 
 
 class LocalCluster:
@@ -90,10 +100,11 @@ class LocalCluster:
     Args:
         data_dir: Root of the brokers' data directories and the logs.
         namesrv_port: Name server port (0: any free port).
-        broker_ports: Listen port of broker-a and broker-b (0: any free port).
-        metrics_ports: Metrics port of broker-a and broker-b, or ``None`` for no
-            metrics endpoints.
-        broker_properties: Extra ``broker.conf`` properties for both brokers.
+        broker_ports: Listen port by broker (:data:`BROKERS`; missing ones take the
+            defaults of :data:`NODES`; 0: any free port).
+        metrics_ports: Metrics port by broker (missing ones take the defaults), or
+            ``None`` for no metrics endpoints.
+        broker_properties: Extra ``broker.conf`` properties for every broker.
         startup_timeout_s: Longest wait for a child to report it is listening.
     """
 
@@ -102,21 +113,23 @@ class LocalCluster:
         data_dir: Path,
         *,
         namesrv_port: int = 9876,
-        broker_ports: tuple[int, int] = (10911, 10921),
-        metrics_ports: tuple[int, int] | None = (5557, 5558),
+        broker_ports: Mapping[str, int] | None = None,
+        metrics_ports: Mapping[str, int] | None = _DEFAULT_METRICS,
         broker_properties: Mapping[str, str] | None = None,
         startup_timeout_s: float = 60.0,
     ) -> None:
         self.data_dir = data_dir
         self._namesrv_port = namesrv_port
-        self._broker_ports = dict(zip(BROKERS, broker_ports, strict=True))
+        self._broker_ports = {n.name: n.port for n in NODES} | dict(broker_ports or {})
         self._metrics_ports = (
-            None if metrics_ports is None else dict(zip(BROKERS, metrics_ports, strict=True))
+            None
+            if metrics_ports is None
+            else {n.name: n.metrics_port for n in NODES} | dict(metrics_ports)
         )
         self._extra = dict(broker_properties or {})
         self._timeout_s = startup_timeout_s
-        self._namesrv: _Child | None = None
-        self._brokers: dict[str, _Child] = {}
+        self._namesrv: Child | None = None
+        self._brokers: dict[str, Child] = {}
 
     # -- addresses ----------------------------------------------------------------
 
@@ -142,7 +155,7 @@ class LocalCluster:
     # -- lifecycle ----------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the name server, then both brokers; returns once all are registered.
+        """Start the name server, the masters, then the slaves; returns once all registered.
 
         Raises:
             ClusterError: A child exited or did not report readiness in time.
@@ -154,12 +167,15 @@ class LocalCluster:
                 ["namesrv", "--host", "127.0.0.1", "--port", str(self._namesrv_port)],
                 "namesrv listening",
             )
-            results = await asyncio.gather(
-                *(self.start_broker(name) for name in BROKERS), return_exceptions=True
-            )
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
+            # Masters first: a slave's first registration then already names its
+            # master's HA address (else it would wait for the next one, 30 s later).
+            for group in (MASTERS, tuple(n for n in BROKERS if n not in MASTERS)):
+                results = await asyncio.gather(
+                    *(self.start_broker(name) for name in group), return_exceptions=True
+                )
+                for result in results:
+                    if isinstance(result, BaseException):
+                        raise result
         except BaseException:
             await self.stop()
             raise
@@ -193,7 +209,7 @@ class LocalCluster:
         """
         child = self._brokers.pop(name, None)
         if child is not None:
-            await _terminate(child)
+            await terminate(child)
 
     async def stop(self) -> None:
         """Stop the brokers, then the name server. Idempotent; raises after stopping all.
@@ -209,7 +225,7 @@ class LocalCluster:
         namesrv, self._namesrv = self._namesrv, None
         if namesrv is not None:
             try:
-                await _terminate(namesrv)
+                await terminate(namesrv)
             except ClusterError as exc:
                 failures.append(exc)
         if failures:
@@ -225,13 +241,14 @@ class LocalCluster:
     # -- internals ----------------------------------------------------------------
 
     def _write_conf(self, name: str) -> Path:
+        node = _NODES[name]
         home = self.data_dir / name
         home.mkdir(parents=True, exist_ok=True)
         props = {
             "brokerClusterName": CLUSTER_NAME,
-            "brokerName": name,
-            "brokerId": "0",
-            "brokerRole": "ASYNC_MASTER",
+            "brokerName": node.broker_name,
+            "brokerId": str(node.broker_id),
+            "brokerRole": node.role,
             "listenPort": str(self._broker_ports[name]),
             "namesrvAddr": self.namesrv_addr,
             "brokerIP1": "127.0.0.1",
@@ -245,7 +262,7 @@ class LocalCluster:
         conf.write_text(header + "".join(f"{k}={v}\n" for k, v in props.items()), "utf-8")
         return conf
 
-    async def _spawn(self, name: str, args: list[str], ready_event: str) -> _Child:
+    async def _spawn(self, name: str, args: list[str], ready_event: str) -> Child:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -257,44 +274,21 @@ class LocalCluster:
             stderr=asyncio.subprocess.PIPE,
         )
         assert process.stderr is not None
-        child = _Child(name, process, self.data_dir / "logs" / f"{name}.log")
+        child = Child(name, process, self.data_dir / "logs" / f"{name}.log")
         child.reader = asyncio.get_running_loop().create_task(
-            _pump(child, process.stderr, ready_event), name=f"log-{name}"
+            pump(child, process.stderr, ready_event), name=f"log-{name}"
         )
         try:
             await asyncio.wait_for(child.ready.wait(), self._timeout_s)
         except TimeoutError:
-            await _kill(child)
+            await kill(child)
             raise ClusterError(f"{name} did not start in {self._timeout_s:g} s") from None
         if process.returncode is not None or ready_event.split()[0] not in child.ports:
-            await _kill(child)
+            await kill(child)
             tail = "\n  ".join(child.tail)
             raise ClusterError(f"{name} exited during start-up; its last log lines:\n  {tail}")
         log.info("cluster process started", name=name, pid=process.pid, ports=child.ports)
         return child
-
-
-async def _kill(child: _Child) -> None:
-    if child.process.returncode is None:
-        child.process.kill()
-    await child.process.wait()
-    if child.reader is not None:
-        await child.reader
-
-
-async def _terminate(child: _Child) -> None:
-    if child.process.returncode is None:
-        child.process.send_signal(signal.SIGTERM)
-    try:
-        code = await asyncio.wait_for(child.process.wait(), _STOP_TIMEOUT_S)
-    except TimeoutError:
-        await _kill(child)
-        raise ClusterError(f"{child.name} did not stop within {_STOP_TIMEOUT_S:g} s") from None
-    if child.reader is not None:
-        await child.reader
-    if code != 0:
-        raise ClusterError(f"{child.name} exited with status {code}; see {child.log_path}")
-    log.info("cluster process stopped", name=child.name)
 
 
 # -- the command ------------------------------------------------------------------------
@@ -306,22 +300,32 @@ def add_cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     Args:
         sub: The ``rocklet`` parser's subcommands.
     """
-    p = sub.add_parser("cluster", help="run a name server and brokers a and b locally")
+    p = sub.add_parser(
+        "cluster", help="run a name server, masters broker-a and broker-b and a slave of each"
+    )
     p.add_argument("--data-dir", type=Path, default=Path("data/cluster"), help="data root")
     p.add_argument("--namesrv-port", type=int, default=9876, help="(default: 9876)")
-    p.add_argument("--broker-a-port", type=int, default=10911, help="(default: 10911)")
-    p.add_argument("--broker-b-port", type=int, default=10921, help="(default: 10921)")
-    p.add_argument("--metrics-a-port", type=int, default=5557, help="(default: 5557)")
-    p.add_argument("--metrics-b-port", type=int, default=5558, help="(default: 5558)")
+    for node in NODES:
+        p.add_argument(
+            f"--{node.name}-port", type=int, default=node.port, help=f"(default: {node.port})"
+        )
+    for node in NODES:
+        p.add_argument(
+            f"--metrics-{node.name.removeprefix('broker-')}-port",
+            type=int,
+            default=node.metrics_port,
+            help=f"{node.name} (default: {node.metrics_port})",
+        )
     p.add_argument("--no-metrics", action="store_true", help="no Prometheus endpoints")
 
 
 def _summary(cluster: LocalCluster, out: IO[str]) -> None:
     lines = [f"name server  {cluster.namesrv_addr}"]
-    for name in BROKERS:
-        metrics = cluster.metrics_port(name)
+    for node in NODES:
+        metrics = cluster.metrics_port(node.name)
         where = "" if metrics is None else f"  metrics http://127.0.0.1:{metrics}/metrics"
-        lines.append(f"{name:<12} {cluster.broker_addr(name)}{where}")
+        role = "master" if node.broker_id == 0 else f"slave of {node.broker_name}"
+        lines.append(f"{node.name:<12} {cluster.broker_addr(node.name)}  {role:<18}{where}")
     lines.append(f"logs         {cluster.data_dir / 'logs'}  (Ctrl-C stops everything)")
     out.write("\n".join(lines) + "\n")
     out.flush()
@@ -350,7 +354,12 @@ def run_cluster(args: argparse.Namespace) -> int:
     Returns:
         The exit code: 0 after a clean stop, 1 when a process failed.
     """
-    metrics = None if args.no_metrics else (args.metrics_a_port, args.metrics_b_port)
+    metrics: dict[str, int] | None = {
+        n.name: getattr(args, f"metrics_{n.name.removeprefix('broker-').replace('-', '_')}_port")
+        for n in NODES
+    }
+    if args.no_metrics:
+        metrics = None
     if metrics is not None and importlib.util.find_spec("prometheus_client") is None:
         sys.stderr.write(
             "rocklet cluster: no Prometheus endpoints: prometheus-client is not installed "
@@ -360,7 +369,7 @@ def run_cluster(args: argparse.Namespace) -> int:
     cluster = LocalCluster(
         args.data_dir,
         namesrv_port=args.namesrv_port,
-        broker_ports=(args.broker_a_port, args.broker_b_port),
+        broker_ports={n.name: getattr(args, f"{n.name.replace('-', '_')}_port") for n in NODES},
         metrics_ports=metrics,
     )
     try:

@@ -13,6 +13,7 @@ may touch cold pages.
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 import structlog
@@ -20,9 +21,25 @@ import structlog
 if TYPE_CHECKING:
     from rocklet.store.message_store import MessageStore
 
-__all__ = ["ReplicaError", "append_replica", "first_difference", "read_replica"]
+__all__ = [
+    "WALK_LIMIT",
+    "ReplicaError",
+    "append_replica",
+    "first_difference",
+    "newest_store_time",
+    "read_replica",
+    "record_at_or_after",
+]
 
 log = structlog.get_logger(__name__)
+
+#: Where STORETIMESTAMP sits in a record (after an IPv4 BORNHOST, as the reader assumes).
+_STORE_TS_AT = 56
+_STORE_TS = struct.Struct(">q")
+#: Records one lag query steps over at most; the next query goes on from there.
+WALK_LIMIT = 65536
+#: Records stepped over per hold of the store lock.
+_WALK_BATCH = 4096
 
 
 class ReplicaError(Exception):
@@ -136,3 +153,64 @@ def append_replica(store: MessageStore, offset: int, data: bytes) -> int:
         end = commitlog.max_offset()
     store.flush_service.wakeup_if_due(end)
     return end
+
+
+def record_at_or_after(
+    store: MessageStore, offset: int, hint: int = -1, limit: int = WALK_LIMIT
+) -> tuple[int, int] | None:
+    """The record holding ``offset`` (or, in a segment's blank end, the next one).
+
+    The master uses it for a slave's lag in seconds: the store time of the oldest
+    message the slave has not wholly acknowledged. Records never cross a segment end,
+    so a walk from the segment's start (or from ``hint``, a record start found before)
+    finds the record boundaries. The walk takes the store lock for a batch of records
+    at a time and stops after ``limit`` records, so a query never holds up puts (or the
+    event loop) for long; the caller passes the result back as the next ``hint``.
+
+    Args:
+        store: The master's store.
+        offset: A commitlog offset (an acknowledged offset may cut a record anywhere).
+        hint: A record start at or before ``offset`` in the same segment, or -1.
+        limit: Most records to step over.
+
+    Returns:
+        ``(record start, store timestamp ms)`` of that record; when the walk ran out of
+        steps first, of the last record it reached, which lies before ``offset`` and is
+        at least as old (an over-estimate of the age). ``None`` when nothing is stored
+        at or after ``offset`` (past the end, or deleted by retention).
+    """
+    pos = -1
+    steps = 0
+    while True:
+        with store.lock:
+            commitlog = store.commitlog
+            end = commitlog.max_offset()
+            if offset >= end:
+                return None
+            if pos < 0:
+                mf = commitlog.files.find(offset)
+                if mf is None:
+                    return None
+                pos = hint if mf.from_offset <= hint <= offset else mf.from_offset
+            for _ in range(_WALK_BATCH):
+                if pos >= end:
+                    return None
+                size = commitlog.record_size_at(pos)
+                if size == 0:
+                    # The blank filler at a segment's end (or no record): the next segment.
+                    pos = commitlog.roll_next_file(pos)
+                    continue
+                if pos + size > offset or steps >= limit:
+                    view = commitlog.read(pos + _STORE_TS_AT, 8)
+                    return None if view is None else (pos, _STORE_TS.unpack(view)[0])
+                pos += size
+                steps += 1
+
+
+def newest_store_time(store: MessageStore) -> int:
+    """Store time (ms) of the newest record dispatched to a consume queue (0 if none).
+
+    A slave's lag in seconds is measured against it: whatever it has not received yet
+    was stored after it.
+    """
+    return store._logics_ts  # the store's own package: no public accessor needed

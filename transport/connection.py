@@ -14,9 +14,8 @@ What it does, and why:
   ``requestId`` counter is the counter-example.
 - Requests coming *from* the peer go to a handler, each in its own owned task, so a
   held long-poll pull never blocks the next request on the same connection (Java runs
-  each request on an executor for the same reason). For the codes in ``eager_codes``
-  (the broker's sends and pulls) the handler first runs inline and gets a task only
-  if it suspends (:mod:`rocklet.transport.eager_start`).
+  each request on an executor for the same reason); their tasks, counts and refusals
+  live in :mod:`rocklet.transport.inbound`.
 - Writes can be coalesced (``coalesce_writes``): every frame written while one read is
   decoded, or during one event-loop pass, leaves in one ``writelines``. One send
   syscall per answer was the largest single cost of a pipelining broker (it wakes the
@@ -38,7 +37,6 @@ import asyncio
 from collections.abc import Callable, Container, Sequence
 from typing import Final, cast
 
-from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from rocklet.protocol.errors import FrameError
 from rocklet.protocol.frame import (
@@ -47,7 +45,6 @@ from rocklet.protocol.frame import (
     encode_command_into,
     encode_command_parts,
 )
-from rocklet.transport.eager_start import start_eagerly
 from rocklet.transport.errors import ConnectionClosedError, RequestTimeoutError
 from rocklet.transport.flow import (
     NO_LIMIT,
@@ -56,6 +53,7 @@ from rocklet.transport.flow import (
     ServerLoad,
     writelines_pause_check,
 )
+from rocklet.transport.inbound import InboundRequests, Parked
 from rocklet.transport.logs import get_logger
 from rocklet.transport.types import (
     Buffer,
@@ -133,13 +131,11 @@ class Connection(asyncio.Protocol):
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._coalesce = coalesce_writes
-        self._eager_codes = eager_codes
         self._outbox: list[Buffer] = []
         self._outbox_bytes = 0
         self._flush_at = _COALESCE_LIMIT if high_water is None else min(high_water, _COALESCE_LIMIT)
         self._flush_scheduled = False
         self._receiving = False
-        self._handler = handler
         self._decoder = FrameDecoder(max_frame_size=max_frame_size)
         self._high_water = high_water
         self._linger_s = linger_s
@@ -147,7 +143,6 @@ class Connection(asyncio.Protocol):
         self._status = ConnectionStatus.CONNECTING
         self._peer: tuple[str, int] | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         self._next_opaque = 0
         self._close_cause: BaseException | None = None
         self._lost: asyncio.Future[None] = self._loop.create_future()
@@ -155,19 +150,22 @@ class Connection(asyncio.Protocol):
         self._writable.set()
         self._recheck_pause: Callable[[], None] | None = None
         self._pause_count = 0
-        self._busy_count = 0
         # Flow control (rocklet.transport.flow). Reading is on iff no hold bit is set
         # and no backlog turn is scheduled; _reading mirrors what the transport does.
         self._holds = 0
         self._backlog = False
         self._reading = True
         self._requests_per_turn = limits.requests_per_turn or NO_LIMIT
-        self._max_in_flight = limits.max_in_flight_per_connection or NO_LIMIT
-        # Hysteresis: read again once half the cap is done, not after every answer.
-        self._resume_below = max(1, self._max_in_flight // 2)
-        self._parked = 0
-        self._load = load
-        self._refusal: tuple[int, str] | None = None
+        self._inbound = InboundRequests(
+            self,
+            handler,
+            eager_codes,
+            limits,
+            load,
+            write=self._write,
+            pause=self._hold_busy,
+            resume=self._release_busy,
+        )
         self._hung_up_unanswered = False
         self._close_callbacks: list[CloseCallback] = []
         #: Free slot for whoever owns the connection (the broker keeps client ids here).
@@ -203,17 +201,17 @@ class Connection(asyncio.Protocol):
     @property
     def handlers_in_flight(self) -> int:
         """Requests from the peer currently being handled (in a task, parked or not)."""
-        return len(self._tasks)
+        return len(self._inbound.tasks)
 
     @property
     def parked_handlers(self) -> int:
         """Requests from the peer parked on purpose (:meth:`parked`), e.g. held pulls."""
-        return self._parked
+        return self._inbound.parked_count
 
     @property
     def busy_count(self) -> int:
         """How many times reading was paused for too many requests in flight (a metric)."""
-        return self._busy_count
+        return self._inbound.busy_count
 
     @property
     def reading_paused(self) -> bool:
@@ -330,7 +328,7 @@ class Connection(asyncio.Protocol):
             code: Response code for refused requests (e.g. SYSTEM_BUSY).
             remark: Remark for refused requests.
         """
-        self._refusal = (code, remark)
+        self._inbound.refuse(code, remark)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -355,7 +353,7 @@ class Connection(asyncio.Protocol):
             ``True`` when all finished, ``False`` when some were still running.
         """
         current = asyncio.current_task()
-        tasks = {t for t in self._tasks if t is not current}
+        tasks = {t for t in self._inbound.tasks if t is not current}
         if not tasks:
             return True
         _done, running = await asyncio.wait(tasks, timeout=timeout_s)
@@ -378,10 +376,7 @@ class Connection(asyncio.Protocol):
                 self._flush()
                 self._transport.close()
         self._fail_pending()
-        current = asyncio.current_task()
-        tasks = [t for t in self._tasks if t is not current]
-        for task in tasks:
-            task.cancel()
+        tasks = self._inbound.cancel_all(keep=asyncio.current_task())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         if self._transport is None:
@@ -436,7 +431,7 @@ class Connection(asyncio.Protocol):
         """Fail what is pending and run close callbacks (called by asyncio)."""
         self._finish(exc)
 
-    def parked(self) -> _Parked:
+    def parked(self) -> Parked:
         """Context manager a handler waits in when its wait is the point, not work.
 
         A long-polling pull parks until a message arrives; a push consumer holds one
@@ -447,7 +442,7 @@ class Connection(asyncio.Protocol):
             The context manager (use ``with``; it may be entered before the handler's
             first real wait, in an eager handler's inline step).
         """
-        return _Parked(self)
+        return self._inbound.parked()
 
     # -- flow control -------------------------------------------------------------
 
@@ -458,6 +453,7 @@ class Connection(asyncio.Protocol):
         paused meanwhile, so one connection's pipelined read cannot hold the loop.
         """
         decoder = self._decoder
+        on_request = self._inbound.on_request
         budget = self._requests_per_turn
         # Answers written during the turn leave together, right after it.
         self._receiving = True
@@ -476,7 +472,7 @@ class Connection(asyncio.Protocol):
                 if cmd.flag & FLAG_RESPONSE:
                     self._on_response(cmd)
                 else:
-                    self._on_request(cmd)
+                    on_request(cmd)
                 budget -= 1
                 if not budget:
                     if decoder.buffered:
@@ -510,6 +506,12 @@ class Connection(asyncio.Protocol):
             self._backlog = True
             self._loop.call_soon(self._next_turn)
         self._update_reading()
+
+    def _hold_busy(self) -> None:
+        self._hold(_HOLD_BUSY)
+
+    def _release_busy(self) -> None:
+        self._release(_HOLD_BUSY)
 
     def _update_reading(self) -> None:
         """Make the transport read iff nothing holds it and no backlog turn is due."""
@@ -596,77 +598,6 @@ class Connection(asyncio.Protocol):
         elif not fut.done():
             fut.set_result(cmd)
 
-    def _on_request(self, cmd: RemotingCommand) -> None:
-        if self._refusal is not None:
-            if not cmd.is_oneway:
-                code, remark = self._refusal
-                self._write(cmd.make_response(code, remark=remark))
-            return
-        load = self._load
-        if load is not None and load.in_flight >= load.shed_at:
-            busy = load.shed(cmd)
-            if busy is not None:
-                if not cmd.is_oneway:  # Java answers no oneway request, busy or not
-                    self._write(busy)
-                return
-        if cmd.code in self._eager_codes:
-            task = start_eagerly(self._handle(cmd), self._loop)
-            if task is not None:
-                self._track(task)
-        else:
-            self._track(self._loop.create_task(self._handle(cmd)))
-
-    def _track(self, task: asyncio.Task[None]) -> None:
-        # Only handlers that suspend get here: one answered inline costs no accounting.
-        tasks = self._tasks
-        tasks.add(task)
-        task.add_done_callback(self._untrack)
-        if self._load is not None:
-            self._load.in_flight += 1
-        if len(tasks) - self._parked >= self._max_in_flight:
-            self._too_busy()
-
-    def _untrack(self, task: asyncio.Task[None]) -> None:
-        tasks = self._tasks
-        tasks.discard(task)
-        if self._load is not None:
-            self._load.in_flight -= 1
-        if self._holds & _HOLD_BUSY and len(tasks) - self._parked < self._resume_below:
-            self._release(_HOLD_BUSY)
-
-    def _too_busy(self) -> None:
-        if not self._holds & _HOLD_BUSY:
-            self._busy_count += 1
-            _log.debug(
-                "reading paused: too many requests in flight",
-                peer=self.peer_address,
-                in_flight=len(self._tasks) - self._parked,
-            )
-            self._hold(_HOLD_BUSY)
-
-    async def _handle(self, cmd: RemotingCommand) -> None:
-        result: HandlerResult
-        try:
-            if self._handler is None:
-                result = cmd.make_response(
-                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                    remark=f" request type {cmd.code} not supported",
-                )
-            else:
-                result = await self._handler(self, cmd)
-        except Exception as exc:
-            _log.exception("request handler failed", peer=self.peer_address, code=cmd.code)
-            result = cmd.make_response(
-                ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"
-            )
-        # Java never answers a request marked oneway with a processor response (§1.4).
-        if result is None or cmd.is_oneway or self._status is not ConnectionStatus.OPEN:
-            return
-        if isinstance(result, Reply):
-            self._write(result.command, result.extra_body)
-        else:
-            self._write(result)
-
     def _abort(self, cause: BaseException) -> None:
         self._close_cause = cause
         self._status = ConnectionStatus.CLOSING
@@ -695,8 +626,7 @@ class Connection(asyncio.Protocol):
             self._close_cause = cause
         self._writable.set()  # wake writers so they see the closed state
         self._fail_pending()
-        for task in self._tasks:
-            task.cancel()
+        self._inbound.cancel_all()
         if not self._lost.done():
             self._lost.set_result(None)
         callbacks, self._close_callbacks = self._close_callbacks, []
@@ -705,31 +635,6 @@ class Connection(asyncio.Protocol):
                 callback(self)
             except Exception:
                 _log.exception("close callback failed", peer=self.peer_address)
-
-
-class _Parked:
-    """What :meth:`Connection.parked` returns: takes a handler out of the counts."""
-
-    __slots__ = ("_conn",)
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> None:
-        conn = self._conn
-        conn._parked += 1
-        if conn._load is not None:
-            conn._load.in_flight -= 1
-        if conn._holds & _HOLD_BUSY and len(conn._tasks) - conn._parked < conn._resume_below:
-            conn._release(_HOLD_BUSY)
-
-    def __exit__(self, *exc_info: object) -> None:
-        conn = self._conn
-        conn._parked -= 1
-        if conn._load is not None:
-            conn._load.in_flight += 1
-        if len(conn._tasks) - conn._parked >= conn._max_in_flight:
-            conn._too_busy()
 
 
 def _expire(fut: asyncio.Future[RemotingCommand]) -> None:

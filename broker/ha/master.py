@@ -22,12 +22,14 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import time
 
 import structlog
 
+from rocklet.broker.ha.lag import MasterLag, SlaveLag
 from rocklet.broker.ha.wire import HEADER, REPORT, REPORT_SIZE
 from rocklet.store.message_store import MessageStore
-from rocklet.store.replica import read_replica
+from rocklet.store.replica import read_replica, record_at_or_after
 
 __all__ = ["HAMaster"]
 
@@ -53,6 +55,9 @@ class _Slave:
         self.request_offset = -1  #: first report; -1 until it arrives
         self.ack_offset = -1
         self.reported = asyncio.Event()
+        #: A record start at or before ``ack_offset`` (and its store time), so a lag
+        #: query walks only the records acknowledged since the last one.
+        self.oldest_unacked: tuple[int, int] | None = None
 
 
 class HAMaster:
@@ -166,11 +171,33 @@ class HAMaster:
 
     def status(self) -> dict[str, str]:
         """The keys this adds to brokerStatus (Rocklet's own)."""
-        return {
-            "haListenPort": str(self.port),
-            "haConnectedSlaves": str(len(self._slaves)),
-            "haSlaveAckOffset": str(self.acked_offset),
-        }
+        return self.lag().keys()
+
+    def lag(self, now_ms: int | None = None) -> MasterLag:
+        """How far each connected slave is behind. Any thread (reads the store).
+
+        Args:
+            now_ms: Wall-clock time to age messages against (default: now).
+
+        Returns:
+            The master's offsets and one entry per slave, in connection order.
+        """
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        store = self._store
+        end = store.commitlog_max_offset()
+        slaves = []
+        for slave in list(self._slaves):  # a copy: connections come and go on the loop
+            ack = slave.ack_offset
+            behind_from = max(ack, store.commitlog_min_offset())
+            seconds = 0.0
+            if behind_from < end:
+                hint = slave.oldest_unacked
+                found = record_at_or_after(store, behind_from, hint[0] if hint else -1)
+                if found is not None:
+                    slave.oldest_unacked = found
+                    seconds = max(0, now_ms - found[1]) / 1000
+            slaves.append(SlaveLag(slave.peer, ack, max(0, end - max(ack, 0)), seconds))
+        return MasterLag(self.port, end, self.acked_offset, tuple(slaves))
 
     # -- connections -------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import structlog
 
 from rocklet.broker.config import BrokerConfig, BrokerRole
+from rocklet.broker.ha.lag import MasterLag, SlaveView
 from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.ha.metadata import MetadataSync
 from rocklet.broker.ha.slave import HASlave
@@ -42,6 +43,13 @@ class Replication:
             return self.master.status()
         assert self.slave is not None
         return self.slave.status()
+
+    def lag(self) -> MasterLag | SlaveView:
+        """How far replication is behind (brokerStatus keys, metrics). Any thread."""
+        if self.master is not None:
+            return self.master.lag()
+        assert self.slave is not None
+        return self.slave.view()
 
     def learn_master(self, ha_server_addr: str | None, master_addr: str | None) -> None:
         """Take the master's addresses from a REGISTER_BROKER answer (slaves)."""

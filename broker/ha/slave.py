@@ -19,13 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 
 import structlog
 
+from rocklet.broker.ha.lag import SlaveView
 from rocklet.broker.ha.wire import HEADER, HEADER_SIZE, REPORT
 from rocklet.store.message_store import MessageStore
-from rocklet.store.replica import ReplicaError, append_replica, first_difference
+from rocklet.store.replica import (
+    ReplicaError,
+    append_replica,
+    first_difference,
+    newest_store_time,
+)
 
 __all__ = ["VERIFY_BYTES", "HASlave"]
 
@@ -72,6 +79,9 @@ class HASlave:
         #: Why replication stopped for good (divergence), or ``None``.
         self.diverged: str | None = None
         self.connected = False
+        #: The highest master offset a frame showed (end of a chunk, or a heartbeat's
+        #: offset); -1 before the first frame.
+        self.master_offset = -1
 
     def set_master(self, addr: str | None) -> None:
         """Take the master's HA address from a REGISTER_BROKER answer.
@@ -98,11 +108,30 @@ class HASlave:
 
     def status(self) -> dict[str, str]:
         """The keys this adds to brokerStatus (Rocklet's own)."""
-        return {
-            "haMasterAddress": self.master_addr or "",
-            "haConnected": str(self.connected).lower(),
-            "haDiverged": self.diverged or "false",
-        }
+        return self.view().keys()
+
+    def view(self, now_ms: int | None = None) -> SlaveView:
+        """The slave's offsets and lag as of the last frame. Any thread.
+
+        Args:
+            now_ms: Wall-clock time to age messages against (default: now).
+        """
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        mine = self._store.commitlog_max_offset()
+        lag_bytes = max(0, self.master_offset - mine) if self.master_offset >= 0 else 0
+        seconds = 0.0
+        if lag_bytes or not self.connected:
+            newest = newest_store_time(self._store)
+            seconds = max(0, now_ms - newest) / 1000 if newest else 0.0
+        return SlaveView(
+            master_addr=self.master_addr or "",
+            connected=self.connected,
+            diverged=self.diverged,
+            offset=mine,
+            master_offset=self.master_offset,
+            lag_bytes=lag_bytes,
+            lag_seconds=seconds,
+        )
 
     async def _run(self) -> None:
         while self.diverged is None:
@@ -147,6 +176,7 @@ class HASlave:
                     head = await reader.readexactly(HEADER_SIZE)
                 offset, size = HEADER.unpack(head)
                 body = await reader.readexactly(size) if size else b""
+                self.master_offset = max(self.master_offset, offset + size)
                 if not verified:
                     if offset != cursor or not body:
                         raise _Diverged(

@@ -216,6 +216,24 @@ def _first(tps: str | None) -> str | None:
     return None if tps is None else tps.split()[0]
 
 
+def _replication(kv: dict[str, str]) -> str | None:
+    """The clusterList cell for a broker's HA side (docs/replication.md's ``ha*`` keys)."""
+    if "haConnectedSlaves" in kv:
+        n = int(kv["haConnectedSlaves"])
+        if n == 0:
+            return "no slave"
+        return (
+            f"{n} slave{'s' if n > 1 else ''}, max lag {kv.get('haMaxLagBytes')} B "
+            f"{kv.get('haMaxLagSeconds')} s"
+        )
+    if "haConnected" in kv:
+        if kv.get("haDiverged", "false") != "false":
+            return "diverged (see haDiverged)"
+        state = "" if kv["haConnected"] == "true" else "disconnected, "
+        return f"{state}lag {kv.get('haLagBytes')} B {kv.get('haLagSeconds')} s"
+    return None  # not a Rocklet broker, or one from before replication
+
+
 async def _broker_row(
     tool: AdminTool, cluster: str, name: str, bid: int, addr: str
 ) -> tuple[Sequence[object], dict[str, object]]:
@@ -236,6 +254,7 @@ async def _broker_row(
         _first(kv.get("getTransferedTps")),
         disk,
         kv.get("commitLogMaxOffset"),
+        _replication(kv),
     )
     data: dict[str, object] = {
         "cluster": cluster,
@@ -243,13 +262,14 @@ async def _broker_row(
         "brokerId": bid,
         "addr": addr,
         "reachable": bool(kv),
+        "replication": _replication(kv),
         "runtime": kv,
     }
     return row, data
 
 
 async def cluster_list(tool: AdminTool, args: argparse.Namespace) -> Output:
-    """clusterList: every broker by cluster, with its version, TPS and disk use."""
+    """clusterList: every broker by cluster: version, TPS, disk use, replication lag."""
     info = await tool.admin.cluster_info()
     if args.clusterName and args.clusterName not in info.cluster_addr_table:
         raise TargetError(f"cluster {args.clusterName!r} is unknown to the name server")
@@ -273,6 +293,7 @@ async def cluster_list(tool: AdminTool, args: argparse.Namespace) -> Output:
         "OutTPS",
         "Disk Used",
         "CommitLog Max Offset",
+        "Replication",
     )
     return Output(data, [Table(headers, rows)])
 

@@ -22,8 +22,9 @@ from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import Message, MessageExt, SendResult
 from rocklet.client.producer import Producer
 from rocklet.client.push_consumer import PushConsumer
-from rocklet.cluster import LocalCluster
+from rocklet.cluster import BROKERS, LocalCluster
 from tests.ops.test_metrics import scrape, value
+from tests.replication.nodes import broker_status
 
 TOPIC = "OpsTopic"
 GROUP = "OpsGroup"
@@ -94,8 +95,9 @@ def brokers_of(results: list[SendResult]) -> set[str]:
 
 
 async def route_brokers(admin: Admin) -> set[str]:
+    """Broker names with a master in the route (a stopped master's slave stays listed)."""
     route = await admin.topic_route(TOPIC)
-    return {b.broker_name for b in route.broker_datas}
+    return {b.broker_name for b in route.broker_datas if b.master_addr is not None}
 
 
 @pytest.fixture
@@ -103,8 +105,8 @@ async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
     local = LocalCluster(
         tmp_path,
         namesrv_port=0,
-        broker_ports=(0, 0),
-        metrics_ports=(0, 0),
+        broker_ports=dict.fromkeys(BROKERS, 0),
+        metrics_ports=dict.fromkeys(BROKERS, 0),
         broker_properties=SMALL_FILES,
     )
     async with local:
@@ -198,6 +200,48 @@ async def test_traffic_spreads_fails_over_to_broker_a_and_returns_without_loss(
     assert metrics_port is not None
     samples = await scrape(metrics_port)
     assert value(samples, "rocklet_messages_put_total", topic=TOPIC) == stored_on_a
+
+
+async def test_each_master_has_a_slave_that_follows_it(
+    cluster: LocalCluster, instance: ClientInstance
+) -> None:
+    async with Admin(cluster.namesrv_addr, instance_name="ops-admin") as admin:
+        info = await admin.cluster_info()
+        groups = {
+            name: dict(info.broker_addr_table[name].broker_addrs)
+            for name in info.cluster_addr_table["DefaultCluster"]
+        }
+        assert groups == {
+            "broker-a": {0: cluster.broker_addr("broker-a"), 1: cluster.broker_addr("broker-a-s")},
+            "broker-b": {0: cluster.broker_addr("broker-b"), 1: cluster.broker_addr("broker-b-s")},
+        }
+        await admin.create_topic(TOPIC, queue_nums=4)
+        await eventually(
+            lambda: _equals(route_brokers(admin), {"broker-a", "broker-b"}), "the route", TIMEOUT
+        )
+        async with Producer("OpsProducer", cluster.namesrv_addr, latency_fault=False) as producer:
+            _, results = await send_all(producer, "replicated", 40)
+        assert brokers_of(results) == {"broker-a", "broker-b"}
+        for master in ("broker-a", "broker-b"):
+            slave = f"{master}-s"
+
+            async def follows(master: str = master, slave: str = slave) -> bool:
+                mine = await broker_status(cluster.broker_addr(master))
+                theirs = await broker_status(cluster.broker_addr(slave))
+                return (
+                    mine["haConnectedSlaves"] == "1"
+                    and mine["haSlave0LagBytes"] == "0"
+                    and theirs["haOffset"] == mine["commitLogMaxOffset"]
+                    and theirs["haLagBytes"] == "0"
+                )
+
+            await eventually(follows, f"{slave} to have everything {master} stored", TIMEOUT)
+        # The slaves' Prometheus endpoints report their own lag.
+        port = cluster.metrics_port("broker-a-s")
+        assert port is not None
+        samples = await scrape(port)
+        assert value(samples, "rocklet_ha_connected") == 1
+        assert value(samples, "rocklet_ha_lag_bytes") == 0
 
 
 async def _equals(got: Awaitable[set[str]], expected: set[str]) -> bool:

@@ -35,8 +35,11 @@ from tests.test_cli import LISTENING, TIMEOUT, spawn, wait_for_line
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"
-ROCKLET_SERVICES = {"namesrv", "broker-a", "broker-b"}
-BROKERS = ("broker-a", "broker-b")
+MASTERS = ("broker-a", "broker-b")
+#: Each slave and its master, whose network namespace it shares.
+SLAVES = {"broker-a-s": "broker-a", "broker-b-s": "broker-b"}
+BROKERS = (*MASTERS, *SLAVES)
+ROCKLET_SERVICES = {"namesrv", *BROKERS}
 #: The variable that sets the address every broker advertises (brokerIP1).
 ADVERTISED = "ROCKLET_ADVERTISED_HOST"
 
@@ -104,14 +107,40 @@ def service_broker_config(service: dict[str, Any]) -> BrokerConfig:
     return broker_config(build_parser().parse_args(on_host(service)))
 
 
-def test_compose_has_one_namesrv_two_masters_and_prometheus(compose: dict[str, Any]) -> None:
+def test_compose_has_one_namesrv_two_masters_a_slave_each_and_prometheus(
+    compose: dict[str, Any],
+) -> None:
     services = compose["services"]
     assert set(services) == ROCKLET_SERVICES | {"prometheus"}
     for name in ROCKLET_SERVICES:
         assert services[name]["build"]["dockerfile"] == "docker/Dockerfile"
         assert Path(services[name]["build"]["context"]) == REPO
-    for name in ("broker-a", "broker-b"):
+    for name in MASTERS:
         assert services[name]["depends_on"]["namesrv"]["condition"] == "service_healthy"
+    for name, master in SLAVES.items():
+        assert services[name]["depends_on"][master]["condition"] == "service_healthy"
+
+
+def test_slaves_follow_their_master_over_its_loopback(compose: dict[str, Any]) -> None:
+    """A slave shares its master's network: the HA address it is given is loopback."""
+    services = compose["services"]
+    for name, master in SLAVES.items():
+        slave_conf = service_broker_config(services[name])
+        master_conf = service_broker_config(services[master])
+        assert services[name]["network_mode"] == f"service:{master}"
+        assert (slave_conf.broker_name, slave_conf.broker_id) == (master_conf.broker_name, 1)
+        assert slave_conf.broker_role.value == "SLAVE"
+        assert master_conf.broker_role.value == "ASYNC_MASTER"
+        assert slave_conf.ha_master_address is None  # learned from the name server
+        # haServerAddr = brokerIP2:listenPort+1, on the loopback the two share; the
+        # ports they both bind in one namespace differ.
+        assert master_conf.broker_ip2 == "127.0.0.1"
+        master_ports = {master_conf.listen_port, master_conf.listen_port + 1}
+        master_ports.add(master_conf.metrics_port or 0)
+        assert not master_ports & {slave_conf.listen_port, slave_conf.metrics_port}
+        # The master publishes the slave's client port, never the HA port.
+        published = {p["published"] for p in services[master]["ports"]}
+        assert published == {master_conf.listen_port, slave_conf.listen_port}
 
 
 def test_every_rocklet_command_parses_and_its_config_loads(compose: dict[str, Any]) -> None:
@@ -123,17 +152,20 @@ def test_every_rocklet_command_parses_and_its_config_loads(compose: dict[str, An
     ns_conf = host_path(ns_service, conf_arg(ns_service["command"]))
     namesrv = NamesrvConfig.from_properties(parse_properties(ns_conf.read_text()))
     assert {p["target"] for p in ns_service["ports"]} == {namesrv.listen_port}
-    for name in ("broker-a", "broker-b"):
+    for name in BROKERS:
         service = services[name]
         assert parser.parse_args(service["command"]).command == "broker"
         config = load_broker(host_path(service, conf_arg(service["command"])))
-        assert config.broker_name == name and config.broker_id == 0 and not config.extra
+        assert config.broker_name == SLAVES.get(name, name) and not config.extra
+        assert config.broker_id == (1 if name in SLAVES else 0)
         assert config.broker_cluster_name == "DefaultCluster"
         assert config.namesrv_addr == f"namesrv:{namesrv.listen_port}"
         assert config.broker_ip1 is None  # the command line gives it (see below)
-        # Clients connect to brokerIP1:listenPort: published under the same number.
-        assert [(p["published"], p["target"]) for p in service["ports"]] == [
-            (config.listen_port, config.listen_port)
+        # Clients connect to brokerIP1:listenPort: published under the same number
+        # (a slave's by its master's service, whose network it runs in).
+        publisher = services[SLAVES.get(name, name)]
+        assert (config.listen_port, config.listen_port) in [
+            (p["published"], p["target"]) for p in publisher["ports"]
         ]
         assert any(
             config.store_path_root_dir.is_relative_to(t) for t in named_volume_targets(service)
@@ -154,6 +186,9 @@ def test_brokers_advertise_the_host_address_from_the_environment(
 def test_no_fixed_subnet_or_addresses(compose: dict[str, Any]) -> None:
     assert all("ipam" not in (net or {}) for net in compose["networks"].values())
     for name, service in compose["services"].items():
+        if name in SLAVES:
+            assert "networks" not in service  # its master's (tested above)
+            continue
         assert service["networks"] == {"rocklet": None}, name  # no ipv4_address
 
 
@@ -164,6 +199,8 @@ def test_healthchecks_ask_each_role_on_its_own_port(compose: dict[str, Any]) -> 
         "namesrv": [Check("namesrv", "127.0.0.1", 9876)],
         "broker-a": [Check("broker", "127.0.0.1", 10911)],
         "broker-b": [Check("broker", "127.0.0.1", 10921)],
+        "broker-a-s": [Check("broker", "127.0.0.1", 10931)],
+        "broker-b-s": [Check("broker", "127.0.0.1", 10941)],
     }
     for name in ROCKLET_SERVICES:
         test = services[name]["healthcheck"]["test"]
@@ -172,8 +209,9 @@ def test_healthchecks_ask_each_role_on_its_own_port(compose: dict[str, Any]) -> 
         # PID 1 runs ENTRYPOINT ["rocklet"] + command, from WORKDIR /home/rocklet.
         checks = checks_for(["/usr/local/bin/rocklet", *on_host(services[name])], Path("/"))
         assert checks == expected[name], name
-        published = {p["target"] for p in services[name]["ports"]}
-        assert {c.port for c in checks} == published
+        publisher = services[SLAVES.get(name, name)]
+        published = {p["target"] for p in publisher["ports"]}
+        assert {c.port for c in checks} <= published
 
 
 def test_only_brokers_and_prometheus_keep_state_on_volumes(compose: dict[str, Any]) -> None:
@@ -182,7 +220,7 @@ def test_only_brokers_and_prometheus_keep_state_on_volumes(compose: dict[str, An
     assert named_volume_targets(services["prometheus"]) == ["/prometheus"]
     for name in BROKERS:
         assert named_volume_targets(services[name]) == ["/data"]
-    assert set(compose["volumes"]) == {"broker-a-data", "broker-b-data", "prometheus-data"}
+    assert set(compose["volumes"]) == {f"{b}-data" for b in BROKERS} | {"prometheus-data"}
 
 
 async def test_the_name_server_writes_nothing_to_disk(tmp_path: Path) -> None:
@@ -225,9 +263,10 @@ def test_prometheus_scrapes_every_broker_metrics_port(compose: dict[str, Any]) -
         for target in static["targets"]
     }
     expected = set()
-    for name in ("broker-a", "broker-b"):
+    for name in BROKERS:
         config = load_broker(host_path(services[name], conf_arg(services[name]["command"])))
-        expected.add(f"{name}:{config.metrics_port}")
+        # A slave answers under its master's name (it shares the master's network).
+        expected.add(f"{SLAVES.get(name, name)}:{config.metrics_port}")
     assert targets == expected
 
 

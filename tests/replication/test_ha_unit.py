@@ -4,13 +4,14 @@ and a slave that is ahead of its master."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.ha.slave import HASlave
 from rocklet.broker.ha.wire import HEADER, HEADER_SIZE, REPORT
 from rocklet.store.message_store import MessageStore
-from rocklet.store.replica import append_replica, read_replica
+from rocklet.store.replica import append_replica, read_replica, record_at_or_after
 from tests.replication.nodes import until
 from tests.store.helpers import message, small_config
 
@@ -109,3 +110,30 @@ async def test_slave_ahead_of_its_master_stops(tmp_path: Path) -> None:
         finally:
             await slave.stop()
             await master.stop()
+
+
+def test_oldest_unacknowledged_record_is_found_from_any_offset(tmp_path: Path) -> None:
+    """The lag-in-seconds walk: mid-record offsets, segment ends, hints and its budget."""
+    with MessageStore.open(small_config(tmp_path / "m")) as store:
+        puts = [store.put_message(message(n, size=300 + n % 7 * 40)) for n in range(120)]
+        records = [
+            (p.wrote_offset, p.wrote_offset + p.wrote_bytes, p.store_timestamp) for p in puts
+        ]
+        assert store.commitlog_max_offset() > 3 * 16 * 1024  # several segments
+        for start, end, ts in records:
+            for at in (start, start + 1, end - 1):
+                assert record_at_or_after(store, at) == (start, ts)
+        # In a segment's blank end: the first record of the next segment.
+        gaps = [(a, b) for a, b in itertools.pairwise(records) if a[1] != b[0]]
+        assert gaps
+        for before, after in gaps:
+            assert record_at_or_after(store, before[1]) == (after[0], after[2])
+        assert record_at_or_after(store, store.commitlog_max_offset()) is None
+        # A hint skips the walk; a budget too small returns an earlier record (older:
+        # an over-estimate), from which the next call goes on to the right one.
+        last_start, _, last_ts = records[-1]
+        first_in_segment = next(r for r in records if r[0] // 16384 == last_start // 16384)
+        assert record_at_or_after(store, last_start, hint=last_start) == (last_start, last_ts)
+        early = record_at_or_after(store, last_start + 5, limit=1)
+        assert early is not None and first_in_segment[0] < early[0] < last_start
+        assert record_at_or_after(store, last_start + 5, hint=early[0]) == (last_start, last_ts)
