@@ -311,6 +311,9 @@ class RouteCache:
         bd = self._brokers.get(broker_name)
         if bd is None or not bd.broker_addrs:
             return None
+        addr = bd.broker_addrs.get(broker_id)
+        if addr is not None and addr != avoid:
+            return addr, broker_id  # the usual case, once per pull
         ids = sorted(bd.broker_addrs)
         if broker_id in bd.broker_addrs:
             ids.remove(broker_id)
