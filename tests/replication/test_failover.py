@@ -178,7 +178,8 @@ async def _run(tmp_path: Path, role: str) -> dict[str, Any]:
 
 async def _compare_stores(g: Group) -> dict[str, Any]:
     end = int((await broker_status(g.slave.broker_addr))["commitLogMaxOffset"])
-    assert await g.slave.stop() == 0
+    code = await g.slave.stop()
+    assert code == 0, f"the slave's stop exited {code}:\n{''.join(g.slave.lines[-40:])}"
     master_end = sum(p.stat().st_size for p in (g.master.store / "commitlog").iterdir())
     assert 0 < end <= master_end
     assert commitlog_bytes(g.slave.store, end) == commitlog_bytes(g.master.store, end)
