@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -160,6 +161,7 @@ class Broker:
         self._delay = delay
         self._retention = retention
         self._metrics_server: MetricsServer | None = None
+        self._fast_server: RemotingServer | None = None
         self._register_now = asyncio.Event()
         self._stopped = False
         #: The ACL files in force (``aclEnable``), or ``None``.
@@ -240,7 +242,7 @@ class Broker:
             clock,
             auto_create=config.auto_create_subscription_group,
         )
-        offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json")
+        offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json", clock)
         for manager in (topics, groups, offsets):
             manager.load()
         tasks = BackgroundTasks("broker")
@@ -254,22 +256,30 @@ class Broker:
         if metrics is not None:
             registry.observer = metrics.on_request
             sink = metrics
-        server = RemotingServer(
-            host,
-            config.listen_port,
-            registry,
-            name="broker",
-            high_water=config.write_buffer_high_water_mark or None,
-            limits=config.flow_limits(),
-            socket_rcvbuf=config.server_socket_rcv_buf_size,
-            socket_sndbuf=config.server_socket_snd_buf_size,
-            tls=server_tls,
-        )
+
+        def remoting_server(port: int, name: str) -> RemotingServer:
+            return RemotingServer(
+                host,
+                port,
+                registry,
+                name=name,
+                high_water=config.write_buffer_high_water_mark or None,
+                limits=config.flow_limits(),
+                socket_rcvbuf=config.server_socket_rcv_buf_size,
+                socket_sndbuf=config.server_socket_snd_buf_size,
+                tls=server_tls,
+            )
+
+        server = remoting_server(config.listen_port, "broker")
+        fast: RemotingServer | None = None
         try:
             await server.start()
-            ha = await start_replication(config, store, topics, offsets, host)
+            fast = await _start_fast_port(config, remoting_server)
+            ha = await start_replication(config, store, topics, groups, offsets, host)
         except BaseException:
             await server.stop()
+            if fast is not None:
+                await fast.stop()
             await asyncio.to_thread(store.close)
             raise
         ip = config.broker_ip1 or "127.0.0.1"
@@ -318,6 +328,7 @@ class Broker:
         )
         delay = DelayDeliveryService(store, sync_timeout_s=config.sync_flush_timeout_ms / 1000)
         broker = cls(ctx, server, registrar, delay, RetentionService(store))
+        broker._fast_server = fast
         broker.replication = ha
         broker.acl = acl_files
         topics.on_change = broker._register_now.set
@@ -364,6 +375,11 @@ class Broker:
     def port(self) -> int:
         """The bound port."""
         return self._server.port
+
+    @property
+    def fast_port(self) -> int | None:
+        """The VIP port's bound port, or ``None`` when there is none."""
+        return None if self._fast_server is None else self._fast_server.port
 
     @property
     def metrics_port(self) -> int | None:
@@ -437,6 +453,8 @@ class Broker:
         if self._metrics_server is not None:
             await self._metrics_server.stop()
         ctx.holds.close()
+        if self._fast_server is not None:
+            await self._fast_server.stop(grace_s)
         await self._server.stop(grace_s)
         await ctx.tasks.cancel_all()
         if self.replication is not None:
@@ -445,7 +463,10 @@ class Broker:
         await self._registrar.close()
         await self._persist()
         try:
-            await asyncio.to_thread(self._delay.persist)
+            # A slave's delayOffset.json is the master's (broker/ha/metadata.py); its
+            # idle delay service would write back what the file held at start.
+            if self.replication is None or self.replication.slave is None:
+                await asyncio.to_thread(self._delay.persist)
         except OSError as exc:  # e.g. a full disk: the store must still close cleanly
             log.error("saving delayOffset.json failed", error=str(exc))
         await asyncio.to_thread(ctx.store.close)
@@ -456,3 +477,31 @@ class Broker:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+
+async def _start_fast_port(
+    config: BrokerConfig, make: Callable[[int, str], RemotingServer]
+) -> RemotingServer | None:
+    """Open RocketMQ's "VIP" port (listenPort - 2): the same requests, another socket.
+
+    RocketMQ's slaves fetch the master's topics, offsets, delay offsets and groups
+    there, and clients with ``vipChannelEnabled`` send there; without it a RocketMQ
+    slave of a Rocklet master could follow the commitlog but never the metadata.
+    """
+    port = config.fast_listen_port
+    if port is None:
+        port = config.listen_port - 2 if config.listen_port > 2 else -1
+    if port == -1:
+        return None
+    fast = make(port, "broker-vip")
+    try:
+        await fast.start()
+    except OSError as exc:
+        if config.fast_listen_port is not None:
+            raise
+        # Only a default, and only RocketMQ slaves and VIP clients use it: a port held
+        # by someone else is logged, not a reason to refuse to start.
+        log.error("the VIP port (listenPort - 2) is taken; no VIP port", port=port, error=str(exc))
+        return None
+    log.info("VIP port listening", vip_port=fast.port)
+    return fast

@@ -132,6 +132,10 @@ class BrokerConfig:
     listen_host: str = "0.0.0.0"
     #: ``None``: listenPort + 1, as RocketMQ forces (0 when listenPort is 0).
     ha_listen_port: int | None = None
+    #: Rocklet only: the "VIP" port, where RocketMQ slaves sync metadata and clients
+    #: with ``vipChannelEnabled`` send. ``None``: listenPort - 2, as RocketMQ forces
+    #: (none when listenPort is 0); 0: any free port; -1: no VIP port.
+    fast_listen_port: int | None = None
     #: ``;``-separated ``host:port`` list; ``None`` = no name server (standalone tests).
     namesrv_addr: str | None = None
     #: Address advertised to clients and in message ids; ``None`` = detect.
@@ -239,6 +243,8 @@ class BrokerConfig:
         _check_port("listenPort", self.listen_port)
         if self.ha_listen_port is not None:
             _check_port("haListenPort", self.ha_listen_port)
+        if self.fast_listen_port is not None and self.fast_listen_port != -1:
+            _check_port("fastListenPort", self.fast_listen_port)
         _check_min("haSendHeartbeatInterval", self.ha_send_heartbeat_interval_ms, 1)
         _check_min("haTransferBatchSize", self.ha_transfer_batch_size, 1)
         _check_min("slaveTimeout", self.slave_timeout_ms, 1)

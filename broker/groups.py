@@ -18,7 +18,10 @@ from typing import Any
 
 from rocklet.broker.config_writer import ConfigWriter
 from rocklet.broker.json_file import load_json, persist_json
-from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
+from rocklet.protocol.bodies.subscription_group import (
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+)
 from rocklet.protocol.bodies.topic import DataVersion
 from rocklet.protocol.errors import BodyError
 from rocklet.protocol.names import check_group_name
@@ -100,6 +103,21 @@ class SubscriptionGroupManager:
         self._table[config.group_name] = config
         self._changed(config.group_name)
         return config
+
+    def replace_all(self, wrapper: SubscriptionGroupWrapper) -> bool:
+        """Take the master's whole table if its data version differs (a slave's sync).
+
+        Returns:
+            Whether the table was replaced.
+        """
+        if wrapper.data_version == self.data_version:
+            return False
+        self._table = dict(wrapper.subscription_group_table)
+        self.data_version = wrapper.data_version
+        generation = self.writer.changed(urgent=True)
+        for group in self._table:
+            self.unsaved[group] = generation
+        return True
 
     def delete(self, group: str) -> bool:
         """Delete a group; returns whether it existed."""

@@ -33,6 +33,7 @@ from rocklet.broker.processors.reply import ReplyProcessor
 from rocklet.broker.processors.send import SendProcessor
 from rocklet.broker.processors.sendback import SendBackProcessor
 from rocklet.broker.processors.transaction import EndTransactionProcessor
+from rocklet.broker.put_wait import PutWait
 from rocklet.broker.transaction_check import TransactionCheckService
 from rocklet.store.config import FlushDiskType
 from rocklet.transport import ProcessorRegistry
@@ -48,6 +49,12 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
         ctx: The broker's collaborators.
     """
     cfg, identity = ctx.config, ctx.identity
+    put_wait = PutWait(
+        sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
+        replicas=ctx.replicas,
+        sync_master=cfg.broker_role is BrokerRole.SYNC_MASTER,
+        slave_timeout_ms=cfg.slave_timeout_ms,
+    )
     store, topics, groups, clients = ctx.store, ctx.topics, ctx.groups, ctx.clients
     send.register(
         registry,
@@ -100,7 +107,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             topics=topics,
             groups=groups,
             identity=identity,
-            sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
+            put_wait=put_wait,
         ),
     )
     transaction.register(
@@ -110,7 +117,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             topics=topics,
             clock=ctx.clock,
             identity=identity,
-            sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
+            put_wait=put_wait,
         ),
     )
     reply.register(
@@ -122,7 +129,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             clock=ctx.clock,
             identity=identity,
             store_replies=cfg.store_reply_message_enable,
-            sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
+            put_wait=put_wait,
         ),
     )
     admin.register(

@@ -63,6 +63,8 @@ class ReputService:
         self.delay_levels_ms = delay_levels_ms
         #: Records dispatched since the service was created.
         self.dispatched = 0
+        #: Store time of the latest record dispatched (a slave's checkpoint time).
+        self.last_store_timestamp = 0
         #: Recovery's resync for bad bytes not in :meth:`skip`; None: they are an error.
         self.on_damage: DamageHandler | None = None
         #: A slave's commitlog is filled by replication, whose frames cut records
@@ -101,6 +103,7 @@ class ReputService:
                 no :attr:`on_damage` is set (corruption after recovery).
         """
         count = 0
+        last_ts = self.last_store_timestamp
         files = self.commitlog.files
         end = self.commitlog.max_offset()
         while self.reput_from < end:
@@ -138,12 +141,14 @@ class ReputService:
                     continue
                 for dispatch in self.dispatchers:
                     dispatch(req)
+                last_ts = req.store_timestamp
                 pos += req.size
                 count += 1
             self.reput_from = base + (mf.size if pos >= mf.size else pos)
             if cut:
                 break  # the rest of that record arrives with the next frame
         self.dispatched += count
+        self.last_store_timestamp = max(self.last_store_timestamp, last_ts)
         return count
 
 

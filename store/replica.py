@@ -5,7 +5,9 @@ end but may cut records anywhere (RocketMQ's ``HAConnection.WriteSocketService``
 slave appends them at exactly the same offsets, so its segment files are byte for byte
 the master's, and dispatches the whole records among them to its consume queues and
 index with the store's own reput service, as recovery does
-(:mod:`rocklet.store._reput`, whose ``partial_tail`` makes it stop before a cut record).
+(:mod:`rocklet.store._reput`, whose ``partial_tail`` makes it stop before a cut record),
+and advances the commitlog time the flush thread writes to the checkpoint (the consume
+queue and index times advance through the dispatch itself), as a master's puts do.
 
 Everything here takes the store lock; the broker calls it from a worker thread when it
 may touch cold pages.
@@ -150,6 +152,13 @@ def append_replica(store: MessageStore, offset: int, data: bytes) -> int:
         reput = store.reput
         reput.partial_tail = True
         reput.run_once()
+        # The flush thread copies this into the checkpoint's commitlog time once the
+        # bytes are synced, as a master's puts do: a slave's crash recovery then starts
+        # near its end rather than at its first segment. Only whole dispatched records
+        # count, so the time never runs ahead of a record the slave holds entirely.
+        commitlog.last_store_timestamp = max(
+            commitlog.last_store_timestamp, reput.last_store_timestamp
+        )
         end = commitlog.max_offset()
     store.flush_service.wakeup_if_due(end)
     return end

@@ -1,44 +1,81 @@
-"""A slave's copy of its master's metadata (part of RocketMQ's ``SlaveSynchronize``).
+"""A slave's copy of its master's metadata (RocketMQ's ``SlaveSynchronize``).
 
-RocketMQ's slave fetches GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET,
-GET_ALL_DELAY_OFFSET and GET_ALL_SUBSCRIPTIONGROUP_CONFIG from ``masterAddr`` every
-10 s. Rocklet syncs the topic table (a slave needs it to serve pulls), replacing its
-own when the master's data version differs, and the consumer offsets (the master's
-overwrite the slave's, key by key, as RocketMQ's ``putAll`` does); delay offsets and
-subscription groups are listed under "Not done yet" in docs/replication.md.
+Every 10 s (and at start) the slave asks ``masterAddr``, on one connection, for
+GET_ALL_TOPIC_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET and
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG, as RocketMQ 4.9.4 does, and takes:
+
+- topics and subscription groups whole, when the master's data version differs;
+- consumer offsets by :meth:`~rocklet.broker.offsets.ConsumerOffsetManager.take_from_master`:
+  never backwards unless the master stamped a deliberate move back (RocketMQ: the
+  master's overwrite the slave's);
+- delay offsets (the delivered queue offset per delay level) into the slave's
+  ``config/delayOffset.json``, which a slave restarted as master delivers from, as
+  RocketMQ writes the master's string to that file. Rocklet takes a level's offset
+  only forward, and never past what the slave's own schedule queue holds (RocketMQ's
+  ``correctDelayOffset`` clamps the same way, but only at load): a promoted slave
+  delivers every delayed message it holds that the master had not delivered, and
+  redelivers at most those the master delivered in its last ~10 s.
+
+A request that fails or does not parse is logged and skipped; the others are still
+taken.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import structlog
 
-from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.offsets import RESET_STAMPS_KEY, ConsumerOffsetManager
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
+from rocklet.protocol.bodies.subscription_group import SubscriptionGroupWrapper
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import BodyError
+from rocklet.protocol.names import SCHEDULE_TOPIC
+from rocklet.store.durable_file import replace_file
+from rocklet.store.message_store import MessageStore
+from rocklet.store.schedule import read_delay_offsets
 from rocklet.transport.dial import open_connection
 from rocklet.transport.errors import RemotingError
 
-__all__ = ["MetadataSync"]
+__all__ = ["MetadataSync", "take_delay_offsets"]
 
 log = structlog.get_logger(__name__)
 
 _TIMEOUT_S = 3.0
+_REQUESTS = (
+    RequestCode.GET_ALL_TOPIC_CONFIG,
+    RequestCode.GET_ALL_CONSUMER_OFFSET,
+    RequestCode.GET_ALL_DELAY_OFFSET,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+)
 
 
 class MetadataSync:
-    """Copies the master's topic table to a slave. Event loop only.
+    """Copies the master's metadata to a slave. Event loop only.
 
     Args:
+        store: The slave's store (its schedule queues and ``config/``).
         topics: The slave's topic table.
+        groups: The slave's subscription groups.
         offsets: The slave's consumer offsets.
     """
 
-    def __init__(self, topics: TopicConfigManager, offsets: ConsumerOffsetManager) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+    ) -> None:
+        self._store = store
         self._topics = topics
+        self._groups = groups
         self._offsets = offsets
         #: The master's client address (``masterAddr`` of the register answer).
         self.master_addr: str | None = None
@@ -49,7 +86,7 @@ class MetadataSync:
             self.master_addr = addr
 
     async def sync_once(self) -> bool:
-        """Fetch the master's topic table and consumer offsets and take them.
+        """Fetch the master's four tables and take them.
 
         Returns:
             Whether the topic table was replaced.
@@ -58,38 +95,104 @@ class MetadataSync:
         if addr is None:
             return False
         host, _, port = addr.rpartition(":")
+        answers: list[RemotingCommand] = []
         try:
             async with await open_connection(host, int(port), connect_timeout_s=_TIMEOUT_S) as conn:
-                cmd = RemotingCommand(RequestCode.GET_ALL_TOPIC_CONFIG)
-                resp = await conn.request(cmd, _TIMEOUT_S)
-                cmd = RemotingCommand(RequestCode.GET_ALL_CONSUMER_OFFSET)
-                offsets = await conn.request(cmd, _TIMEOUT_S)
+                for code in _REQUESTS:
+                    answers.append(await conn.request(RemotingCommand(code), _TIMEOUT_S))
         except (RemotingError, OSError) as exc:
-            log.warning("topic sync from the master failed", master=addr, error=str(exc))
+            log.warning("metadata sync from the master failed", master=addr, error=str(exc))
             return False
-        if resp.code != ResponseCode.SUCCESS:
-            log.warning("master refused the topic sync", master=addr, remark=resp.remark)
-            return False
-        try:
-            table = TopicConfigSerializeWrapper.from_json(resp.body)
-        except BodyError as exc:
-            log.warning("master's topic table does not parse", master=addr, error=str(exc))
-            return False
-        replaced = self._topics.replace_all(table)
-        if offsets.code == ResponseCode.SUCCESS:
+        topics, offsets, delay, groups = answers
+        replaced = False
+        if self._ok(topics, "topics", addr):
+            try:
+                replaced = self._topics.replace_all(
+                    TopicConfigSerializeWrapper.from_json(topics.body)
+                )
+            except BodyError as exc:
+                log.warning("master's topic table does not parse", master=addr, error=str(exc))
+            if replaced:
+                log.info("topic table synced from the master", master=addr)
+        if self._ok(offsets, "consumer offsets", addr):
             self._take_offsets(offsets.body, addr)
-        if replaced:
-            log.info("topic table synced from the master", master=addr)
+        if self._ok(groups, "subscription groups", addr):
+            try:
+                if self._groups.replace_all(SubscriptionGroupWrapper.from_json(groups.body)):
+                    log.info("subscription groups synced from the master", master=addr)
+            except BodyError as exc:
+                log.warning("master's groups do not parse", master=addr, error=str(exc))
+        if self._ok(delay, "delay offsets", addr):
+            try:
+                table = _parse_level_table(delay.body)
+            except (ValueError, AttributeError, TypeError) as exc:
+                log.warning("master's delay offsets do not parse", master=addr, error=str(exc))
+            else:
+                try:
+                    await asyncio.to_thread(take_delay_offsets, self._store, table)
+                except OSError as exc:
+                    log.error("delayOffset.json not written", error=str(exc))
         return replaced
+
+    @staticmethod
+    def _ok(resp: RemotingCommand, what: str, addr: str) -> bool:
+        if resp.code == ResponseCode.SUCCESS and resp.body:
+            return True
+        log.warning("master refused the sync", what=what, master=addr, remark=resp.remark)
+        return False
 
     def _take_offsets(self, body: bytes, addr: str) -> None:
         try:
             obj = fastjson.loads(body)
-            raw = obj.get("offsetTable") or {}
-            table = {
-                str(key): {int(q): int(o) for q, o in queues.items()} for key, queues in raw.items()
-            }
+            table = _int_tables(obj.get("offsetTable") or {})
+            raw_stamps = obj.get(RESET_STAMPS_KEY)
+            stamps = None if raw_stamps is None else _int_tables(raw_stamps)
         except (ValueError, AttributeError, TypeError) as exc:
             log.warning("master's consumer offsets do not parse", master=addr, error=str(exc))
             return
-        self._offsets.replace_from_master(table)
+        kept = self._offsets.take_from_master(table, stamps)
+        if kept:
+            # Not an error: the master lost commits (a restart) or consumers committed
+            # here while it was gone. Logged so an operator sees the two disagree.
+            log.info("kept consumer offsets ahead of the master's", queues=kept, master=addr)
+
+
+def take_delay_offsets(store: MessageStore, theirs: dict[int, int]) -> bool:
+    """Merge a master's delay offsets into the slave's ``config/delayOffset.json``.
+
+    Per level: forward only, and at most the slave's schedule queue's max offset.
+    Blocking (an fsynced file replace): call it from a worker thread.
+
+    Args:
+        store: The slave's store.
+        theirs: Delay level to the master's delivered offset.
+
+    Returns:
+        Whether the file was rewritten.
+    """
+    path = store.config.store_path / "config" / "delayOffset.json"
+    mine = read_delay_offsets(path)
+    merged = dict(mine)
+    for level, offset in theirs.items():
+        if level < 1:
+            continue
+        held = store.max_offset(SCHEDULE_TOPIC, level - 1)
+        offset = min(offset, held)
+        if offset > merged.get(level, 0) or (level not in merged and offset >= 0):
+            merged[level] = offset
+    if merged == mine:
+        return False
+    body = json.dumps({"offsetTable": {str(k): v for k, v in sorted(merged.items())}})
+    replace_file(path, body.encode())
+    return True
+
+
+def _parse_level_table(body: bytes) -> dict[int, int]:
+    raw = fastjson.loads(body).get("offsetTable") or {}
+    return {int(level): int(offset) for level, offset in raw.items()}
+
+
+def _int_tables(raw: dict[str, dict[str, object]]) -> dict[str, dict[int, int]]:
+    return {
+        str(key): {int(q): int(str(o)) for q, o in queues.items()} for key, queues in raw.items()
+    }

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import structlog
 
 from rocklet.broker.config import BrokerConfig, BrokerRole
+from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.ha.lag import MasterLag, SlaveView
 from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.ha.metadata import MetadataSync
@@ -77,6 +78,7 @@ async def start_replication(
     config: BrokerConfig,
     store: MessageStore,
     topics: TopicConfigManager,
+    groups: SubscriptionGroupManager,
     offsets: ConsumerOffsetManager,
     host: str,
 ) -> Replication:
@@ -86,6 +88,7 @@ async def start_replication(
         config: Broker settings (role and ``ha*`` keys).
         store: The broker's store.
         topics: The broker's topic table (a slave's follows the master's).
+        groups: The broker's subscription groups (a slave's follow the master's).
         offsets: The broker's consumer offsets (a slave's follow the master's).
         host: Interface the master's HA port binds.
 
@@ -101,7 +104,7 @@ async def start_replication(
             housekeeping_s=config.ha_housekeeping_interval_ms / 1000,
         )
         slave.start()
-        return Replication(None, slave, port, MetadataSync(topics, offsets))
+        return Replication(None, slave, port, MetadataSync(store, topics, groups, offsets))
     master = HAMaster(
         store,
         batch_bytes=config.ha_transfer_batch_size,

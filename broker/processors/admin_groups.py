@@ -6,7 +6,9 @@
 - GET_CONSUME_STATS (208): per read queue the broker's max offset, the group's committed
   offset and the store time of the last consumed message. ``consumeTps`` is 0: the
   broker does not measure consumption rates.
-- GET_ALL_CONSUMER_OFFSET (43): the offset table as ``consumerOffset.json`` holds it.
+- GET_ALL_CONSUMER_OFFSET (43): the offset table as ``consumerOffset.json`` holds it,
+  plus ``rockletResetStamps`` (always, so a Rocklet slave knows its master keeps them;
+  RocketMQ's slave ignores the field): see :mod:`rocklet.broker.offsets`.
 - INVOKE_BROKER_TO_RESET_OFFSET (222): move a group's offsets on a topic to the first
   message stored at or after a time (-1: the end), only backwards unless ``isForce``;
   tell each online member with RESET_CONSUMER_CLIENT_OFFSET (220), and answer the new
@@ -33,7 +35,7 @@ from rocklet.broker.clients import ClientChannel, ClientManager
 from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.identity import BrokerIdentity
-from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.broker.offsets import RESET_STAMPS_KEY, ConsumerOffsetManager
 from rocklet.broker.processors.admin_topics import SLAVE_REFUSAL, store_time_at
 from rocklet.broker.processors.refusal import refuse_bad_group, refuse_bad_topic
 from rocklet.broker.topics import TopicConfigManager
@@ -177,7 +179,8 @@ class GroupAdmin:
     async def all_offsets(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_ALL_CONSUMER_OFFSET: the whole offset table, queue ids unquoted as fastjson."""
         table = {f"{t}@{g}": queues for t, g, queues in self._offsets.entries()}
-        body = fastjson.dumps({"offsetTable": table}, unquoted_int_keys=True).encode()
+        obj = {"offsetTable": table, RESET_STAMPS_KEY: self._offsets.reset_stamps()}
+        body = fastjson.dumps(obj, unquoted_int_keys=True).encode()
         return cmd.make_response(ResponseCode.SUCCESS, body=body)
 
     async def reset_offset(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:

@@ -10,7 +10,9 @@ PUSH_REPLY_MESSAGE_TO_CLIENT (326): the send fields plus ``bornHost``, ``storeHo
 ``storeReplyMessageEnable`` (default true) the reply is also stored on its topic
 (``<cluster>_REPLY_TOPIC``), and the answer then names where; under SYNC_FLUSH it
 waits for the stored reply to reach the disk (FLUSH_DISK_TIMEOUT with the reason if the
-sync times out or fails).
+sync times out or fails), and under SYNC_MASTER for a slave: FLUSH_SLAVE_TIMEOUT or
+SLAVE_NOT_AVAILABLE as a send is answered (4.9.4 answers SUCCESS for both; Rocklet says
+how far the stored reply got, as it does for FLUSH_DISK_TIMEOUT).
 
 Deviation: the push waits 3 s for the requester's answer, RocketMQ 10 s; a Java
 replier gives up on its own send after 3 s anyway.
@@ -25,10 +27,10 @@ import structlog
 
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.config_writer import ConfigWriteError
-from rocklet.broker.flush_wait import wait_flushed
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.processors.send import peer_host
+from rocklet.broker.put_wait import PutWait
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
@@ -65,8 +67,7 @@ class ReplyProcessor:
         clock: Time source (``PUSH_REPLY_TIME``, ``storeTimestamp``).
         identity: This broker's name, address, permissions and record host field.
         store_replies: ``storeReplyMessageEnable``.
-        sync_flush_timeout_ms: ``syncFlushTimeout``: under SYNC_FLUSH the longest wait
-            for a stored reply to reach the disk.
+        put_wait: What the put waits for before the answer (SYNC_FLUSH, SYNC_MASTER).
     """
 
     def __init__(
@@ -78,9 +79,9 @@ class ReplyProcessor:
         clock: Clock,
         identity: BrokerIdentity,
         store_replies: bool,
-        sync_flush_timeout_ms: int,
+        put_wait: PutWait,
     ) -> None:
-        self._sync_timeout_s = sync_flush_timeout_ms / 1000
+        self._put_wait = put_wait
         self._store = store
         self._topics = topics
         self._clients = clients
@@ -108,9 +109,8 @@ class ReplyProcessor:
             stored = self._store_reply(rctx, header, props, cmd.body, queue_id)
             if stored is not None:
                 ext, result = stored
-                flush_problem = await wait_flushed(result, self._sync_timeout_s)
-                if flush_problem is not None:
-                    code, remark = ResponseCode.FLUSH_DISK_TIMEOUT, flush_problem
+                code, problem = await self._put_wait.settle(result)
+                remark = remark or problem or ""
         if not pushed:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
         return cmd.make_response(code, remark=remark or None, ext_fields=ext.to_ext_fields())

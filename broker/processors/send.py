@@ -14,8 +14,10 @@ sync that times out or fails is answered FLUSH_DISK_TIMEOUT with the reason in t
 remark (the message is stored; the producer may retry and duplicate it). Under
 SYNC_MASTER the answer then waits for a slave's acknowledgement, grouped the same way
 (:mod:`rocklet.broker.ha.master`): SLAVE_NOT_AVAILABLE at once without a usable slave,
-FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``; both mean stored on the master. A slave
-answers every send SERVICE_NOT_AVAILABLE, as RocketMQ's store refuses puts there.
+FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``; both mean stored on the master. A message
+with ``WAIT=false`` is answered once stored, waiting for neither
+(:mod:`rocklet.broker.put_wait`). A slave answers every send SERVICE_NOT_AVAILABLE, as
+RocketMQ's store refuses puts there.
 
 A topic created by this send (or by a concurrent one, not yet on disk) is written to
 ``topics.json`` before the message is stored, so an acknowledged message never lives
@@ -32,11 +34,11 @@ from typing import Final
 import structlog
 
 from rocklet.broker.config_writer import ConfigWriteError
-from rocklet.broker.flush_wait import wait_flushed
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
+from rocklet.broker.put_wait import PutWait, waits_for_store
 from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.batch import decode_batch
@@ -147,8 +149,14 @@ class SendProcessor:
     ) -> None:
         self._store = store
         self._replicas = replicas
-        self._sync_master = sync_master and replicas is not None
-        self._slave_timeout_s = slave_timeout_ms / 1000
+        self._put_wait = PutWait(
+            sync_flush_timeout_ms=sync_flush_timeout_ms,
+            replicas=replicas,
+            sync_master=sync_master,
+            slave_timeout_ms=slave_timeout_ms,
+        )
+        # Under ASYNC_FLUSH without SYNC_MASTER nothing waits: no coroutine per send.
+        self._waits = sync_flush or (sync_master and replicas is not None)
         self._is_slave = not identity.is_master
         self._topics = topics
         self._groups = groups
@@ -157,8 +165,6 @@ class SendProcessor:
         self._writable = identity.writable
         self._store_host = identity.store_host
         self._store_host_hex = identity.store_host.hex().upper()
-        self._sync_flush = sync_flush
-        self._sync_timeout_s = sync_flush_timeout_ms / 1000
         self._reject_transactions = reject_transactions
         self._max_message_size = max_message_size
         self._checked_topics: set[str] = set()
@@ -188,15 +194,11 @@ class SendProcessor:
             return cmd.make_response(refused_code, remark=why)
         code: ResponseCode = ResponseCode.SUCCESS
         remark: str | None = None
-        if self._sync_flush and result.durable is not None:
-            remark = await wait_flushed(result, self._sync_timeout_s)
-            if remark is not None:
-                code = ResponseCode.FLUSH_DISK_TIMEOUT
-        replicas = self._replicas
-        if replicas is not None and replicas.has_slaves:
-            replicas.notify()
-        if self._sync_master and code is ResponseCode.SUCCESS:
-            code, remark = await self._wait_slave(result.wrote_offset + result.wrote_bytes)
+        if self._waits:
+            wait = waits_for_store(header.properties)
+            code, remark = await self._put_wait.settle(result, wait=wait)
+        elif self._replicas is not None and self._replicas.has_slaves:
+            self._replicas.notify()
         first = msgs[0]
         # A half message is stored in the half topic's queue 0, but the producer is told
         # the queue it asked for, as RocketMQ answers (it ends the transaction there).
@@ -215,16 +217,6 @@ class SendProcessor:
             msg_id = ",".join([f"{host}{offset:016X}" for offset in offsets])
         fields = send_response_fields(msg_id, queue_id, result.queue_offset)
         return cmd.make_response(code, remark=remark, ext_fields=fields)
-
-    async def _wait_slave(self, end: int) -> tuple[ResponseCode, str | None]:
-        # CommitLog.submitReplicaRequest: stored either way; the code says how far.
-        replicas = self._replicas
-        assert replicas is not None
-        if not replicas.slave_ok(end):
-            return ResponseCode.SLAVE_NOT_AVAILABLE, None
-        if await replicas.wait_replicated(end, self._slave_timeout_s):
-            return ResponseCode.SUCCESS, None
-        return ResponseCode.FLUSH_SLAVE_TIMEOUT, None
 
     def _born_host(self, rctx: RequestContext) -> bytes:
         # Packed once per connection: the peer does not change.

@@ -24,6 +24,10 @@ The group and the retry / dead-letter topic, when created here, are on disk befo
 copy is stored; under SYNC_FLUSH the answer waits for the copy to reach the disk, and a
 sync that times out or fails is answered SYSTEM_ERROR (as RocketMQ answers any store
 failure of a send-back), so the consumer consumes the message again rather than lose it.
+Under SYNC_MASTER the answer then waits for a slave; without one, or when it does not
+acknowledge within ``slaveTimeout``, the answer is SYSTEM_ERROR with remark
+``SLAVE_NOT_AVAILABLE`` / ``FLUSH_SLAVE_TIMEOUT``, as 4.9.4 answers (the copy stays
+stored on the master).
 """
 
 from __future__ import annotations
@@ -32,9 +36,9 @@ import random
 from typing import Final
 
 from rocklet.broker.config_writer import ConfigWriteError
-from rocklet.broker.flush_wait import wait_flushed
 from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.identity import BrokerIdentity
+from rocklet.broker.put_wait import PutWait
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
@@ -77,8 +81,7 @@ class SendBackProcessor:
         topics: Topic configs (retry and dead-letter topics are created).
         groups: Subscription group configs.
         identity: This broker's name, permissions and record host field.
-        sync_flush_timeout_ms: ``syncFlushTimeout``: under SYNC_FLUSH the longest wait
-            for the copy to reach the disk.
+        put_wait: What the put waits for before the answer (SYNC_FLUSH, SYNC_MASTER).
     """
 
     def __init__(
@@ -88,10 +91,10 @@ class SendBackProcessor:
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         identity: BrokerIdentity,
-        sync_flush_timeout_ms: int,
+        put_wait: PutWait,
     ) -> None:
         self._store = store
-        self._sync_timeout_s = sync_flush_timeout_ms / 1000
+        self._put_wait = put_wait
         self._topics = topics
         self._groups = groups
         self._identity = identity
@@ -119,10 +122,12 @@ class SendBackProcessor:
         if result.status is not PutMessageStatus.PUT_OK:
             # Java answers every store failure of a send-back with SYSTEM_ERROR.
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=result.status.value)
-        problem = await wait_flushed(result, self._sync_timeout_s)
-        if problem is not None:
-            # The consumer keeps the message and consumes it again later.
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
+        code, problem = await self._put_wait.settle(result)
+        if code is not ResponseCode.SUCCESS:
+            # As RocketMQ: any status but PUT_OK is SYSTEM_ERROR, the slave's named as
+            # the status (FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE). The consumer keeps
+            # the message and consumes it again later.
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem or code.name)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     def _check(self, group_name: str) -> SubscriptionGroupConfig:

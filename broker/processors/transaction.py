@@ -15,7 +15,10 @@ half message is looked up by ``commitLogOffset`` and checked against the request
 Under SYNC_FLUSH a COMMIT is answered once the committed copy is on disk, and only
 then is the op record written: a sync that times out or fails is answered
 FLUSH_DISK_TIMEOUT and leaves the half unresolved, so the check-back asks the producer
-again (RocketMQ 4.9.4 answers SUCCESS and resolves the half anyway).
+again (RocketMQ 4.9.4 answers SUCCESS and resolves the half anyway). Under SYNC_MASTER
+the committed copy then waits for a slave (``slaveTimeout``); without one or on a
+timeout the answer is SUCCESS and the half is resolved, as 4.9.4 answers
+FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE.
 
 Every request is answered SUCCESS unless it failed. The C++ client sends
 END_TRANSACTION without the oneway bit (§1.4) and drops the answer; Java marks it
@@ -29,9 +32,9 @@ from typing import Final
 import structlog
 
 from rocklet.broker.config_writer import ConfigWriteError
-from rocklet.broker.flush_wait import wait_flushed
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
+from rocklet.broker.put_wait import PutWait
 from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.broker.transaction_check import make_op_message, pack_peer_host
@@ -63,8 +66,7 @@ class EndTransactionProcessor:
         topics: Topic configs (the op topic is created).
         clock: Time source (the op record's born time).
         identity: Whether this broker is a master, and its record host field.
-        sync_flush_timeout_ms: ``syncFlushTimeout``: under SYNC_FLUSH the longest wait
-            for the committed copy to reach the disk.
+        put_wait: What the put waits for before the answer (SYNC_FLUSH, SYNC_MASTER).
     """
 
     def __init__(
@@ -74,9 +76,9 @@ class EndTransactionProcessor:
         topics: TopicConfigManager,
         clock: Clock,
         identity: BrokerIdentity,
-        sync_flush_timeout_ms: int,
+        put_wait: PutWait,
     ) -> None:
-        self._sync_timeout_s = sync_flush_timeout_ms / 1000
+        self._put_wait = put_wait
         self._store = store
         self._topics = topics
         self._clock = clock
@@ -109,11 +111,15 @@ class EndTransactionProcessor:
         try:
             half = self._find_half(header)
             if kind is TransactionType.COMMIT:
-                problem = await wait_flushed(self._deliver(half, header), self._sync_timeout_s)
-                if problem is not None:
+                code, problem = await self._put_wait.settle(self._deliver(half, header))
+                if code is ResponseCode.FLUSH_DISK_TIMEOUT:
                     # No op record: the half stays unresolved and is checked back, so
                     # the producer commits it again (a duplicate at worst, never a loss).
-                    raise Refused(ResponseCode.FLUSH_DISK_TIMEOUT, problem)
+                    raise Refused(ResponseCode.FLUSH_DISK_TIMEOUT, problem or "")
+                if code is not ResponseCode.SUCCESS:
+                    # EndTransactionProcessor.sendFinalMessage: SUCCESS and resolved; the
+                    # copy is on the master, and a check-back would only duplicate it.
+                    log.warning("committed copy not acknowledged by a slave", status=code.name)
             self._resolve(half)
             if self._topics.unsaved:
                 await self._topics.saved(TRANS_OP_HALF_TOPIC)

@@ -33,6 +33,7 @@ def test_our_property_names_are_rocketmqs() -> None:
         "maxRequestsInFlightPerConnection",
         "maxRequestsPerReadTurn",
         "listenHost",
+        "fastListenPort",  # RocketMQ forces listenPort - 2
     }
     ours |= {"aclFile", "accessKey", "secretKey"}  # ACL: the file, registration signing
     assert ours | disk == BROKER - ROCKETMQ_BROKER_KEYS

@@ -212,3 +212,32 @@ def test_cluster_and_broker_topics_follow_their_switches(tmp_path: Path) -> None
         int(Perm.INHERIT),
         int(Perm.INHERIT),
     )
+
+
+async def test_offset_reset_stamps_persist_and_rule_the_slave_side(tmp_path: Path) -> None:
+    clock = ManualClock()
+    path = tmp_path / "consumerOffset.json"
+    master = ConsumerOffsetManager(path, clock)
+    master.commit("G", "T", 0, 10)
+    await master.durable()
+    assert "rockletResetStamps" not in path.read_text()  # RocketMQ's shape until a reset
+    master.commit("G", "T", 0, 4)  # a move back: stamped
+    assert master.reset_stamps() == {"T@G": {0: clock.now_ms()}}
+    master.commit("G", "T", 0, 3)  # same instant: still a newer stamp
+    assert master.reset_stamps() == {"T@G": {0: clock.now_ms() + 1}}
+    await master.durable()
+    reloaded = ConsumerOffsetManager(path, clock)  # a restarted master keeps its stamps
+    reloaded.load()
+    assert reloaded.reset_stamps() == master.reset_stamps()
+
+    slave = ConsumerOffsetManager(tmp_path / "slave.json", clock)
+    slave.commit("G", "T", 0, 12)
+    # Newer stamp than any taken: the master's lower offset wins, once.
+    assert slave.take_from_master({"T@G": {0: 3}}, master.reset_stamps()) == 0
+    assert slave.query("G", "T", 0) == 3
+    slave.commit("G", "T", 1, 8)
+    assert slave.take_from_master({"T@G": {0: 3, 1: 2}}, master.reset_stamps()) == 1
+    assert slave.query("G", "T", 1) == 8  # no stamp for queue 1: kept
+    # A master without stamps (RocketMQ): its offsets overwrite, as putAll does.
+    slave.take_from_master({"T@G": {0: 1}}, None)
+    assert slave.query("G", "T", 0) == 1

@@ -4,8 +4,11 @@ Needs the anchor scripts (``$ROCKLET_ANCHOR_SCRIPTS``, default ``/work/shared/an
 and the release they set up under ``$ANCHOR_HOME`` (default ``/tmp/anchor``), plus Java;
 skipped, saying which is missing, otherwise. Segments are 4 MiB on both sides.
 
-- A RocketMQ slave follows a Rocklet master: byte-identical commitlogs.
-- A Rocklet slave follows a RocketMQ master: byte-identical commitlogs, pulls served.
+- A RocketMQ slave follows a Rocklet master: byte-identical commitlogs, and it syncs
+  the master's topics (through the VIP port, listenPort - 2), consumer offsets, delay
+  offsets and subscription groups.
+- A Rocklet slave follows a RocketMQ master: byte-identical commitlogs, pulls served,
+  and the same four tables synced.
 """
 
 from __future__ import annotations
@@ -13,17 +16,29 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from rocklet.protocol.codes import ResponseCode
+from rocklet.protocol import fastjson
+from rocklet.protocol.bodies.subscription_group import (
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+)
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from tests.adversity.procs import running_broker
 from tests.broker.test_send_pull import cpp_send
 from tests.replication.nodes import (
     SlaveProcess,
     commitlog_bytes,
     ha_port,
-    running_master,
     slave_props,
     until,
 )
@@ -82,11 +97,74 @@ async def _send(addr: str, n: int, start: int = 0) -> None:
             assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
 
 
+async def _ask(addr: str, code: RequestCode, body: bytes | None = None) -> bytes:
+    cmd = RemotingCommand(code) if body is None else RemotingCommand(code, body=body)
+    async with await _connect(addr) as conn:
+        resp = await conn.request(cmd, 10)
+    assert resp.code == ResponseCode.SUCCESS, (code, resp.code, resp.remark)
+    return resp.body or b""
+
+
+async def _commit(addr: str, offset: int) -> None:
+    header = UpdateConsumerOffsetRequestHeader("AnchorCG", "AnchorHa", 0, offset)
+    cmd = RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=header.to_ext_fields())
+    async with await _connect(addr) as conn:
+        resp = await conn.request(cmd, 10)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+async def _committed(addr: str) -> int | None:
+    header = QueryConsumerOffsetRequestHeader("AnchorCG", "AnchorHa", 0)
+    cmd = RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, ext_fields=header.to_ext_fields())
+    async with await _connect(addr) as conn:
+        resp = await conn.request(cmd, 10)
+    return int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else None
+
+
+async def _metadata_on(addr: str) -> None:
+    """A group, a committed offset (moved back once: a reset stamp) and a delayed message."""
+    group = SubscriptionGroupConfig("AnchorGroup", retry_max_times=5)
+    await _ask(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, group.to_json())
+    await _commit(addr, 50)
+    await _commit(addr, 42)
+    async with await _connect(addr) as conn:
+        resp = await conn.request(cpp_send("AnchorDelay", b"later", props={"DELAY": "1"}), 10)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+def _port_with_vip() -> int:
+    """A free port P whose P - 2 is free too (RocketMQ's slave asks the VIP port)."""
+    while True:
+        with socket.socket() as main:
+            main.bind(("127.0.0.1", 0))
+            port = int(main.getsockname()[1])
+            if port < 1026:
+                continue
+            with socket.socket() as vip:
+                try:
+                    vip.bind(("127.0.0.1", port - 2))
+                except OSError:
+                    continue
+        return port
+
+
+async def _delay_offsets(addr: str) -> dict[str, int]:
+    return dict(fastjson.loads(await _ask(addr, RequestCode.GET_ALL_DELAY_OFFSET))["offsetTable"])
+
+
 async def test_rocketmq_slave_follows_a_rocklet_master(tmp_path: Path) -> None:
     props = {"mappedFileSizeCommitLog": str(SEGMENT)}
-    async with running_master(tmp_path / "m", props) as master:
+    (tmp_path / "m").mkdir()
+    port = ("--listen-port", str(_port_with_vip()))
+    async with running_broker(tmp_path / "m", props, port) as master:
         await ha_port(master)
         await _send(master.broker_addr, 3000)
+        await _metadata_on(master.broker_addr)
+
+        async def delivered() -> bool:
+            return (await _delay_offsets(master.broker_addr)).get("1") == 1
+
+        await until("the master delivering the delayed message", delivered)
         extra = "\n".join(
             [
                 "brokerName=broker-a",
@@ -108,6 +186,36 @@ async def test_rocketmq_slave_follows_a_rocklet_master(tmp_path: Path) -> None:
 
             # Its first report comes ~5 s after it connects (RocketMQ's slave).
             await until("the RocketMQ slave's commitlog matching", same, 90)
+            # A topic the slave's first sync cannot have seen.
+            async with await _connect(master.broker_addr) as conn:
+                resp = await conn.request(cpp_send("AnchorLate", b"late"), 10)
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+            # SlaveSynchronize: first after 3 s, then every 10 s; each table lands in
+            # its config file (RocketMQ writes them with fastjson: unquoted int keys).
+            config = rmq / "config"
+
+            def synced(name: str) -> dict[str, Any]:
+                path = config / name
+                return fastjson.loads(path.read_bytes()) if path.exists() else {}
+
+            def offsets_synced() -> bool:
+                table = synced("consumerOffset.json").get("offsetTable", {})
+                return bool(table.get("AnchorHa@AnchorCG", {}).get("0") == 42)
+
+            await until("the RocketMQ slave's consumer offsets", offsets_synced, 30)
+            await until(
+                "the RocketMQ slave's delay offsets",
+                lambda: synced("delayOffset.json").get("offsetTable", {}).get("1") == 1,
+                30,
+            )
+            groups = synced("subscriptionGroup.json")["subscriptionGroupTable"]
+            assert groups["AnchorGroup"]["retryMaxTimes"] == 5
+            # Topics come from the master's VIP port (listenPort - 2).
+            await until(
+                "the RocketMQ slave's topic table",
+                lambda: "AnchorLate" in synced("topics.json").get("topicConfigTable", {}),
+                30,
+            )
         finally:
             await _rmq_down(ns_pid, broker_pid)
 
@@ -136,6 +244,24 @@ async def test_rocklet_slave_follows_a_rocketmq_master(tmp_path: Path) -> None:
             await until("the Rocklet slave's commitlog matching", same, 60)
             got = sum([len(await bodies(slave.broker_addr, q, "AnchorHa")) for q in range(4)])
             assert got == 4000
+            # The four tables, from RocketMQ's bodies. The delayed message is sent now,
+            # so that its schedule record is in the slave's store (an empty slave gets
+            # only the master's newest segment) and the level's offset is not clamped.
+            await _metadata_on(broker)
+
+            async def delay_synced() -> bool:
+                theirs = (await _delay_offsets(broker)).get("1")
+                return (
+                    theirs is not None
+                    and (await _delay_offsets(slave.broker_addr)).get("1") == theirs
+                )
+
+            await until("the delay offsets synced from RocketMQ", delay_synced, 40)
+            # A RocketMQ master sends no reset stamps: its offsets are taken as putAll.
+            assert await _committed(slave.broker_addr) == 42
+            body = await _ask(slave.broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            table = SubscriptionGroupWrapper.from_json(body).subscription_group_table
+            assert table["AnchorGroup"].retry_max_times == 5
         finally:
             await slave.close()
     finally:

@@ -1,0 +1,174 @@
+"""A slave's copy of the master's metadata (SlaveSynchronize), with real processes.
+
+The slave syncs at start and every 10 s; these tests restart the slave to make it sync
+now rather than wait 10 s (its store, offsets and files are kept across restarts).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rocklet.protocol import fastjson
+from rocklet.protocol.bodies.subscription_group import (
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+)
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from tests.broker.test_send_pull import cpp_send
+from tests.replication.nodes import (
+    SlaveProcess,
+    ha_port,
+    master_props,
+    running_master,
+    slave_props,
+    until,
+)
+from tests.replication.test_replication import TOPIC, _connect, bodies, caught_up, send_some
+
+_STARTED = re.compile(r"broker started")
+
+
+async def _request(addr: str, code: RequestCode, body: bytes | None = None) -> RemotingCommand:
+    async with await _connect(addr) as conn:
+        cmd = RemotingCommand(code) if body is None else RemotingCommand(code, body=body)
+        resp = await conn.request(cmd, 5)
+        assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+        return resp
+
+
+async def _delay_offsets(addr: str) -> dict[str, int]:
+    resp = await _request(addr, RequestCode.GET_ALL_DELAY_OFFSET)
+    return dict(fastjson.loads(resp.body)["offsetTable"])
+
+
+async def _commit(addr: str, offset: int) -> None:
+    async with await _connect(addr) as conn:
+        header = UpdateConsumerOffsetRequestHeader("CG", TOPIC, 0, offset)
+        cmd = RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=header.to_ext_fields())
+        resp = await conn.request(cmd, 5)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+async def _committed(addr: str) -> int:
+    async with await _connect(addr) as conn:
+        query = QueryConsumerOffsetRequestHeader("CG", TOPIC, 0)
+        cmd = RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, ext_fields=query.to_ext_fields())
+        resp = await conn.request(cmd, 5)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        return int(resp.ext_fields["offset"])
+
+
+async def _resync(slave: SlaveProcess) -> None:
+    """Restart the slave: it syncs before it logs "broker started"."""
+    assert await slave.stop() == 0
+    await slave.start()
+    await slave.wait_line(_STARTED, 30)
+
+
+async def test_slave_syncs_groups_and_delay_offsets(tmp_path: Path) -> None:
+    async with running_master(tmp_path / "m", master_props()) as master:
+        await ha_port(master)
+        await send_some(master.broker_addr, 8)
+        async with await _connect(master.broker_addr) as conn:
+            resp = await conn.request(cpp_send("MdDelay", b"later", props={"DELAY": "1"}), 5)
+            assert resp.code == ResponseCode.SUCCESS
+        slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props())
+        try:
+            await slave.start()
+            await slave.wait_line(_STARTED, 30)
+            await caught_up(master, slave)  # it holds the delayed message's schedule record
+
+            async def delivered() -> bool:
+                return await _delay_offsets(master.broker_addr) == {"1": 1}
+
+            await until("the master delivering the delayed message", delivered)
+            group = SubscriptionGroupConfig("SyncedGroup", retry_max_times=7)
+            await _request(
+                master.broker_addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, group.to_json()
+            )
+            await _resync(slave)
+
+            # Delay offsets: the slave's delayOffset.json is the master's, so a slave
+            # restarted as master delivers from there.
+            assert await _delay_offsets(slave.broker_addr) == {"1": 1}
+            on_disk = (slave.store / "config" / "delayOffset.json").read_text()
+            assert fastjson.loads(on_disk)["offsetTable"] == {"1": 1}
+            # Subscription groups, with the master's data version.
+            master_groups = SubscriptionGroupWrapper.from_json(
+                (
+                    await _request(master.broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+                ).body
+            )
+            slave_groups = SubscriptionGroupWrapper.from_json(
+                (
+                    await _request(slave.broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+                ).body
+            )
+            assert slave_groups.subscription_group_table["SyncedGroup"].retry_max_times == 7
+            assert slave_groups == master_groups
+            # The slave refuses group changes of its own, as RocketMQ does.
+            async with await _connect(slave.broker_addr) as conn:
+                cmd = RemotingCommand(
+                    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                    body=SubscriptionGroupConfig("Other").to_json(),
+                )
+                assert (await conn.request(cmd, 5)).code != ResponseCode.SUCCESS
+            # The slave, promoted by hand (restarted as a master), delivers no delayed
+            # message twice: its delay service starts from the master's offset.
+            assert await slave.stop() == 0
+            (tmp_path / "s" / "broker.conf").write_text(
+                "brokerRole=ASYNC_MASTER\nbrokerId=0\nmappedFileSizeCommitLog=65536\n"
+            )
+            await slave.start()
+            await slave.wait_line(_STARTED, 30)
+            async with await _connect(slave.broker_addr) as conn:
+                resp = await conn.request(cpp_send("MdDelay", b"later2", props={"DELAY": "1"}), 5)
+                assert resp.code == ResponseCode.SUCCESS
+
+            async def second_delivered() -> bool:
+                return len(await bodies(slave.broker_addr, 0, "MdDelay")) >= 2
+
+            # Level 1's queue is delivered in order: the old record would come first.
+            await until("the promoted slave delivering a new delayed message", second_delivered)
+            assert await bodies(slave.broker_addr, 0, "MdDelay") == [b"later", b"later2"]
+        finally:
+            await slave.close()
+
+
+async def test_offsets_never_move_back_but_a_reset_on_the_master_does(tmp_path: Path) -> None:
+    async with running_master(tmp_path / "m", master_props()) as master:
+        await ha_port(master)
+        await send_some(master.broker_addr, 40)
+        await _commit(master.broker_addr, 7)
+        slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props())
+        try:
+            await slave.start()
+            await slave.wait_line(_STARTED, 30)
+            assert await _committed(slave.broker_addr) == 7
+            # Consumers committed on the slave while the master was unreachable: the
+            # master's older offset does not move the slave back (RocketMQ's would).
+            await _commit(slave.broker_addr, 9)
+            await _resync(slave)
+            assert await _committed(slave.broker_addr) == 9
+            assert "kept consumer offsets ahead of the master's" in "\n".join(slave.lines)
+            # A master moving ahead is taken.
+            await _commit(master.broker_addr, 10)
+            await _resync(slave)
+            assert await _committed(slave.broker_addr) == 10
+            # A deliberate move back on the master (an admin's commit, as
+            # resetOffsetByTime does) reaches the slave.
+            await _commit(master.broker_addr, 2)
+            await _resync(slave)
+            assert await _committed(slave.broker_addr) == 2
+            # ...once: the same stamp does not move the slave back again later.
+            await _commit(slave.broker_addr, 5)
+            await _resync(slave)
+            assert await _committed(slave.broker_addr) == 5
+        finally:
+            await slave.close()
