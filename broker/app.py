@@ -55,6 +55,9 @@ from rocklet.transport.clock import Clock, SystemClock
 from rocklet.transport.tasks import BackgroundTasks
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from rocklet.broker.acl.accounts import Account
     from rocklet.broker.acl.files import AclFiles
     from rocklet.broker.prometheus import BrokerMetrics, MeteredMessageStore, MetricsServer
 
@@ -86,6 +89,11 @@ def _prometheus() -> ModuleType:
             "pip install 'rocklet[metrics]' (from a checkout: pip install '.[metrics]')"
         ) from None
     return prometheus
+
+
+def _accounts(files: AclFiles) -> Mapping[str, Account]:
+    """The ACL accounts in force (the HA guard reads them per connection)."""
+    return files.table.accounts
 
 
 def _acl() -> ModuleType:
@@ -275,7 +283,17 @@ class Broker:
         try:
             await server.start()
             fast = await _start_fast_port(config, remoting_server)
-            ha = await start_replication(config, store, topics, groups, offsets, host)
+            ha = await start_replication(
+                config,
+                store,
+                topics,
+                groups,
+                offsets,
+                host,
+                server_tls=server_tls,
+                client_tls=namesrv_tls,
+                accounts=None if acl_files is None else partial(_accounts, acl_files),
+            )
         except BaseException:
             await server.stop()
             if fast is not None:

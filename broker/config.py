@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final, Self, TypeVar
 
 from rocklet.broker.config_keys import log_key_review, review_keys
+from rocklet.broker.ha.guard import AllowList, AllowListError
 from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS, ROCKETMQ_NAMESRV_KEYS
 from rocklet.broker.tls_keys import TLS_KEYS, USE_TLS
 from rocklet.protocol.acl import Credentials
@@ -182,6 +183,12 @@ class BrokerConfig:
     ha_transfer_batch_size: int = 32 * 1024
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
     slave_timeout_ms: int = 3000
+    #: Rocklet only: who may connect to a master's HA port (docs/replication.md,
+    #: "Who may follow"); ``None`` = loopback and private networks.
+    ha_allowed_slaves: str | None = None
+    #: Rocklet only: master: slaves must authenticate (default: ``aclEnable``);
+    #: slave: authenticate with ``accessKey``/``secretKey`` (default: false).
+    ha_auth_enable: bool | None = None
     check_crc_on_recover: bool = True
     #: Pulls from a slave are served either way; with this on, a broker suggests the
     #: group's ``brokerId`` (or ``whichBrokerWhenConsumeSlowly`` for a lagging consumer)
@@ -249,6 +256,7 @@ class BrokerConfig:
         _check_min("haTransferBatchSize", self.ha_transfer_batch_size, 1)
         _check_min("slaveTimeout", self.slave_timeout_ms, 1)
         _check_credentials(self.access_key, self.secret_key)
+        _check_ha_guard(self)
         if self.metrics_port is not None:
             _check_port("metricsPort", self.metrics_port)
         _check_min("brokerId", self.broker_id, 0)
@@ -438,6 +446,22 @@ def _acl_path(acl_file: Path | None, fallback_home: Path) -> Path:
         return acl_file
     home = os.environ.get("ROCKETMQ_HOME")
     return (Path(home) if home else fallback_home) / "conf" / "plain_acl.yml"
+
+
+def _check_ha_guard(config: BrokerConfig) -> None:
+    try:
+        AllowList(config.ha_allowed_slaves)
+    except AllowListError as exc:
+        raise ConfigError(str(exc)) from None
+    if not config.ha_auth_enable:
+        return
+    if config.broker_role is BrokerRole.SLAVE and config.access_key is None:
+        raise ConfigError("haAuthEnable=true on a slave needs accessKey and secretKey")
+    if config.broker_role is not BrokerRole.SLAVE and not config.acl_enable:
+        raise ConfigError(
+            "haAuthEnable=true on a master needs aclEnable=true (slaves authenticate as "
+            "admin accounts of the ACL files)"
+        )
 
 
 def _check_credentials(access_key: str | None, secret_key: str | None) -> None:

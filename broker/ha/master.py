@@ -26,7 +26,9 @@ import time
 
 import structlog
 
+from rocklet.broker.ha.guard import AllowList, HAGuard
 from rocklet.broker.ha.lag import MasterLag, SlaveLag
+from rocklet.broker.ha.listener import HAListener
 from rocklet.broker.ha.wire import HEADER, REPORT, REPORT_SIZE
 from rocklet.store.message_store import MessageStore
 from rocklet.store.replica import read_replica, record_at_or_after
@@ -69,6 +71,8 @@ class HAMaster:
         heartbeat_s: ``haSendHeartbeatInterval`` in seconds.
         fallbehind_max: ``haSlaveFallbehindMax``: a slave further behind is not OK.
         housekeeping_s: ``haHousekeepingInterval``: a silent slave is dropped after it.
+        guard: Who may follow (allow-list, TLS, handshake); default: the default
+            ``haAllowedSlaves`` only.
     """
 
     def __init__(
@@ -79,13 +83,17 @@ class HAMaster:
         heartbeat_s: float = 5.0,
         fallbehind_max: int = 256 * 1024 * 1024,
         housekeeping_s: float = 20.0,
+        guard: HAGuard | None = None,
     ) -> None:
         self._store = store
+        self._guard = guard or HAGuard(AllowList(None))
+        #: Connections still being admitted (aborted by :meth:`stop`).
+        self._admitting: set[asyncio.StreamWriter] = set()
         self._batch = batch_bytes
         self._heartbeat_s = heartbeat_s
         self._fallbehind = fallbehind_max
         self._housekeeping_s = housekeeping_s
-        self._server: asyncio.Server | None = None
+        self._server: HAListener | None = None
         self._slaves: dict[_Slave, asyncio.StreamWriter] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._data = asyncio.Event()
@@ -107,8 +115,8 @@ class HAMaster:
         Returns:
             The bound port.
         """
-        self._server = await asyncio.start_server(self._accept, host, port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._server = await HAListener.open(host, port, self._guard, self._admit)
+        self.port = self._server.port
         log.info("ha listening", host=host, port=self.port)
         return self.port
 
@@ -116,9 +124,10 @@ class HAMaster:
         """Close the listener and every slave connection; fail the waits. Idempotent."""
         if self._server is not None:
             self._server.close()
+            await self._server.wait_closed()
             self._server = None
         # Hang up rather than cancel: the connection tasks then end on their own.
-        for writer in list(self._slaves.values()):
+        for writer in [*self._slaves.values(), *self._admitting]:
             writer.transport.abort()
         if self._tasks:
             _, stuck = await asyncio.wait(list(self._tasks), timeout=5)
@@ -211,6 +220,26 @@ class HAMaster:
             fut = heapq.heappop(waiters)[2]
             if not fut.done():
                 fut.set_result(True)
+
+    async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Nothing of the commitlog flows, and the peer does not count as a slave for
+        # SYNC_MASTER, until the guard admits it (broker/ha/guard.py).
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._admitting.add(writer)
+        try:
+            admitted = await self._guard.admit(reader, writer)
+        except Exception:  # a bug in the guard must refuse, not leave the socket open
+            log.exception("HA connection refused: the admission check failed")
+            admitted = False
+        finally:
+            self._admitting.discard(writer)
+            self._tasks.discard(task)
+        if not admitted:
+            writer.transport.abort()
+            return
+        await self._accept(reader, writer)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = writer.get_extra_info("peername")[:2]

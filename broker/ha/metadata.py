@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 
 import structlog
 
@@ -31,6 +32,7 @@ from rocklet.broker.groups import SubscriptionGroupManager
 from rocklet.broker.offsets import RESET_STAMPS_KEY, ConsumerOffsetManager
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
+from rocklet.protocol.acl import Credentials, sign
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupWrapper
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -64,6 +66,9 @@ class MetadataSync:
         topics: The slave's topic table.
         groups: The slave's subscription groups.
         offsets: The slave's consumer offsets.
+        credentials: Sign the requests as this account (``accessKey``/``secretKey``:
+            a master with ``aclEnable`` refuses unsigned ones).
+        tls: Speak TLS to the master's port with this context; ``None``: plain.
     """
 
     def __init__(
@@ -72,11 +77,16 @@ class MetadataSync:
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager,
+        *,
+        credentials: Credentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
         self._groups = groups
         self._offsets = offsets
+        self._credentials = credentials
+        self._tls = tls
         #: The master's client address (``masterAddr`` of the register answer).
         self.master_addr: str | None = None
 
@@ -97,9 +107,12 @@ class MetadataSync:
         host, _, port = addr.rpartition(":")
         answers: list[RemotingCommand] = []
         try:
-            async with await open_connection(host, int(port), connect_timeout_s=_TIMEOUT_S) as conn:
+            async with await open_connection(
+                host, int(port), connect_timeout_s=_TIMEOUT_S, tls=self._tls
+            ) as conn:
                 for code in _REQUESTS:
-                    answers.append(await conn.request(RemotingCommand(code), _TIMEOUT_S))
+                    cmd = self._signed(RemotingCommand(code))
+                    answers.append(await conn.request(cmd, _TIMEOUT_S))
         except (RemotingError, OSError) as exc:
             log.warning("metadata sync from the master failed", master=addr, error=str(exc))
             return False
@@ -140,6 +153,9 @@ class MetadataSync:
             return True
         log.warning("master refused the sync", what=what, master=addr, remark=resp.remark)
         return False
+
+    def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd if self._credentials is None else sign(cmd, self._credentials)
 
     def _take_offsets(self, body: bytes, addr: str) -> None:
         try:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import ipaddress
+import ssl
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
 from rocklet.broker.config import BrokerConfig, BrokerRole
 from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.ha.guard import AllowList, HAGuard, SlaveAccount
+from rocklet.broker.ha.handshake import dial_master
 from rocklet.broker.ha.lag import MasterLag, SlaveView
 from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.ha.metadata import MetadataSync
@@ -15,6 +21,7 @@ from rocklet.broker.ha.slave import HASlave
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.store.message_store import MessageStore
+from rocklet.transport.tls import ServerTls, TlsMode
 
 __all__ = ["Replication", "start_replication"]
 
@@ -81,6 +88,10 @@ async def start_replication(
     groups: SubscriptionGroupManager,
     offsets: ConsumerOffsetManager,
     host: str,
+    *,
+    server_tls: ServerTls | None = None,
+    client_tls: ssl.SSLContext | None = None,
+    accounts: Callable[[], Mapping[str, SlaveAccount]] | None = None,
 ) -> Replication:
     """Listen for slaves (a master) or start following the master (a slave).
 
@@ -91,26 +102,49 @@ async def start_replication(
         groups: The broker's subscription groups (a slave's follow the master's).
         offsets: The broker's consumer offsets (a slave's follow the master's).
         host: Interface the master's HA port binds.
+        server_tls: The broker port's TLS; with ``tls.server.mode=enforcing`` the HA
+            port speaks TLS too (a master).
+        client_tls: The broker's client context (``tls.enable``): a slave connects to
+            the master's HA and client ports with it.
+        accounts: The ACL accounts in force (``aclEnable``); slaves authenticate as
+            one when ``haAuthEnable`` (default ``aclEnable``) is on (a master).
 
     Returns:
         The running side.
     """
     port = ha_port(config, config.listen_port)
     if config.broker_role is BrokerRole.SLAVE:
+        credentials = config.namesrv_credentials
         slave = HASlave(
             store,
             config.ha_master_address,
             heartbeat_s=config.ha_send_heartbeat_interval_ms / 1000,
             housekeeping_s=config.ha_housekeeping_interval_ms / 1000,
+            dial=partial(
+                dial_master,
+                tls=client_tls,
+                credentials=credentials if config.ha_auth_enable else None,
+            ),
         )
         slave.start()
-        return Replication(None, slave, port, MetadataSync(store, topics, groups, offsets))
+        sync = MetadataSync(store, topics, groups, offsets, credentials=credentials, tls=client_tls)
+        return Replication(None, slave, port, sync)
+    auth = config.acl_enable if config.ha_auth_enable is None else config.ha_auth_enable
+    if auth and accounts is None:
+        raise ValueError("slaves must authenticate but no ACL accounts were given")
+    enforcing = server_tls is not None and server_tls.mode is TlsMode.ENFORCING
+    guard = HAGuard(
+        AllowList(config.ha_allowed_slaves),
+        tls=server_tls if enforcing else None,
+        accounts=accounts if auth else None,
+    )
     master = HAMaster(
         store,
         batch_bytes=config.ha_transfer_batch_size,
         heartbeat_s=config.ha_send_heartbeat_interval_ms / 1000,
         fallbehind_max=config.ha_slave_fallbehind_max,
         housekeeping_s=config.ha_housekeeping_interval_ms / 1000,
+        guard=guard,
     )
     try:
         bound = await master.start(host, port)
@@ -126,4 +160,31 @@ async def start_replication(
             error=str(exc),
         )
         bound = await master.start(host, 0)
+    _warn_if_open(guard, host, bound)
     return Replication(master, None, bound)
+
+
+def _warn_if_open(guard: HAGuard, host: str, port: int) -> None:
+    """WARN when strangers on a network can take the commitlog without proving anything.
+
+    That is: no handshake, and the allow-list is ``*`` or the default (whole private
+    networks); a list the operator wrote is taken as meant.
+    """
+    allowed = guard.allowed
+    if guard.accounts is not None or not (allowed.anyone or allowed.default):
+        return
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    except ValueError:
+        if host == "localhost":
+            return
+    log.warning(
+        "the HA port sends the commitlog to anyone who connects from these networks, "
+        "unauthenticated: set haAllowedSlaves to the slaves' addresses, or turn on "
+        "aclEnable/haAuthEnable (docs/replication.md)",
+        host=host,
+        port=port,
+        allowed=guard.allowed.text,
+        tls=guard.tls is not None,
+    )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -44,6 +44,9 @@ VERIFY_BYTES = 64 * 1024
 _RETRY_S = 1.0
 
 
+_Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
 class _Diverged(Exception):
     """The slave's commitlog is not a prefix of the master's."""
 
@@ -57,6 +60,8 @@ class HASlave:
             ``None`` until the name server names it (:meth:`set_master`).
         heartbeat_s: ``haSendHeartbeatInterval`` in seconds.
         housekeeping_s: ``haHousekeepingInterval``: reconnect after this long in silence.
+        dial: Opens the connection to ``(host, port)`` (TLS and the handshake of
+            :func:`rocklet.broker.ha.handshake.dial_master`); default: plain TCP.
     """
 
     def __init__(
@@ -66,8 +71,10 @@ class HASlave:
         *,
         heartbeat_s: float = 5.0,
         housekeeping_s: float = 20.0,
+        dial: Callable[[str, int], Awaitable[_Streams]] | None = None,
     ) -> None:
         self._store = store
+        self._dial = dial or asyncio.open_connection
         self._fixed = bool(master_addr)
         self.master_addr = master_addr or None
         self._heartbeat_s = heartbeat_s
@@ -140,8 +147,8 @@ class HASlave:
             assert addr is not None
             host, _, port = addr.rpartition(":")
             try:
-                reader, writer = await asyncio.open_connection(host, int(port))
-            except OSError as exc:
+                reader, writer = await self._dial(host, int(port))
+            except (OSError, TimeoutError) as exc:
                 log.warning("cannot reach the master's HA port", master=addr, error=str(exc))
                 await asyncio.sleep(_RETRY_S)
                 continue

@@ -36,6 +36,7 @@ def test_our_property_names_are_rocketmqs() -> None:
         "fastListenPort",  # RocketMQ forces listenPort - 2
     }
     ours |= {"aclFile", "accessKey", "secretKey"}  # ACL: the file, registration signing
+    ours |= {"haAllowedSlaves", "haAuthEnable"}  # who may follow a master
     assert ours | disk == BROKER - ROCKETMQ_BROKER_KEYS
     assert "mappedFileSizeCommitLog" in MESSAGE_STORE_CONFIG_KEYS
     assert "connectTimeoutMillis" in NETTY_CLIENT_CONFIG_KEYS

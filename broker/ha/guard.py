@@ -1,0 +1,279 @@
+"""Who may follow a master: the address allow-list, TLS and the handshake.
+
+RocketMQ 4.x sends the commitlog to whoever connects to the HA port and sends 8
+bytes. A Rocklet master admits a connection in three steps, each closing it at once,
+with a WARNING naming the peer, before a byte of commitlog is sent:
+
+1. the peer's address must match ``haAllowedSlaves`` (:class:`AllowList`);
+2. with ``tls.server.mode=enforcing`` the connection must complete a TLS handshake;
+3. when authentication is required (``haAuthEnable``, default ``aclEnable``) the peer
+   must complete the handshake of :mod:`rocklet.broker.ha.handshake` as an
+   ``admin: true`` account of the broker's ACL files.
+
+Steps 1 and 2 run on the raw socket (:mod:`rocklet.broker.ha.listener`), step 3 on
+the streams (:meth:`HAGuard.admit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Protocol
+
+import structlog
+
+from rocklet.broker.ha.handshake import (
+    ACCEPTED,
+    MAC_SIZE,
+    MAGIC,
+    MAX_KEY_BYTES,
+    REFUSED,
+    mac,
+)
+
+if TYPE_CHECKING:
+    from rocklet.transport.tls import ServerTls
+
+__all__ = [
+    "DEFAULT_ALLOWED",
+    "AllowList",
+    "AllowListError",
+    "HAGuard",
+    "RefusalLog",
+    "SlaveAccount",
+]
+
+log = structlog.get_logger(__name__)
+
+_Net = ipaddress.IPv4Network | ipaddress.IPv6Network
+_LOOPBACK: Final = ("127.0.0.0/8", "::1/128")
+_PRIVATE: Final = (
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "169.254.0.0/16",
+    "fc00::/7",
+    "fe80::/10",
+)
+#: ``haAllowedSlaves`` when unset: loopback and private networks, so unchanged
+#: RocketMQ confs keep working on one host and in a compose network, while a master
+#: with a public address does not serve the internet.
+DEFAULT_ALLOWED: Final = "loopback,private"
+#: Longest a connection may take to finish the handshake: more than RocketMQ's
+#: slave waits before its first report (haSendHeartbeatInterval, 5 s), so a RocketMQ
+#: slave is refused for what it sent, which says what it is.
+_ADMIT_TIMEOUT_S: Final = 10.0
+#: Longest a host name of the allow-list may take to resolve.
+_RESOLVE_TIMEOUT_S: Final = 2.0
+
+
+class AllowListError(ValueError):
+    """An ``haAllowedSlaves`` entry that is not an address, network, name or keyword."""
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    ip = ipaddress.ip_address(text.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped  # a dual-stack socket's view of an IPv4 peer
+    return ip
+
+
+class AllowList:
+    """``haAllowedSlaves``: who may connect to a master's HA port.
+
+    Comma-separated addresses, CIDR networks, host names and the keywords
+    ``loopback``, ``private`` and ``*`` (anyone, as RocketMQ). Host names are
+    resolved when a peer connects (a slave's container may get a new address when it
+    restarts).
+
+    Args:
+        text: The property's value; ``None``: :data:`DEFAULT_ALLOWED`.
+
+    Raises:
+        AllowListError: An entry is empty or not understood.
+    """
+
+    def __init__(self, text: str | None) -> None:
+        self.text = DEFAULT_ALLOWED if text is None else text
+        self.default = text is None
+        self.anyone = False
+        self._nets: list[_Net] = []
+        self._names: list[str] = []
+        for raw in self.text.split(","):
+            entry = raw.strip()
+            if entry == "*":
+                self.anyone = True
+            elif entry == "loopback":
+                self._nets += [ipaddress.ip_network(n) for n in _LOOPBACK]
+            elif entry == "private":
+                self._nets += [ipaddress.ip_network(n) for n in _PRIVATE]
+            elif not entry:
+                raise AllowListError(f"haAllowedSlaves has an empty entry: {self.text!r}")
+            else:
+                try:
+                    self._nets.append(ipaddress.ip_network(entry, strict=False))
+                except ValueError:
+                    if "/" in entry or not all(c.isalnum() or c in "-._" for c in entry):
+                        raise AllowListError(
+                            f"haAllowedSlaves: {entry!r} is not an address, a network "
+                            "(CIDR), a host name, 'loopback', 'private' or '*'"
+                        ) from None
+                    self._names.append(entry)
+
+    async def allows(self, host: str) -> bool:
+        """Whether a peer at ``host`` may follow.
+
+        Args:
+            host: The peer's IP address as the socket reports it.
+        """
+        if self.anyone:
+            return True
+        try:
+            ip = _ip(host)
+        except ValueError:
+            return False
+        if any(ip in net for net in self._nets if net.version == ip.version):
+            return True
+        loop = asyncio.get_running_loop()
+        for name in self._names:
+            try:
+                async with asyncio.timeout(_RESOLVE_TIMEOUT_S):
+                    infos = await loop.getaddrinfo(name, None)
+            except (OSError, TimeoutError) as exc:
+                log.warning("cannot resolve an haAllowedSlaves name", name=name, error=str(exc))
+                continue
+            if any(_ip(str(info[4][0])) == ip for info in infos):
+                return True
+        return False
+
+
+class RefusalLog:
+    """WARNINGs for refused connections, at most ``limit`` a minute.
+
+    A stranger reconnecting in a loop (or a RocketMQ slave of an ACL master, every 5 s)
+    must not flood the log; past the limit, refusals are counted and the count is
+    logged with the first refusal of a later minute.
+
+    Args:
+        limit: WARNINGs per minute.
+        clock: Seconds, monotonic (tests pass their own).
+    """
+
+    def __init__(self, limit: int = 20, clock: Callable[[], float] = time.monotonic) -> None:
+        self._limit = limit
+        self._clock = clock
+        self._start = clock()
+        self._logged = 0
+        self.suppressed = 0
+
+    def warn(self, event: str, **fields: object) -> None:
+        """Log one refusal, unless this minute's share is used up."""
+        now = self._clock()
+        if now - self._start >= 60:
+            if self.suppressed:
+                log.warning("HA connections refused without a log line", count=self.suppressed)
+            self._start, self._logged, self.suppressed = now, 0, 0
+        if self._logged < self._limit:
+            self._logged += 1
+            log.warning(event, **fields)
+        else:
+            self.suppressed += 1
+
+
+class SlaveAccount(Protocol):
+    """What the guard needs of an ACL account (:class:`rocklet.broker.acl.accounts.Account`)."""
+
+    @property
+    def secret_key(self) -> bytes: ...  # noqa: D102
+
+    @property
+    def admin(self) -> bool: ...  # noqa: D102
+
+
+@dataclass(frozen=True, slots=True)
+class HAGuard:
+    """The master's admission rules for HA connections.
+
+    Attributes:
+        allowed: ``haAllowedSlaves``.
+        tls: The broker's TLS when ``tls.server.mode=enforcing``; ``None``: plain TCP.
+        accounts: Returns the ACL accounts in force when slaves must authenticate
+            (read per connection, so an ACL file reload applies); ``None``: no
+            handshake (the RocketMQ wire).
+        refusals: Where refusals are logged (rate-limited).
+    """
+
+    allowed: AllowList
+    tls: ServerTls | None = None
+    accounts: Callable[[], Mapping[str, SlaveAccount]] | None = None
+    refusals: RefusalLog = field(default_factory=RefusalLog)
+
+    async def admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Run the handshake, when one is required.
+
+        Steps 1 and 2 (address, TLS) were done by
+        :class:`~rocklet.broker.ha.listener.HAListener` before the streams existed.
+
+        Returns:
+            Whether the peer may follow; a refusal is logged, and the caller closes the
+            connection (nothing has been sent on it but the handshake's own bytes).
+        """
+        if self.accounts is None:
+            return True
+        peer = writer.get_extra_info("peername")
+        who = f"{peer[0]}:{peer[1]}" if peer else "?"
+        try:
+            async with asyncio.timeout(_ADMIT_TIMEOUT_S):
+                why = await self._authenticate(reader, writer)
+        except TimeoutError:
+            why = "no handshake in time"
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            why = f"connection lost: {exc or type(exc).__name__}"
+        if why is None:
+            return True
+        self.refusals.warn("HA connection refused", peer=who, reason=why)
+        return False
+
+    async def _authenticate(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> str | None:
+        """The master's half of the handshake: ``None``, or why the peer is refused."""
+        assert self.accounts is not None
+        hello = await reader.readexactly(len(MAGIC))
+        if hello != MAGIC:
+            offset = int.from_bytes(hello, "big", signed=True)
+            return (
+                "it did not authenticate (haAuthEnable is on: a RocketMQ slave, or not a "
+                f"slave; its first 8 bytes read as offset {offset})"
+            )
+        nonce = secrets.token_bytes(32)
+        writer.write(MAGIC + nonce)
+        size = int.from_bytes(await reader.readexactly(2), "big")
+        if not 0 < size <= MAX_KEY_BYTES:
+            return f"access key length {size} out of range 1..{MAX_KEY_BYTES}"
+        raw_key = await reader.readexactly(size)
+        got = await reader.readexactly(MAC_SIZE)
+        try:
+            access_key = raw_key.decode("utf-8")
+        except UnicodeDecodeError:
+            return "access key is not UTF-8"
+        account = self.accounts().get(access_key)
+        why: str | None = None
+        if account is None:
+            why = f"no ACL account accessKey={access_key}"
+        elif not hmac.compare_digest(got, mac(account.secret_key, nonce, access_key)):
+            why = f"wrong signature for accessKey={access_key}"
+        elif not account.admin:
+            why = f"accessKey={access_key} is not admin: true (a slave receives every topic)"
+        writer.write(ACCEPTED if why is None else REFUSED)
+        await writer.drain()
+        if why is None:
+            log.info(
+                "slave authenticated", peer=writer.get_extra_info("peername"), access_key=access_key
+            )
+        return why
