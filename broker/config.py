@@ -190,6 +190,15 @@ class BrokerConfig:
     #: slave: authenticate with ``accessKey``/``secretKey`` (default: false).
     ha_auth_enable: bool | None = None
     check_crc_on_recover: bool = True
+    #: Pulls from a slave are served either way; with this on, a broker suggests the
+    #: group's ``brokerId`` (or ``whichBrokerWhenConsumeSlowly`` for a lagging consumer)
+    #: in each pull answer instead of always the master (docs/replication.md).
+    slave_read_enable: bool = False
+    #: Percent of physical memory a consumer may lag (commitlog bytes) before a pull
+    #: answer suggests ``whichBrokerWhenConsumeSlowly`` (with ``slaveReadEnable``).
+    access_message_in_memory_max_ratio: int = 40
+    #: A slave answers PULL_OFFSET_MOVED as is (else PULL_RETRY_IMMEDIATELY, no jump).
+    offset_check_in_slave: bool = False
     long_polling_enable: bool = True
     short_polling_time_ms: int = 1000
     max_transfer_count_on_message_in_memory: int = 32
@@ -251,6 +260,7 @@ class BrokerConfig:
         if self.metrics_port is not None:
             _check_port("metricsPort", self.metrics_port)
         _check_min("brokerId", self.broker_id, 0)
+        _check_min("accessMessageInMemoryMaxRatio", self.access_message_in_memory_max_ratio, 0)
         _check_min("defaultTopicQueueNums", self.default_topic_queue_nums, 1)
         _check_min("mappedFileSizeCommitLog", self.mapped_file_size_commit_log, 4096)
         _check_min("mappedFileSizeConsumeQueue", self.mapped_file_size_consume_queue, 20)

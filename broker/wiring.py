@@ -27,7 +27,7 @@ from rocklet.broker.processors.admin_store import StoreAdmin
 from rocklet.broker.processors.admin_topics import TopicAdmin
 from rocklet.broker.processors.client_manage import ClientManageProcessor
 from rocklet.broker.processors.consumer_manage import ConsumerManageProcessor
-from rocklet.broker.processors.pull import PullProcessor
+from rocklet.broker.processors.pull import PullProcessor, SlaveReads, total_physical_memory
 from rocklet.broker.processors.query import QueryProcessor
 from rocklet.broker.processors.reply import ReplyProcessor
 from rocklet.broker.processors.send import SendProcessor
@@ -86,6 +86,13 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             long_polling=cfg.long_polling_enable,
             short_polling_time_ms=cfg.short_polling_time_ms,
             max_transfer_count=cfg.max_transfer_count_on_message_in_memory,
+            slave_reads=SlaveReads(
+                slave_read_enable=cfg.slave_read_enable,
+                memory_lag_bytes=total_physical_memory()
+                * cfg.access_message_in_memory_max_ratio
+                // 100,
+                offset_check_in_slave=cfg.offset_check_in_slave,
+            ),
         ),
     )
     query.register(registry, QueryProcessor(store, cfg.default_query_max_num))

@@ -34,11 +34,12 @@ class GroupRegistry:
     Args:
         client_id: This client's id, sent in heartbeats.
         invoke: Sends a request to a broker.
-        broker_addrs: Every known master address (from the route cache).
+        broker_addrs: Known broker addresses (from the route cache): every master, and
+            with ``slaves=True`` every slave too.
     """
 
     def __init__(
-        self, client_id: str, invoke: Invoke, broker_addrs: Callable[[], list[str]]
+        self, client_id: str, invoke: Invoke, broker_addrs: Callable[..., list[str]]
     ) -> None:
         self._client_id = client_id
         self._invoke = invoke
@@ -104,15 +105,18 @@ class GroupRegistry:
         ).to_json()
 
     async def send_heartbeat(self) -> None:
-        """Send HEART_BEAT with every group to every known master.
+        """Send HEART_BEAT with every group to every known master (and slave).
 
-        Failures are logged per broker and not raised: a broker that is down must
-        not fail the others (it gets the next heartbeat).
+        Slaves get it only while a consumer is registered, as Java's
+        ``sendHeartbeatToAllBroker`` does: consumers may pull from them and ask them
+        for the group's members. Failures are logged per broker and not raised: a
+        broker that is down must not fail the others (it gets the next heartbeat).
         """
         if not self:
             return
         body = self.heartbeat_body()
-        await asyncio.gather(*(self._heartbeat(a, body) for a in self._broker_addrs()))
+        addrs = self._broker_addrs(slaves=bool(self._consumers))
+        await asyncio.gather(*(self._heartbeat(a, body) for a in addrs))
 
     async def heartbeat_new_connection(self, addr: str) -> None:
         """Heartbeat a broker over its new connection, before anything else uses it.
@@ -150,4 +154,4 @@ class GroupRegistry:
             if answer.code != ResponseCode.SUCCESS:
                 _log.warning("unregister refused", broker=addr, code=answer.code)
 
-        await asyncio.gather(*(one(a) for a in self._broker_addrs()))
+        await asyncio.gather(*(one(a) for a in self._broker_addrs(slaves=True)))

@@ -136,7 +136,8 @@ class RemoteOffsetStore(_MemoryOffsets):
         """Nothing to load: offsets are read from the broker queue by queue."""
 
     def _addr(self, mq: MessageQueue) -> str:
-        addr = self._invoker.routes.master_addr(mq.broker_name)
+        # The master, or a slave while the master is gone (findBrokerAddressInAdmin).
+        addr = self._invoker.routes.admin_addr(mq.broker_name)
         if addr is None:
             raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
         return addr

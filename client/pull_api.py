@@ -129,6 +129,8 @@ class PullResult:
         min_offset: The queue's smallest stored offset.
         max_offset: The queue's next offset to be written.
         messages: The messages that match the subscription, in offset order.
+        suggest_which_broker_id: The broker id of its group the broker says to pull
+            this queue from next (0, the master, unless ``slaveReadEnable``).
     """
 
     status: PullStatus
@@ -136,6 +138,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt]
+    suggest_which_broker_id: int = 0
 
 
 class PullInvoker(Protocol):
@@ -235,7 +238,12 @@ def read_pull_response(
     if status is PullStatus.FOUND and answer.body:
         messages = decode_messages(answer.body, broker_name, tags=tags, retry_topic=retry_topic)
     return PullResult(
-        status, header.next_begin_offset, header.min_offset, header.max_offset, messages
+        status,
+        header.next_begin_offset,
+        header.min_offset,
+        header.max_offset,
+        messages,
+        header.suggest_which_broker_id,
     )
 
 

@@ -90,10 +90,10 @@ class PullConsumerBase:
 
     async def _addr(self, mq: MessageQueue) -> str:
         routes = self.instance.routes
-        addr = routes.master_addr(mq.broker_name)
+        addr = routes.admin_addr(mq.broker_name)
         if addr is None:
             await routes.topic_route(mq.topic, refresh=True)
-            addr = routes.master_addr(mq.broker_name)
+            addr = routes.admin_addr(mq.broker_name)
         if addr is None:
             raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
         return addr

@@ -21,6 +21,18 @@ per queue instead of callbacks on a shared executor. Each turn:
 
 A failed pull (broker down, error answer) waits 3 s (``PULL_TIME_DELAY_MILLS_WHEN_
 EXCEPTION``) and tries again; the loop ends when the ProcessQueue is dropped.
+
+**Which broker.** Each queue is pulled from the broker id the last answer suggested
+(``suggestWhichBrokerId``, 0 at first), or the group's lowest id when the route lacks
+it, as Java's ``pullFromWhichNodeTable`` and ``findBrokerAddressInSubscribe`` do, so a
+consumer reads from the slave once the name server has dropped the master. Beyond
+RocketMQ, which waits for the next 30 s route refresh: a pull that cannot reach its
+broker (connect refused, connection dropped) refreshes the topic's route at once and,
+when the group has another address, pulls there right away, passing over the failed
+address for :data:`FAILED_ADDR_AVOID_S`. While it reads from another broker than the
+one suggested, the loop refreshes the route every :data:`FALLBACK_ROUTE_REFRESH_S`, so
+it goes back to the master soon after the master registers again. Commits do not ride
+on pulls to a slave (Java clears the flag; a slave ignores it anyway).
 """
 
 from __future__ import annotations
@@ -30,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rocklet.client.brokers import BrokerInvoker
+from rocklet.client.brokers import PullBrokers
 from rocklet.client.errors import BrokerError, NoRouteError, TransportError
 from rocklet.client.message import MessageExt
 from rocklet.client.offset_store import OffsetStore
@@ -38,6 +50,7 @@ from rocklet.client.process_queue import ProcessQueue
 from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
 from rocklet.protocol.bodies.heartbeat import SubscriptionData
 from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.bodies.route import MASTER_ID
 from rocklet.protocol.filter import parse_tag_expression
 from rocklet.transport.logs import get_logger
 
@@ -53,6 +66,10 @@ PULL_ERROR_WAIT_S: Final = 3.0
 NOT_READY_WAIT_S: Final = 1.0
 #: Added to the long-poll hold to get the pull's request timeout.
 PULL_TIMEOUT_MARGIN_S: Final = 15.0
+#: How long an address a pull could not reach is passed over when the group has another.
+FAILED_ADDR_AVOID_S: Final = 5.0
+#: Route refresh period while a queue is read from another broker than suggested.
+FALLBACK_ROUTE_REFRESH_S: Final = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +110,7 @@ class PullLoopDeps:
     """
 
     group: str
-    instance: BrokerInvoker
+    instance: PullBrokers
     offset_store: OffsetStore
     subscriptions: Mapping[str, SubscriptionData]
     retry_topic: str | None
@@ -127,6 +144,12 @@ class PullLoop:
         #: The task running :meth:`run`, set by whoever starts it.
         self.task: asyncio.Task[Any] | None = None
         self._tags_cache: tuple[str, frozenset[str] | None] = ("*", None)
+        #: The broker id the last answer suggested (Java's pullFromWhichNodeTable).
+        self.broker_id = MASTER_ID
+        #: An address a pull could not reach, and until when it is passed over.
+        self._avoid: str | None = None
+        self._avoid_until = 0.0
+        self._next_fallback_refresh = 0.0
 
     def wake(self) -> None:
         """Report consume progress: a flow-controlled loop checks again at once."""
@@ -165,11 +188,13 @@ class PullLoop:
             await self._wait_progress(FLOW_CONTROL_WAIT_S)
             return
         sub = deps.subscriptions.get(mq.topic)
-        addr = deps.instance.routes.master_addr(mq.broker_name)
-        if (deps.orderly and not pq.locked) or sub is None or addr is None:
+        picked = await self._pick()
+        if (deps.orderly and not pq.locked) or sub is None or picked is None:
             await self._wait_progress(NOT_READY_WAIT_S)
             return
-        commit = deps.offset_store.read_memory(mq) if deps.commit_with_pull else None
+        addr, broker_id = picked
+        to_master = broker_id == MASTER_ID
+        commit = deps.offset_store.read_memory(mq) if deps.commit_with_pull and to_master else None
         cmd = pull_request(
             deps.group,
             mq,
@@ -181,13 +206,58 @@ class PullLoop:
             sub_version=sub.sub_version,
         )
         timeout_s = deps.suspend_ms / 1000 + PULL_TIMEOUT_MARGIN_S
-        answer = await deps.instance.invoke(addr, cmd, timeout_s)
+        try:
+            answer = await deps.instance.invoke(addr, cmd, timeout_s)
+        except TransportError:
+            if await self._fail_over(addr):
+                return  # pull again at once, from the other address
+            raise
         result = read_pull_response(
             answer, mq.broker_name, tags=self._tags(sub), retry_topic=deps.retry_topic, addr=addr
         )
+        self.broker_id = result.suggest_which_broker_id
         if pq.dropped:
             return
+        requested = self.next_offset
         self._apply(result.status, result.next_begin_offset, result.max_offset, result.messages)
+        if result.status is PullStatus.NO_MATCHED_MSG and result.next_begin_offset == requested:
+            # A slave that does not have this offset (yet) keeps it rather than moving
+            # it; Java pulls again at once, in a busy loop. Wait a little instead.
+            await self._wait_progress(NOT_READY_WAIT_S)
+
+    async def _pick(self) -> tuple[str, int] | None:
+        routes, loop = self._deps.instance.routes, asyncio.get_running_loop()
+        if self._avoid is not None and loop.time() >= self._avoid_until:
+            self._avoid = None
+        picked = routes.subscribe_addr(self.mq.broker_name, self.broker_id, self._avoid)
+        # Not where the broker said (its master is gone or was unreachable): look for
+        # it in a fresh route now and then, to go back as soon as it returns.
+        if (
+            picked is not None
+            and picked[1] != self.broker_id
+            and loop.time() >= self._next_fallback_refresh
+        ):
+            self._next_fallback_refresh = loop.time() + FALLBACK_ROUTE_REFRESH_S
+            await self._refresh_route()
+            picked = routes.subscribe_addr(self.mq.broker_name, self.broker_id, self._avoid)
+        return picked
+
+    async def _fail_over(self, addr: str) -> bool:
+        """After ``addr`` could not be reached: whether the group has another address."""
+        self._avoid = addr
+        self._avoid_until = asyncio.get_running_loop().time() + FAILED_ADDR_AVOID_S
+        await self._refresh_route()
+        other = self._deps.instance.routes.subscribe_addr(self.mq.broker_name, self.broker_id, addr)
+        if other is None or other[0] == addr:
+            return False
+        _log.warning("pull broker unreachable; switching", mq=self.mq, failed=addr, to=other[0])
+        return True
+
+    async def _refresh_route(self) -> None:
+        try:
+            await self._deps.instance.routes.topic_route(self.mq.topic, refresh=True)
+        except (TransportError, BrokerError) as exc:
+            _log.warning("route refresh failed", topic=self.mq.topic, error=str(exc))
 
     def _apply(
         self, status: PullStatus, next_begin: int, broker_max: int, msgs: list[MessageExt]

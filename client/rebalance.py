@@ -46,7 +46,7 @@ from rocklet.protocol.bodies.consumer import (
 )
 from rocklet.protocol.bodies.heartbeat import SubscriptionData
 from rocklet.protocol.bodies.queue import MessageQueue
-from rocklet.protocol.bodies.route import TopicRouteData
+from rocklet.protocol.bodies.route import BrokerData, TopicRouteData
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.filter import parse_tag_expression, tag_codes
@@ -79,6 +79,11 @@ ConsumeFrom: TypeAlias = Literal["last", "first"] | int
 QueueAdded: TypeAlias = Callable[[MessageQueue, ProcessQueue[MessageExt], int], None]
 #: Called when a queue stops being ours (its ProcessQueue is already marked dropped).
 QueueRemoved: TypeAlias = Callable[[MessageQueue, ProcessQueue[MessageExt]], None]
+
+
+def _any_addr(bd: BrokerData) -> str | None:
+    """The group's master, else its lowest-id slave."""
+    return bd.broker_addrs[min(bd.broker_addrs)] if bd.broker_addrs else None
 
 
 def subscription(topic: str, expression: str, version_ms: int) -> SubscriptionData:
@@ -277,10 +282,12 @@ class Rebalancer:
         route = await self._instance.routes.topic_route(topic)
         if route is None:
             return []
-        addrs = [a for bd in route.broker_datas if (a := bd.master_addr) is not None]
+        # Java's findBrokerAddrByTopic: a random group, its master or else any slave
+        # (consumers heartbeat slaves too, so a slave knows the group's members).
+        addrs = [a for bd in route.broker_datas if (a := _any_addr(bd)) is not None]
         if not addrs:
             return []
-        addr = random.choice(addrs)  # Java's findBrokerAddrByTopic picks one at random
+        addr = random.choice(addrs)
         header = GetConsumerListByGroupRequestHeader(self._group)
         cmd = RemotingCommand(
             RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext_fields=header.to_ext_fields()
@@ -387,7 +394,7 @@ class Rebalancer:
         return await search_offset(self._instance, self._addr(mq), mq, self._consume_from)
 
     def _addr(self, mq: MessageQueue) -> str:
-        addr = self._instance.routes.master_addr(mq.broker_name)
+        addr = self._instance.routes.admin_addr(mq.broker_name)
         if addr is None:
             raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
         return addr

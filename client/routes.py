@@ -182,15 +182,23 @@ class RouteCache:
         """Remember a fetched route (``None``: the topic does not exist)."""
         now = self._clock.monotonic_ms()
         old = self._routes.get(topic)
+        brokers = self._brokers
         if old is not None and old.route == route:
             old.fetched_at_ms = now  # unchanged: keep the derived queue lists
-            return
-        self._routes[topic] = _RouteEntry(route, now)
-        brokers: dict[str, BrokerData] = {}
-        for entry in self._routes.values():
-            if entry.route is not None:
-                for bd in entry.route.broker_datas:
-                    brokers[bd.broker_name] = bd
+        else:
+            self._routes[topic] = _RouteEntry(route, now)
+            brokers = {}
+            for entry in self._routes.values():
+                if entry.route is not None:
+                    for bd in entry.route.broker_datas:
+                        brokers[bd.broker_name] = bd
+        if route is not None and any(
+            brokers.get(bd.broker_name) != bd for bd in route.broker_datas
+        ):
+            # The newest answer wins over other topics' older routes (Java's
+            # brokerAddrTable.put per fetch): after a failover those may still lack a
+            # master that has come back, or list one that is gone.
+            brokers = {**brokers, **{bd.broker_name: bd for bd in route.broker_datas}}
         self._brokers = brokers
 
     async def refresh(self, extra_topics: Iterable[str] = ()) -> None:
@@ -276,6 +284,50 @@ class RouteCache:
         bd = self._brokers.get(broker_name)
         return None if bd is None else bd.master_addr
 
-    def broker_addrs(self) -> list[str]:
-        """Every known master address, sorted."""
+    def broker_addrs(self, *, slaves: bool = False) -> list[str]:
+        """Every known master address (and slave address with ``slaves``), sorted."""
+        if slaves:
+            return sorted({a for bd in self._brokers.values() for a in bd.broker_addrs.values()})
         return sorted({a for bd in self._brokers.values() if (a := bd.master_addr) is not None})
+
+    def subscribe_addr(
+        self, broker_name: str, broker_id: int, avoid: str | None = None
+    ) -> tuple[str, int] | None:
+        """Where to pull a queue of ``broker_name`` from (``findBrokerAddressInSubscribe``).
+
+        The address of ``broker_id`` when the route has it, else of the group's lowest
+        id (the master while it is registered, a slave once it is gone), as the Java
+        and C++ clients do. ``avoid`` (an address a pull just failed to reach) is only
+        returned when the group has no other.
+
+        Args:
+            broker_name: The broker group.
+            broker_id: The id the last pull answer suggested (0 at first).
+            avoid: An address to pass over if there is another.
+
+        Returns:
+            ``(address, broker id)``, or ``None`` when the group is unknown or empty.
+        """
+        bd = self._brokers.get(broker_name)
+        if bd is None or not bd.broker_addrs:
+            return None
+        addr = bd.broker_addrs.get(broker_id)
+        if addr is not None and addr != avoid:
+            return addr, broker_id  # the usual case, once per pull
+        ids = sorted(bd.broker_addrs)
+        if broker_id in bd.broker_addrs:
+            ids.remove(broker_id)
+            ids.insert(0, broker_id)
+        usable = [i for i in ids if bd.broker_addrs[i] != avoid] or ids
+        return bd.broker_addrs[usable[0]], usable[0]
+
+    def admin_addr(self, broker_name: str) -> str | None:
+        """The master, else the lowest-id slave (``findBrokerAddressInAdmin``).
+
+        Offset commits and queries go here: with the master gone, a slave keeps the
+        group's offsets (docs/replication.md).
+        """
+        bd = self._brokers.get(broker_name)
+        if bd is None or not bd.broker_addrs:
+            return None
+        return bd.broker_addrs[min(bd.broker_addrs)]

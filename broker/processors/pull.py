@@ -9,13 +9,29 @@ the stored records themselves, written from the mapped commitlog without decodin
 (docs/protocol.md).
 
 An offset committed with the pull (``FLAG_COMMIT_OFFSET``) is written lazily, with
-the next offset write or the periodic one; a group the pull auto-created is on disk
-before the pull is answered.
+the next offset write or the periodic one (a slave ignores it, as RocketMQ's does); a
+group the pull auto-created is on disk before the pull is answered.
+
+Which broker the consumer should pull from next (``suggestWhichBrokerId``) follows
+4.9.4: the master (0) unless ``slaveReadEnable``; with it, the group's ``brokerId``, or
+its ``whichBrokerWhenConsumeSlowly`` when the last record read lies further behind the
+commitlog's end than ``accessMessageInMemoryMaxRatio`` percent of physical memory (the
+store's "suggest pulling from slave"). A slave serves pulls whatever
+``slaveReadEnable`` says: 4.9.4 sets PULL_RETRY_IMMEDIATELY for it, but the status
+switch right after overwrites that code, so the consumer gets the messages and the
+suggestion of the master. A slave answers PULL_OFFSET_MOVED as PULL_RETRY_IMMEDIATELY
+suggesting the group's ``brokerId`` unless ``offsetCheckInSlave`` (its copy may just be
+behind), and, like 4.9.4's store, keeps the requested offset as the next one instead of
+correcting it.
 """
 
 from __future__ import annotations
 
+import os
+import struct
 from collections.abc import Set
+from dataclasses import dataclass
+from typing import Final
 
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.config_writer import ConfigWriteError
@@ -27,7 +43,8 @@ from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.status_codes import pull_response_code
 from rocklet.broker.topics import TopicConfigManager
-from rocklet.protocol.bodies.route import Perm
+from rocklet.protocol.bodies.route import MASTER_ID, Perm
+from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.filter import parse_tag_expression, tag_codes
@@ -42,7 +59,7 @@ from rocklet.store.results import GetMessageStatus, GetResult
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.connection import Reply
 
-__all__ = ["PullProcessor", "register"]
+__all__ = ["PullProcessor", "SlaveReads", "register", "total_physical_memory"]
 
 # Plain ints: IntFlag's operators and constructor are Python-level calls, several per
 # pull otherwise.
@@ -51,6 +68,46 @@ _SUSPEND = int(PullSysFlag.SUSPEND)
 _SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
 _READ = int(Perm.READ)
 _CODES_CACHE_MAX = 1024
+#: A stored record's physical offset: after size, magic, body CRC, queue id, flag and
+#: queue offset.
+_PHYSICAL_OFFSET = struct.Struct(">q")
+_PHYSICAL_OFFSET_AT = 28
+
+
+#: Statuses whose next offset is a correction, which a slave does not make unless
+#: ``offsetCheckInSlave`` (DefaultMessageStore.nextOffsetCorrection).
+_CORRECTED: Final = frozenset(
+    {
+        GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+        GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+        GetMessageStatus.OFFSET_TOO_SMALL,
+        GetMessageStatus.OFFSET_OVERFLOW_ONE,
+        GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+        GetMessageStatus.OFFSET_FOUND_NULL,
+    }
+)
+
+
+def total_physical_memory() -> int:
+    """The machine's physical memory in bytes (RocketMQ's ``StoreUtil``)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+@dataclass(frozen=True, slots=True)
+class SlaveReads:
+    """How a broker steers consumers between master and slave (docs/replication.md).
+
+    Attributes:
+        slave_read_enable: ``slaveReadEnable``.
+        memory_lag_bytes: Commitlog bytes behind the end past which a lagging consumer
+            is sent to ``whichBrokerWhenConsumeSlowly``
+            (``accessMessageInMemoryMaxRatio`` percent of physical memory).
+        offset_check_in_slave: ``offsetCheckInSlave``.
+    """
+
+    slave_read_enable: bool = False
+    memory_lag_bytes: int = 0
+    offset_check_in_slave: bool = False
 
 
 class PullProcessor:
@@ -68,6 +125,7 @@ class PullProcessor:
         long_polling: ``longPollingEnable``.
         short_polling_time_ms: ``shortPollingTimeMills``: the hold without long polling.
         max_transfer_count: ``maxTransferCountOnMessageInMemory``.
+        slave_reads: ``slaveReadEnable`` and friends. Default: off.
     """
 
     def __init__(
@@ -84,6 +142,7 @@ class PullProcessor:
         long_polling: bool,
         short_polling_time_ms: int,
         max_transfer_count: int,
+        slave_reads: SlaveReads | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
@@ -99,12 +158,13 @@ class PullProcessor:
         self._short_poll_s = short_polling_time_ms / 1000
         self._max_count = max_transfer_count
         self._codes_cache: dict[str | None, frozenset[int] | None] = {}
+        self._slave_reads = SlaveReads() if slave_reads is None else slave_reads
 
     async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | Reply:
         """Answer a pull, holding it while the queue has nothing new."""
         h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         try:
-            codes = self._check(h)
+            group, codes = self._check(h)
         except Refused as refused:
             return refused.answer(cmd)
         if self._groups.unsaved:
@@ -135,9 +195,11 @@ class PullProcessor:
         # The null sink ignores the counts: no summing of buffer sizes for it.
         if code == ResponseCode.SUCCESS and result.buffers and metrics is not NULL_METRICS:
             metrics.on_get(h.consumer_group, h.topic, len(result.buffers), result.total_bytes)
-        return self._answer(cmd, code, result)
+        return self._answer(cmd, code, result, group, h.queue_offset)
 
-    def _check(self, h: PullMessageRequestHeader) -> Set[int] | None:
+    def _check(
+        self, h: PullMessageRequestHeader
+    ) -> tuple[SubscriptionGroupConfig, Set[int] | None]:
         if not self._readable:
             raise Refused(
                 ResponseCode.NO_PERMISSION,
@@ -172,7 +234,7 @@ class PullProcessor:
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                 f"topicConfig.readQueueNums:[{topic.read_queue_nums}]",
             )
-        return self._subscription_codes(h)
+        return group, self._subscription_codes(h)
 
     def _subscription_codes(self, h: PullMessageRequestHeader) -> Set[int] | None:
         if h.expression_type not in (None, "", "TAG"):
@@ -214,12 +276,45 @@ class PullProcessor:
             h.topic, h.queue_id, h.queue_offset, max_count, tag_codes=codes
         )
 
+    def _suggest(self, result: GetResult, group: SubscriptionGroupConfig) -> int:
+        if not self._slave_reads.slave_read_enable:
+            return MASTER_ID
+        if result.buffers:
+            last = result.buffers[-1]
+            phy: int = _PHYSICAL_OFFSET.unpack_from(last, _PHYSICAL_OFFSET_AT)[0]
+            lag = self._store.commitlog.max_offset() - phy
+            if lag > self._slave_reads.memory_lag_bytes:
+                return group.which_broker_when_consume_slowly
+        return group.broker_id
+
     def _answer(
-        self, cmd: RemotingCommand, code: ResponseCode, result: GetResult
+        self,
+        cmd: RemotingCommand,
+        code: ResponseCode,
+        result: GetResult,
+        group: SubscriptionGroupConfig,
+        requested: int,
     ) -> RemotingCommand | Reply:
-        header = pull_response_fields(
-            result.next_begin_offset, result.min_offset, result.max_offset
-        )
+        next_begin = result.next_begin_offset
+        if (
+            result.status in _CORRECTED
+            and not self._is_master
+            and not self._slave_reads.offset_check_in_slave
+        ):
+            # The store's nextOffsetCorrection: a slave never moves a consumer's offset.
+            next_begin = requested
+        header = pull_response_fields(next_begin, result.min_offset, result.max_offset)
+        if self._slave_reads.slave_read_enable:
+            header["suggestWhichBrokerId"] = str(self._suggest(result, group))
+        if (
+            code == ResponseCode.PULL_OFFSET_MOVED
+            and not self._is_master
+            and not self._slave_reads.offset_check_in_slave
+        ):
+            # The slave's copy may only be behind: no jump, try again (at the master
+            # unless the group says otherwise).
+            header["suggestWhichBrokerId"] = str(group.broker_id)
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
         if code == ResponseCode.SUCCESS and result.status is GetMessageStatus.FOUND:
             return Reply(cmd.make_response(code, ext_fields=header), result.buffers)
         # The real broker names the store status in the remark (captures/real-broker).

@@ -122,6 +122,9 @@ class FakeBroker:
     def master_addr(self, broker_name: str) -> str | None:
         return "broker-a:1" if broker_name == "broker-a" else None
 
+    def admin_addr(self, broker_name: str) -> str | None:
+        return self.master_addr(broker_name)
+
 
 class Recorder:
     def __init__(self) -> None:
