@@ -160,6 +160,10 @@ class HASlave:
                 log.error("replication stopped: the slave's commitlog diverged", why=str(exc))
             except (OSError, asyncio.IncompleteReadError, TimeoutError, ReplicaError) as exc:
                 log.warning("HA connection lost", master=addr, error=str(exc) or type(exc).__name__)
+            except Exception:
+                # A bug must not end replication for good (nor make the broker's stop
+                # fail): say so loudly and follow the master again.
+                log.exception("HA session failed unexpectedly; reconnecting", master=addr)
             finally:
                 self.connected = False
                 writer.close()
@@ -173,7 +177,7 @@ class HASlave:
         verified = cursor == mine
         log.info("following the master", master=self.master_addr, offset=mine, check_from=cursor)
         reported = cursor
-        writer.write(REPORT.pack(reported))
+        _report(writer, reported)
         heartbeat = asyncio.create_task(self._heartbeats(writer, lambda: reported))
         try:
             while True:
@@ -214,11 +218,24 @@ class HASlave:
                     )
                 if body:
                     reported = await asyncio.to_thread(append_replica, store, offset, body)
-                    writer.write(REPORT.pack(reported))
+                    _report(writer, reported)
         finally:
             heartbeat.cancel()
 
     async def _heartbeats(self, writer: asyncio.StreamWriter, offset: Callable[[], int]) -> None:
         while True:
             await asyncio.sleep(self._heartbeat_s)
-            writer.write(REPORT.pack(offset()))
+            if writer.is_closing():
+                return  # the session sees the loss on its next read or report
+            _report(writer, offset())
+
+
+def _report(writer: asyncio.StreamWriter, offset: int) -> None:
+    """Send an offset report; a connection the master reset is a lost one.
+
+    uvloop raises RuntimeError for a write on a transport it closed after a reset (a
+    master killed with kill -9 while the slave was appending), asyncio drops it.
+    """
+    if writer.is_closing():
+        raise ConnectionResetError("the master closed the HA connection")
+    writer.write(REPORT.pack(offset))

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
+import struct
 from pathlib import Path
+
+import uvloop
 
 from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.ha.slave import HASlave
@@ -110,6 +114,49 @@ async def test_slave_ahead_of_its_master_stops(tmp_path: Path) -> None:
         finally:
             await slave.stop()
             await master.stop()
+
+
+def test_a_connection_reset_under_the_slave_is_a_lost_connection(tmp_path: Path) -> None:
+    """A master killed with kill -9 resets the HA connection; under uvloop the slave's
+    next offset report then raises RuntimeError. The slave must take that as a lost
+    connection and dial again, and its stop must not fail (it once ended replication
+    for good and made the broker's stop exit 1)."""
+
+    async def scenario() -> int:
+        async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()  # RST, as from a process killed with unread data
+
+        server = await asyncio.start_server(reset, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        dials = 0
+
+        async def dial_reset(
+            host: str, port: int
+        ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            # Hand over streams whose transport the loop already closed after the reset.
+            nonlocal dials
+            dials += 1
+            reader, writer = await asyncio.open_connection(host, port)
+            while not writer.is_closing():
+                try:
+                    await reader.readexactly(1)
+                except (ConnectionResetError, asyncio.IncompleteReadError):
+                    await asyncio.sleep(0.01)
+            return reader, writer
+
+        with MessageStore.open(small_config(tmp_path / "s")) as store:
+            slave = HASlave(store, f"127.0.0.1:{port}", heartbeat_s=60, dial=dial_reset)
+            slave.start()
+            try:
+                await until("a second dial", lambda: dials >= 2, 10)
+            finally:
+                server.close()
+                await slave.stop()
+        return dials
+
+    assert uvloop.run(scenario()) >= 2
 
 
 def test_oldest_unacknowledged_record_is_found_from_any_offset(tmp_path: Path) -> None:
