@@ -70,14 +70,12 @@ class BrokerProcess:
         assert self.proc is not None
         return self.proc.pid
 
-    async def start(self) -> None:
-        """Start a run and wait until both servers listen (fails if it exits first)."""
-        assert self.proc is None or self.proc.returncode is not None, "already running"
-        self.lines.clear()
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "rocklet",
+    #: The servers whose "listening" line a start waits for (ports read from them).
+    READY: tuple[str, ...] = ("namesrv", "broker")
+
+    def command(self) -> list[str]:
+        """The ``rocklet`` arguments of a run (subclasses run other commands)."""
+        return [
             "standalone",
             "-c",
             str(self.conf),
@@ -88,13 +86,26 @@ class BrokerProcess:
             "--listen-port",
             "0",
             *self._extra,
+        ]
+
+    async def start(self) -> None:
+        """Start a run and wait until its servers listen (fails if it exits first)."""
+        assert self.proc is None or self.proc.returncode is not None, "already running"
+        self.lines.clear()
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "rocklet",
+            *self.command(),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
         self.starts += 1
         self._reader = asyncio.create_task(self._pump(self.proc))
-        self.namesrv_port = int((await self.wait_line(_NAMESRV_LINE, START_TIMEOUT_S))[1])
-        self.broker_port = int((await self.wait_line(_BROKER_LINE, START_TIMEOUT_S))[1])
+        if "namesrv" in self.READY:
+            self.namesrv_port = int((await self.wait_line(_NAMESRV_LINE, START_TIMEOUT_S))[1])
+        if "broker" in self.READY:
+            self.broker_port = int((await self.wait_line(_BROKER_LINE, START_TIMEOUT_S))[1])
 
     async def _pump(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None

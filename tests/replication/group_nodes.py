@@ -7,23 +7,17 @@ broker``, all on free loopback ports, readiness read from their "listening" log 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import re
-import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
 
-from tests.adversity.procs import _BROKER_LINE, START_TIMEOUT_S, BrokerProcess
+from tests.adversity.procs import BrokerProcess
 from tests.compat.harness import create_topic
-from tests.replication.nodes import SEGMENT, broker_status, until
+from tests.replication.nodes import SEGMENT, SlaveProcess, broker_status, until
 
 __all__ = ["BrokerNode", "Group", "NamesrvProcess", "running_group"]
-
-_NAMESRV_LINE: Final = re.compile(r"namesrv listening.*port=(\d+)")
 
 
 class NamesrvProcess(BrokerProcess):
@@ -33,28 +27,15 @@ class NamesrvProcess(BrokerProcess):
         root.mkdir(parents=True, exist_ok=True)
         super().__init__(root, {})
 
-    async def start(self) -> None:
-        """Start it and wait until it listens."""
-        self.lines.clear()
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "rocklet",
-            "namesrv",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        self.starts += 1
-        self._reader = asyncio.create_task(self._pump(self.proc))
-        self.namesrv_port = int((await self.wait_line(_NAMESRV_LINE, START_TIMEOUT_S))[1])
+    READY = ("namesrv",)
+
+    def command(self) -> list[str]:
+        """``rocklet namesrv`` on a free loopback port."""
+        return ["namesrv", "--host", "127.0.0.1", "--port", "0"]
 
 
-class BrokerNode(BrokerProcess):
-    """``rocklet broker`` on loopback, registered with a name server.
+class BrokerNode(SlaveProcess):
+    """``rocklet broker`` on loopback, registered with a name server (any role).
 
     Args:
         root: Holds ``broker.conf`` and the store.
@@ -63,34 +44,7 @@ class BrokerNode(BrokerProcess):
     """
 
     def __init__(self, root: Path, namesrv_addr: str, properties: Mapping[str, str]) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        super().__init__(root, {"brokerIP1": "127.0.0.1", **properties})
-        self._namesrv = namesrv_addr
-
-    async def start(self) -> None:
-        """Start a run and wait until it listens (it has registered once by then)."""
-        self.lines.clear()
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "rocklet",
-            "broker",
-            "-c",
-            str(self.conf),
-            "--namesrv",
-            self._namesrv,
-            "--data-dir",
-            str(self.store),
-            "--host",
-            "127.0.0.1",
-            "--listen-port",
-            "0",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        self.starts += 1
-        self._reader = asyncio.create_task(self._pump(self.proc))
-        self.broker_port = int((await self.wait_line(_BROKER_LINE, START_TIMEOUT_S))[1])
+        super().__init__(root, namesrv_addr, {"brokerIP1": "127.0.0.1", **properties})
 
 
 @dataclass

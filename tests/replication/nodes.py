@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
@@ -20,7 +19,7 @@ from rocklet.protocol.bodies.cluster import KVTable
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.transport.dial import open_connection
-from tests.adversity.procs import _BROKER_LINE, START_TIMEOUT_S, BrokerProcess, running_broker
+from tests.adversity.procs import START_TIMEOUT_S, BrokerProcess, running_broker
 
 __all__ = [
     "SEGMENT",
@@ -68,14 +67,11 @@ class SlaveProcess(BrokerProcess):
         super().__init__(root, properties)
         self._namesrv = namesrv_addr
 
-    async def start(self) -> None:
-        """Start a run and wait until it listens (it has registered once by then)."""
-        assert self.proc is None or self.proc.returncode is not None, "already running"
-        self.lines.clear()
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "rocklet",
+    READY = ("broker",)  # it has registered once by then
+
+    def command(self) -> list[str]:
+        """``rocklet broker`` registered with the name server, on a free loopback port."""
+        return [
             "broker",
             "-c",
             str(self.conf),
@@ -83,14 +79,11 @@ class SlaveProcess(BrokerProcess):
             self._namesrv,
             "--data-dir",
             str(self.store),
+            "--host",
+            "127.0.0.1",
             "--listen-port",
             "0",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        self.starts += 1
-        self._reader = asyncio.create_task(self._pump(self.proc))
-        self.broker_port = int((await self.wait_line(_BROKER_LINE, START_TIMEOUT_S))[1])
+        ]
 
     async def close(self) -> None:
         """Kill what is left of the current run (test teardown)."""
