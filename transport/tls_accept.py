@@ -21,23 +21,17 @@ handshake timeout, so a hostile client holds nothing for long.
 from __future__ import annotations
 
 import asyncio
-import errno
 import socket
 import ssl
 from collections.abc import Callable
-from typing import Final
 
+from rocklet.transport.acceptor import SocketAcceptor, bind_listening
 from rocklet.transport.logs import get_logger
 from rocklet.transport.tls import TLS_RECORD_HANDSHAKE, ServerTls, TlsMode
 
 __all__ = ["SniffingListener"]
 
 _log = get_logger(__name__)
-
-#: Pause before accepting again after accept() failed for want of descriptors or
-#: memory (asyncio's own accept loop waits 1 s too).
-_ACCEPT_RETRY_S: Final = 1.0
-_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 class SniffingListener:
@@ -59,13 +53,11 @@ class SniffingListener:
         tls: ServerTls,
         name: str,
     ) -> None:
-        self._sock = sock
         self._factory = factory
         self._tls = tls
         self._name = name
         self._loop = asyncio.get_running_loop()
-        self._sniffing: set[asyncio.Task[None]] = set()
-        self._accepting = self._loop.create_task(self._accept_loop(), name=f"{name}-accept")
+        self._acceptor = SocketAcceptor(sock, self._serve, name)
         #: Connections refused because of their kind (plain in enforcing mode), and
         #: handshakes that failed or timed out (metrics, and what the tests read).
         self.refused = 0
@@ -100,58 +92,23 @@ class SniffingListener:
         Raises:
             OSError: The address cannot be bound.
         """
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-        family, kind, proto, _canon, addr = infos[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            for option, size in buffer_sizes.items():
-                if size > 0:  # accepted sockets inherit them
-                    sock.setsockopt(socket.SOL_SOCKET, option, size)
-            sock.bind(addr)
-            sock.listen(backlog)
-            sock.setblocking(False)
-        except BaseException:
-            sock.close()
-            raise
+        sock = await bind_listening(host, port, backlog=backlog, buffer_sizes=buffer_sizes)
         return cls(sock, factory, tls, name)
 
     @property
     def port(self) -> int:
         """The bound port."""
-        return int(self._sock.getsockname()[1])
+        return self._acceptor.port
 
     def close(self) -> None:
         """Stop accepting and drop the sockets still being sniffed; idempotent."""
-        self._accepting.cancel()
-        for task in list(self._sniffing):
-            task.cancel()
-        self._sock.close()
+        self._acceptor.close()
 
     async def wait_closed(self) -> None:
         """Return once the accept loop and every sniffing task have ended."""
-        await asyncio.gather(self._accepting, *self._sniffing, return_exceptions=True)
-
-    async def _accept_loop(self) -> None:
-        loop = self._loop
-        while True:
-            try:
-                conn, _addr = await loop.sock_accept(self._sock)
-            except OSError as exc:
-                if exc.errno not in _OUT_OF_RESOURCES:
-                    raise
-                _log.warning("accept failed; retrying", server=self._name, error=str(exc))
-                await asyncio.sleep(_ACCEPT_RETRY_S)
-                continue
-            task = loop.create_task(self._serve(conn))
-            self._sniffing.add(task)
-            task.add_done_callback(self._sniffing.discard)
+        await self._acceptor.wait_closed()
 
     async def _serve(self, conn: socket.socket) -> None:
-        conn.setblocking(False)
         peer = _peer(conn)
         try:
             first = await self._first_byte(conn)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from rocklet.broker.ha.guard import HAGuard
+from rocklet.transport.acceptor import SocketAcceptor, bind_listening
 
 __all__ = ["HAListener"]
 
@@ -40,12 +41,10 @@ class HAListener:
     """
 
     def __init__(self, sock: socket.socket, guard: HAGuard, callback: _Callback) -> None:
-        self._sock = sock
         self._guard = guard
         self._callback = callback
         self._loop = asyncio.get_running_loop()
-        self._opening: set[asyncio.Task[None]] = set()
-        self._accepting = self._loop.create_task(self._accept_loop(), name="ha-accept")
+        self._acceptor = SocketAcceptor(sock, self._open, "ha")
 
     @classmethod
     async def open(cls, host: str, port: int, guard: HAGuard, callback: _Callback) -> HAListener:
@@ -63,52 +62,23 @@ class HAListener:
         Raises:
             OSError: The address cannot be bound.
         """
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-        family, kind, proto, _canon, addr = infos[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(addr)
-            sock.listen(128)
-            sock.setblocking(False)
-        except BaseException:
-            sock.close()
-            raise
+        sock = await bind_listening(host, port, backlog=128)
         return cls(sock, guard, callback)
 
     @property
     def port(self) -> int:
         """The bound port."""
-        return int(self._sock.getsockname()[1])
+        return self._acceptor.port
 
     def close(self) -> None:
         """Stop accepting; drop connections not yet handed over. Idempotent."""
-        self._accepting.cancel()
-        for task in list(self._opening):
-            task.cancel()
-        self._sock.close()
+        self._acceptor.close()
 
     async def wait_closed(self) -> None:
         """Return once the accept loop and the connections being opened have ended."""
-        await asyncio.gather(self._accepting, *self._opening, return_exceptions=True)
-
-    async def _accept_loop(self) -> None:
-        while True:
-            try:
-                conn, _addr = await self._loop.sock_accept(self._sock)
-            except OSError as exc:
-                log.warning("HA accept failed; retrying", error=str(exc))
-                await asyncio.sleep(1.0)  # out of descriptors: asyncio's own pause
-                continue
-            task = self._loop.create_task(self._open(conn))
-            self._opening.add(task)
-            task.add_done_callback(self._opening.discard)
+        await self._acceptor.wait_closed()
 
     async def _open(self, conn: socket.socket) -> None:
-        conn.setblocking(False)
         try:
             host, port = conn.getpeername()[:2]
         except OSError:
@@ -147,8 +117,6 @@ class HAListener:
             return
         writer = asyncio.StreamWriter(transport, protocol, reader, self._loop)
         # Handed over: from here the master owns (and stops) the connection.
-        task = asyncio.current_task()
-        if task is not None:
-            self._opening.discard(task)
+        self._acceptor.handed_over()
         with contextlib.suppress(ConnectionError):
             await self._callback(reader, writer)
