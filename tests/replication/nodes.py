@@ -26,6 +26,7 @@ __all__ = [
     "SlaveProcess",
     "broker_status",
     "commitlog_bytes",
+    "connected_slaves",
     "ha_port",
     "master_props",
     "running_master",
@@ -116,6 +117,17 @@ async def broker_status(addr: str) -> dict[str, str]:
         resp = await conn.request(cmd, 5)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         return dict(KVTable.from_json(resp.body).table)
+
+
+async def connected_slaves(
+    master_addr: str, count: int, what: str = "the slave connecting"
+) -> None:
+    """Wait until the master's brokerStatus counts ``count`` connected slaves."""
+
+    async def counted() -> bool:
+        return (await broker_status(master_addr))["haConnectedSlaves"] == str(count)
+
+    await until(what, counted)
 
 
 async def until(what: str, check: Callable[[], object], timeout_s: float = 30.0) -> None:

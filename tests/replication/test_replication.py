@@ -28,6 +28,7 @@ from tests.replication.nodes import (
     SlaveProcess,
     broker_status,
     commitlog_bytes,
+    connected_slaves,
     ha_port,
     master_props,
     running_master,
@@ -134,11 +135,7 @@ async def test_sync_master_answers_after_the_slave_has_it(tmp_path: Path) -> Non
         slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props())
         try:
             await slave.start()
-
-            async def connected() -> bool:
-                return (await broker_status(master.broker_addr))["haConnectedSlaves"] == "1"
-
-            await until("the slave connecting", connected)
+            await connected_slaves(master.broker_addr, 1)
             await caught_up(master, slave)
             # Concurrent sends: each is answered SEND_OK only once the slave acked it.
             acked: list[tuple[int, int]] = []
@@ -232,11 +229,7 @@ async def test_sync_master_answers_flush_slave_timeout_when_the_slave_stalls(
         slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props())
         try:
             await slave.start()
-
-            async def connected() -> bool:
-                return (await broker_status(master.broker_addr))["haConnectedSlaves"] == "1"
-
-            await until("the slave connecting", connected)
+            await connected_slaves(master.broker_addr, 1)
             async with await _connect(master.broker_addr) as conn:
                 resp = await conn.request(cpp_send(TOPIC, b"both"), 5)
                 assert resp.code == ResponseCode.SUCCESS

@@ -18,11 +18,11 @@ from tests.replication.nodes import (
     SlaveProcess,
     broker_status,
     commitlog_bytes,
+    connected_slaves,
     ha_port,
     master_props,
     running_master,
     slave_props,
-    until,
 )
 from tests.replication.test_lag import master_caught_up
 from tests.replication.test_replication import QUEUES, TOPIC, _connect, bodies, send_some
@@ -58,11 +58,7 @@ async def test_two_slaves_copy_everything_and_either_one_answers_sync_sends(
             # Killed: the remaining slave still answers every send.
             os.kill(one.pid, signal.SIGKILL)
             await one.close()
-
-            async def one_left() -> bool:
-                return (await broker_status(master.broker_addr))["haConnectedSlaves"] == "1"
-
-            await until("the master dropping the killed slave", one_left)
+            await connected_slaves(master.broker_addr, 1, "the master dropping the killed slave")
             await send_some(master.broker_addr, 20, start=140)
 
             # Both stopped: nobody acknowledges, the send times out (stored anyway).

@@ -27,12 +27,11 @@ from tests.broker.test_sendback import cpp_send_back
 from tests.broker.test_transaction import Half, end_transaction, half_send, pull
 from tests.replication.nodes import (
     SlaveProcess,
-    broker_status,
+    connected_slaves,
     ha_port,
     master_props,
     running_master,
     slave_props,
-    until,
 )
 from tests.replication.test_replication import _connect, caught_up, max_offset
 
@@ -112,11 +111,7 @@ async def test_a_stalled_slave_holds_every_stored_put_but_wait_false(tmp_path: P
         slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props())
         try:
             await slave.start()
-
-            async def connected() -> bool:
-                return (await broker_status(master.broker_addr))["haConnectedSlaves"] == "1"
-
-            await until("the slave connecting", connected)
+            await connected_slaves(master.broker_addr, 1)
             async with await _connect(master.broker_addr) as conn:
                 first = await _stored_at(conn, cpp_send("PutT", b"a"), ResponseCode.SUCCESS)
                 half = await _half(conn, "K2", ResponseCode.SUCCESS)
