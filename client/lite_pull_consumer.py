@@ -405,8 +405,7 @@ class LitePullConsumer(PullConsumerBase):
             subscription=expression,
             suspend_ms=_LITE_SUSPEND_MS,
         )
-        addr = await self._addr(mq)
-        answer = await self.instance.invoke(addr, cmd, _LITE_SUSPEND_MS / 1000 + 15)
+        addr, answer = await self._pull_somewhere(mq, cmd, _LITE_SUSPEND_MS / 1000 + 15)
         result = read_pull_response(
             answer, mq.broker_name, tags=parse_tag_expression(expression), addr=addr
         )

@@ -12,7 +12,9 @@ from rocklet.client.rebalance import ConsumeFrom
 from rocklet.client.tls import TlsOption
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.names import check_group_name
+from rocklet.transport.errors import ConnectionClosedError
 
 __all__ = ["PullConsumerBase"]
 
@@ -97,6 +99,29 @@ class PullConsumerBase:
         if addr is None:
             raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
         return addr
+
+    async def _pull_somewhere(
+        self, mq: MessageQueue, cmd: RemotingCommand, timeout_s: float
+    ) -> tuple[str, RemotingCommand]:
+        """Send a pull to ``mq``'s broker; if it is gone, at once to the group's other one.
+
+        A broker whose connection closes or refuses (a master's process died) may have
+        a slave: the route is looked up again now, not at the 30 s refresh, and a pull
+        (a read, safe to repeat) goes to the address the fresh route gives, if another.
+
+        Returns:
+            The address that answered and its answer.
+        """
+        addr = await self._addr(mq)
+        try:
+            return addr, await self.instance.invoke(addr, cmd, timeout_s)
+        except ConnectionClosedError:
+            routes = self.instance.routes
+            await routes.topic_route(mq.topic, refresh=True)
+            other = routes.admin_addr(mq.broker_name)
+            if other is None or other == addr:
+                raise
+        return other, await self.instance.invoke(other, cmd, timeout_s)
 
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic`` (``fetchSubscribeMessageQueues``).

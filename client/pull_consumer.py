@@ -121,8 +121,7 @@ class PullConsumer(PullConsumerBase):
         cmd = pull_request(
             self.group, mq, offset, max_nums, subscription=expression, suspend_ms=long_poll_ms
         )
-        addr = await self._addr(mq)
-        answer = await self.instance.invoke(addr, cmd, self._timeout_s + long_poll_ms / 1000)
+        addr, answer = await self._pull_somewhere(mq, cmd, self._timeout_s + long_poll_ms / 1000)
         return read_pull_response(
             answer, mq.broker_name, tags=parse_tag_expression(expression), addr=addr
         )

@@ -339,3 +339,37 @@ async def test_running_cpp_consumer_moves_to_the_slave_at_its_route_refresh(
         await consumer.wait_for(has("b"), 90, "the second 20 messages, from the slave")
         switch_s = loop.time() - killed
         print(f"running C++ consumer moved to the slave after {switch_s:.1f} s")
+
+
+async def test_sdk_pull_consumer_reads_the_slave_on_its_next_pull_after_the_master_dies(
+    tmp_path: Path,
+) -> None:
+    """A PullConsumer whose cached route still names the dead master looks again at
+    once and pulls from the slave (without it, the pull fails until the 30 s refresh)."""
+    from rocklet.client.message import Message
+    from rocklet.client.producer import Producer
+    from rocklet.client.pull_api import PullStatus
+    from rocklet.client.pull_consumer import PullConsumer
+    from rocklet.protocol.bodies.queue import MessageQueue
+
+    topic, count = "PullSwitchT", 40
+    async with running_group(tmp_path, "SYNC_MASTER", topics=[(topic, 1)]) as g:
+        ns = g.namesrv.namesrv_addr
+        await wait_for_route(ns, topic, 1)
+        async with Producer("PG_PULL_SWITCH", ns) as producer:
+            for i in range(count):
+                await producer.send(Message(topic, b"x", keys=f"k{i}"))  # SYNC: on the slave
+        mq = MessageQueue(topic, "broker-fo", 0)
+        async with PullConsumer("CG_PULL_SWITCH", ns) as consumer:
+            first = await consumer.pull(mq, 0, 1)  # from the master; its route is cached
+            assert first.status is PullStatus.FOUND and first.messages[0].keys == ("k0",)
+            await g.master.kill9()
+            keys = ["k0"]
+            offset = first.next_begin_offset
+            async with asyncio.timeout(10):  # well inside the 30 s route refresh
+                while len(keys) < count:
+                    got = await consumer.pull(mq, offset, 16)
+                    assert got.status is PullStatus.FOUND, got.status
+                    keys += [k for m in got.messages for k in m.keys]
+                    offset = got.next_begin_offset
+        assert keys == [f"k{i}" for i in range(count)]
