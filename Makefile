@@ -81,7 +81,8 @@ typecheck: dev
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## test-pythons: the fast tier (no Spark, no official C++ client, nothing marked slow)
+## test-pythons: the fast tier (no Spark, no official C++ client, nothing marked slow, no
+## adversity or replication process tiers)
 ## on each of $(EXTRA_PYTHONS) found through pyenv or on PATH, in .venv-<version>
 test-pythons:
 	@tools/test_pythons.sh $(EXTRA_PYTHONS)

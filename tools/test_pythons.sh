@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The fast test tier (everything but Spark, the official C++ client suite and tests
-# marked slow) on other Python versions, each in its own .venv-<version>.
+# The fast test tier (everything but Spark, the official C++ client suite, tests marked
+# slow, and the adversity and replication process tiers, which drive the same modules
+# through subprocesses and run on the default interpreter) on other Python versions,
+# each in its own .venv-<version>.
 # Interpreters come from pyenv (which keeps them on our machines) or from PATH; none is
 # downloaded. Usage: tools/test_pythons.sh 3.12 3.13
 set -euo pipefail
@@ -33,7 +35,8 @@ for version in "$@"; do
     "$venv/bin/python" -m pip --disable-pip-version-check install --quiet -e '.[dev]'
     touch "$stamp"
   fi
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider -m "not slow and not spark and not compat"
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+    -m "not slow and not spark and not compat and not adversity and not replication"
   ran+=("$version ($("$venv/bin/python" -V 2>&1))")
 done
 echo "==> fast tier passed on: ${ran[*]}"
