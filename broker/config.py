@@ -32,6 +32,7 @@ from typing import Any, Final, Self, TypeVar
 
 from rocklet.broker.config_keys import log_key_review, review_keys
 from rocklet.broker.ha.guard import AllowList, AllowListError
+from rocklet.broker.properties_file import parse_properties
 from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS, ROCKETMQ_NAMESRV_KEYS
 from rocklet.broker.tls_keys import TLS_KEYS, USE_TLS
 from rocklet.protocol.acl import Credentials
@@ -516,78 +517,6 @@ def _check_network_limits(config: BrokerConfig | NamesrvConfig) -> None:
 def _check_range(key: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
         raise ConfigError(f"{key} must be within {low}..{high}: {value}")
-
-
-# -- Java properties --------------------------------------------------------------------
-
-_ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-_KEY_END: Final = re.compile(r"(?<!\\)(?:\\\\)*[=:\s]")
-
-
-def _unescape(text: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\" or i + 1 == len(text):
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
-            out.append(chr(int(text[i + 2 : i + 6], 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
-
-
-def _logical_lines(text: str) -> list[str]:
-    lines: list[str] = []
-    pending: str | None = None
-    for raw in text.splitlines():
-        line = raw.lstrip(" \t\f")
-        if pending is None and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        continued = trailing % 2 == 1  # an odd count: the last backslash escapes the newline
-        if continued:
-            line = line[:-1]
-        pending = line if pending is None else pending + line
-        if not continued:
-            lines.append(pending)
-            pending = None
-    if pending is not None:
-        lines.append(pending)
-    return lines
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    r"""Parse Java properties text (``java.util.Properties.load`` rules).
-
-    ``key=value``, ``key: value`` or ``key value``; ``#`` and ``!`` start comment lines;
-    a line ending in an odd number of backslashes continues on the next one; escapes
-    (``\\t``, ``\\n``, ``\\uXXXX``, ...) are decoded. Keys and values are trimmed.
-
-    Args:
-        text: The file's text.
-
-    Returns:
-        Key to value; a repeated key keeps its last value, as in Java.
-    """
-    props: dict[str, str] = {}
-    for line in _logical_lines(text):
-        match = _KEY_END.search(line)
-        if match is None:
-            key, rest = line, ""
-        else:
-            key, rest = line[: match.end() - 1], line[match.end() - 1 :]
-            rest = rest.lstrip(" \t\f")
-            if rest[:1] in ("=", ":"):
-                rest = rest[1:]
-        props[_unescape(key).strip()] = _unescape(rest.strip(" \t\f")).strip()
-    return props
 
 
 # -- typed conversion -------------------------------------------------------------------
