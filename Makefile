@@ -7,11 +7,14 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check
 DATA   ?= ./data
 HOST   ?= 127.0.0.1
 PYTEST_ARGS ?=
-# The interpreters `make test-pythons` runs the fast tier on, besides the default one.
-EXTRA_PYTHONS ?= 3.12 3.13
+# The interpreters `make test-pythons` runs the fast tier on, besides the default one;
+# ":pure" runs that one with ROCKLET_PURE_PYTHON=1 (the Python twins of the compiled codecs).
+EXTRA_PYTHONS ?= 3.12 3.13:pure
 
 RUNTIME_STAMP := $(VENV)/.runtime-stamp
 DEV_STAMP     := $(VENV)/.dev-stamp
+# What the install builds from: a changed .pyx rebuilds the compiled codecs.
+BUILD_INPUTS  := pyproject.toml setup.py $(wildcard */_speedups.pyx)
 
 .PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench bench-tls bench-acl clean
 
@@ -21,7 +24,7 @@ $(BIN)/python:
 	@$(PIP) install --quiet --upgrade pip
 
 ## install: the runtime only (broker, name server, SDK, CLI), editable
-$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+$(RUNTIME_STAMP): $(BUILD_INPUTS) | $(BIN)/python
 	@echo "==> installing rocklet and its runtime dependencies into $(VENV)"
 	$(PIP) install --progress-bar on -e .
 	@touch $@
@@ -29,7 +32,7 @@ $(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
 install: $(RUNTIME_STAMP)
 
 ## dev: what the tests need too (linters, pytest, Spark, the official C++ client)
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
+$(DEV_STAMP): $(BUILD_INPUTS) | $(BIN)/python
 	@echo "==> installing rocklet with the test and lint tools into $(VENV)"
 	$(PIP) install --progress-bar on -e '.[dev]'
 	@$(MAKE) --no-print-directory tools
@@ -127,3 +130,4 @@ bench-acl: $(DEV_STAMP)
 
 clean:
 	rm -rf $(VENV) $(VENV)-* build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -f */_speedups.c */_speedups.*.so

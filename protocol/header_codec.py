@@ -46,6 +46,7 @@ from typing import Any, Final
 
 import msgpack
 
+from rocklet.protocol import compiled
 from rocklet.protocol.codes import LanguageCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import FrameError
@@ -61,6 +62,9 @@ _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _LANG_BY_NUMBER: Final = {m.value: m.name for m in LanguageCode}
 _LANG_BY_NAME: Final = {m.name: m.value for m in LanguageCode}
+_OTHER: Final = int(LanguageCode.OTHER)
+# The compiled twins of _decode_binary/_encode_binary (None: the Python ones serve).
+_speedups = compiled.load("rocklet.protocol._speedups")
 _STR_ONLY: Final = frozenset({str})
 _JSON: Final = int(SerializeType.JSON)
 #: What JSON allows around a value (json.loads accepts exactly these).
@@ -243,7 +247,7 @@ def _from_mapping_checked(obj: object, stype: SerializeType, body: bytes) -> Rem
     )
 
 
-def _decode_binary(data: bytes, body: bytes) -> RemotingCommand:
+def _decode_binary_py(data: bytes, body: bytes) -> RemotingCommand:
     size = len(data)
     if size < _BIN_FIXED.size + 8:
         raise FrameError(f"binary header of {size} bytes is shorter than the minimum 21")
@@ -287,6 +291,19 @@ def _decode_binary(data: bytes, body: bytes) -> RemotingCommand:
         version=version,
         serialize_type=SerializeType.ROCKETMQ,
     )
+
+
+def _decode_binary_c(data: bytes, body: bytes) -> RemotingCommand:
+    assert _speedups is not None
+    code, lang, version, opaque, flag, remark, ext = _speedups.decode_binary(data)
+    language = _LANG_BY_NUMBER.get(lang, "OTHER")
+    # Positional: a keyword call of the dataclass costs more than the decoding.
+    return RemotingCommand(
+        code, opaque, flag, remark, ext, body, language, version, SerializeType.ROCKETMQ
+    )
+
+
+_decode_binary = _decode_binary_py if _speedups is None else _decode_binary_c
 
 
 def _json_slow(data: bytes) -> object:
@@ -375,7 +392,7 @@ def _check_range(name: str, value: int, low: int, high: int) -> None:
         raise ValueError(f"header field {name!r} = {value} does not fit in [{low}, {high}]")
 
 
-def _encode_binary(cmd: RemotingCommand) -> bytes:
+def _encode_binary_py(cmd: RemotingCommand) -> bytes:
     # RocketMQSerializable narrows code and version to int16 (Java casts silently; we
     # refuse, so a response code never turns into another one on the wire).
     _check_range("code", cmd.code, _INT16_MIN, _INT16_MAX)
@@ -400,6 +417,27 @@ def _encode_binary(cmd: RemotingCommand) -> bytes:
         ext += _I16.pack(len(k)) + k + _I32.pack(len(v)) + v
     parts += [_I32.pack(len(ext)), bytes(ext)]
     return b"".join(parts)
+
+
+def _encode_binary_c(cmd: RemotingCommand) -> bytes:
+    assert _speedups is not None
+    code, version = cmd.code, cmd.version
+    if not (_INT16_MIN <= code <= _INT16_MAX and _INT16_MIN <= version <= _INT16_MAX):
+        _check_range("code", code, _INT16_MIN, _INT16_MAX)
+        _check_range("version", version, _INT16_MIN, _INT16_MAX)
+    data: bytes = _speedups.encode_binary(
+        code,
+        _LANG_BY_NAME.get(cmd.language, _OTHER),
+        version,
+        cmd.opaque,
+        cmd.flag,
+        cmd.remark,
+        cmd.ext_fields,
+    )
+    return data
+
+
+_encode_binary = _encode_binary_py if _speedups is None else _encode_binary_c
 
 
 def encode_header(cmd: RemotingCommand) -> bytes:

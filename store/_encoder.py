@@ -22,6 +22,7 @@ from operator import attrgetter
 from typing import Final, NamedTuple
 from zlib import crc32
 
+from rocklet.protocol import compiled
 from rocklet.protocol.message import MESSAGE_MAGIC, RECORD_OVERHEAD, TRANSACTION_MASK, SysFlag
 from rocklet.protocol.names import SCHEDULE_TOPIC
 from rocklet.protocol.properties import (
@@ -32,7 +33,7 @@ from rocklet.protocol.properties import (
 )
 from rocklet.store._consume_queue import ENTRY
 from rocklet.store._dispatch_request import deliver_time
-from rocklet.store._hashing import index_key_hashes, tags_hash
+from rocklet.store._hashing import index_key_hash, index_key_hashes, tags_hash
 from rocklet.store.results import MessageToStore, PutMessageStatus
 
 __all__ = ["MAX_TOPIC_SIZE", "NOT_IN_QUEUE", "EncodedBatch", "encode_batch", "rewrite_delay"]
@@ -56,6 +57,12 @@ _CRC_MASK: Final = 0x7FFFFFFF
 _TAGS, _KEYS, _UNIQ_KEY, _DELAY = Prop.TAGS, Prop.KEYS, Prop.UNIQ_KEY, Prop.DELAY
 _BODY = attrgetter("body")
 _get = dict.get
+# The compiled twins of _encode_each/_dispatch_data (None: the Python ones serve).
+_speedups = compiled.load("rocklet.store._speedups")
+_C_STATUS: Final = {
+    1: PutMessageStatus.MESSAGE_ILLEGAL,
+    2: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+}
 
 
 class EncodedBatch(NamedTuple):
@@ -158,13 +165,25 @@ def encode_batch(
         max_body,
         delay_levels_ms,
     )
-    encoded = _encode_each(msgs, phy, shape)
+    encoded = _encode_each_c(msgs, phy, shape) if _speedups is not None else None
+    if encoded is None:  # no compiled twin, or input it leaves to the Python one
+        encoded = _encode_each(msgs, phy, shape)
     if isinstance(encoded, PutMessageStatus):
         return encoded
     # The old pre-check (CommitLog.calMsgLength bound per message) stays as it was.
     if sum(map(len, map(_BODY, msgs))) + 8 + 200 * len(msgs) > segment_size:
         return PutMessageStatus.MESSAGE_ILLEGAL
     data, offsets, sizes, props = encoded
+    if _speedups is not None and not shape.schedule:
+        fast = _speedups.dispatch_data(
+            props, offsets, sizes, shape.queued, shape.indexed, shape.prefix, _tags_code,
+            index_key_hash,
+        )  # fmt: skip
+        if fast is not None:
+            entries, codes, hashes, key_offsets = fast
+            return EncodedBatch(
+                data, offsets, entries, codes, hashes, key_offsets, shape.queued, shape.indexed
+            )
     try:
         dispatch = _dispatch_data(shape, props, offsets, sizes)
     except (TypeError, AttributeError):
@@ -173,6 +192,20 @@ def encode_batch(
         props = [decode_properties(encode_properties(m.properties)) for m in msgs]
         dispatch = _dispatch_data(shape, props, offsets, sizes)
     return EncodedBatch(data, offsets, *dispatch)
+
+
+def _encode_each_c(
+    msgs: Sequence[MessageToStore], phy: int, s: _Shape
+) -> _Encoded | PutMessageStatus | None:
+    """The compiled twin of :func:`_encode_each`; None for input it leaves to Python."""
+    assert _speedups is not None
+    out = _speedups.encode_each(
+        msgs, phy, s.fixed, s.max_body, s.tran, s.topic_part, s.queue_id, s.store_timestamp,
+        s.queue_offset, int(s.queued), MESSAGE_MAGIC, crc32,
+    )  # fmt: skip
+    if type(out) is int:
+        return _C_STATUS[out]
+    return out  # type: ignore[no-any-return]
 
 
 def _encode_each(

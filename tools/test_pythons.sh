@@ -4,7 +4,9 @@
 # through subprocesses and run on the default interpreter) on other Python versions,
 # each in its own .venv-<version>.
 # Interpreters come from pyenv (which keeps them on our machines) or from PATH; none is
-# downloaded. Usage: tools/test_pythons.sh 3.12 3.13
+# downloaded. Usage: tools/test_pythons.sh 3.12 3.13:pure
+# (":pure" runs that interpreter's tier with ROCKLET_PURE_PYTHON=1: the pure-Python twins
+# of the compiled codecs, so both paths pass the tests.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +23,10 @@ find_python() {
 }
 
 ran=()
-for version in "$@"; do
+for spec in "$@"; do
+  version=${spec%%:*}
+  pure=""
+  [ "$spec" != "$version" ] && [ "${spec#*:}" = pure ] && pure=1
   python=$(find_python "$version") || {
     echo "test-pythons: no Python $version here (pyenv or python$version on PATH)" >&2
     exit 1
@@ -30,13 +35,18 @@ for version in "$@"; do
   echo "==> Python $version: $python ($("$python" -V 2>&1)), environment $venv"
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   stamp="$venv/.dev-stamp"
-  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  stale=""
+  for input in pyproject.toml setup.py */_speedups.pyx; do
+    [ "$input" -nt "$stamp" ] && stale=1
+  done
+  if [ ! -f "$stamp" ] || [ -n "$stale" ]; then
     "$venv/bin/python" -m pip --disable-pip-version-check install --quiet --upgrade pip
     "$venv/bin/python" -m pip --disable-pip-version-check install --quiet -e '.[dev]'
     touch "$stamp"
   fi
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+  [ -n "$pure" ] && echo "==> Python $version runs the pure-Python twins (ROCKLET_PURE_PYTHON=1)"
+  ROCKLET_PURE_PYTHON=$pure "$venv/bin/python" -m pytest -q -p no:cacheprovider \
     -m "not slow and not spark and not compat and not adversity and not replication"
-  ran+=("$version ($("$venv/bin/python" -V 2>&1))")
+  ran+=("$version ($("$venv/bin/python" -V 2>&1))${pure:+ pure Python}")
 done
 echo "==> fast tier passed on: ${ran[*]}"

@@ -1,0 +1,333 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twins of the put path's encoder (:mod:`rocklet.store._encoder`).
+
+The Python functions stay the reference: :mod:`rocklet.store._encoder` uses these when
+the module was built and ``ROCKLET_PURE_PYTHON`` is not set, and
+``tests/store/test_speedups.py`` checks both give byte-identical records and dispatch
+data. These handle the usual put (plain ``str`` properties, ``bytes`` bodies, fields
+in range); for anything else they return ``None`` and the caller runs the Python twin,
+so unusual input is never handled twice.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.object cimport PyObject
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memchr, memcpy
+
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_COMPACT_ASCII(object)
+    void* PyUnicode_DATA(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+    int PyUnicode_KIND(object)
+
+
+#: Status codes handed back instead of a batch (the caller maps them to PutMessageStatus).
+ILLEGAL = 1
+PROPERTIES_TOO_LARGE = 2
+
+cdef int64_t _I32_MIN = -(2 ** 31)
+cdef int64_t _I32_MAX = 2 ** 31 - 1
+cdef Py_ssize_t _MAX_PROPERTIES = 32767
+
+
+cdef struct _Rec:
+    int64_t flag
+    int64_t sys_flag
+    int64_t born_ts
+    int64_t reconsume
+    int64_t prepared
+    int64_t crc
+    Py_ssize_t size
+    Py_ssize_t props_size
+    Py_ssize_t first_piece
+    Py_ssize_t pieces
+
+
+cdef inline void _put64(unsigned char* p, uint64_t v) noexcept:
+    cdef int i
+    for i in range(8):
+        p[i] = (v >> (56 - 8 * i)) & 0xFF
+
+
+cdef inline void _put32(unsigned char* p, uint32_t v) noexcept:
+    p[0] = (v >> 24) & 0xFF
+    p[1] = (v >> 16) & 0xFF
+    p[2] = (v >> 8) & 0xFF
+    p[3] = v & 0xFF
+
+
+cdef inline bint _in32(int64_t v) noexcept:
+    return _I32_MIN <= v <= _I32_MAX
+
+
+cdef inline Py_ssize_t _size(object piece) noexcept:
+    if type(piece) is str:
+        return PyUnicode_GET_LENGTH(piece)
+    return PyBytes_GET_SIZE(piece)
+
+
+cdef inline const char* _ptr(object piece) noexcept:
+    if type(piece) is str:
+        return <const char*>PyUnicode_DATA(piece)
+    return PyBytes_AS_STRING(piece)
+
+
+cdef inline bint _has_separator(object piece) noexcept:
+    cdef const char* p = _ptr(piece)
+    cdef Py_ssize_t n = _size(piece)
+    return memchr(p, 1, n) != NULL or memchr(p, 2, n) != NULL
+
+
+cdef object _utf8_or_none(object text):
+    """ASCII text as is, other text as UTF-8 bytes; None when it has no UTF-8 form."""
+    if PyUnicode_IS_COMPACT_ASCII(text):
+        return text
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return None
+
+
+def encode_each(
+    msgs,
+    int64_t phy,
+    Py_ssize_t fixed,
+    Py_ssize_t max_body,
+    int64_t tran,
+    bytes topic_part,
+    int64_t queue_id,
+    int64_t store_ts,
+    int64_t qoff,
+    int64_t step,
+    int64_t magic,
+    crc32,
+):
+    """The records of one put back to back (``_encoder._encode_each``'s twin).
+
+    Returns:
+        ``(data, offsets, sizes, properties)``; :data:`ILLEGAL` or
+        :data:`PROPERTIES_TOO_LARGE` for the first refused message; or None when the
+        input is unusual and the Python twin must encode it.
+
+    Raises:
+        ValueError: A host field is not 8 bytes.
+    """
+    cdef Py_ssize_t n = len(msgs), i, j, total = 0, count, pos
+    cdef list pieces = []
+    cdef list props_out = []
+    cdef list offsets = []
+    cdef list sizes = []
+    cdef _Rec* recs
+    cdef _Rec* r
+    cdef PyObject* pk
+    cdef PyObject* pv
+    cdef object k, v, kb, vb, body, props, m
+    cdef Py_ssize_t topic_len = PyBytes_GET_SIZE(topic_part)
+    if not _in32(queue_id):
+        return None
+    recs = <_Rec*>PyMem_Malloc(max(n, 1) * sizeof(_Rec))
+    if recs == NULL:
+        raise MemoryError
+    try:
+        for i in range(n):
+            m = msgs[i]
+            r = &recs[i]
+            body = m.body
+            if type(body) is not bytes:
+                return None
+            if PyBytes_GET_SIZE(body) > max_body:
+                return ILLEGAL
+            props = m.properties
+            if type(props) is not dict:
+                return None
+            r.first_piece = len(pieces)
+            r.props_size = 0
+            count = 0
+            pos = 0
+            while PyDict_Next(props, &pos, &pk, &pv):
+                k = <object>pk
+                v = <object>pv
+                if type(k) is not str or type(v) is not str:
+                    return None
+                if not PyUnicode_GET_LENGTH(k) or not PyUnicode_GET_LENGTH(v):
+                    continue
+                kb = _utf8_or_none(k)
+                vb = _utf8_or_none(v)
+                if kb is None or vb is None or _has_separator(kb) or _has_separator(vb):
+                    return None  # the Python twin raises or keeps what readers parse
+                pieces.append(kb)
+                pieces.append(vb)
+                r.props_size += _size(kb) + 1 + _size(vb)
+                count += 1
+            if count:
+                r.props_size += count - 1
+            r.pieces = count * 2
+            if r.props_size > _MAX_PROPERTIES:
+                return PROPERTIES_TOO_LARGE
+            try:
+                r.sys_flag = m.sys_flag
+                r.flag = m.flag
+                r.born_ts = m.born_timestamp
+                r.reconsume = m.reconsume_times
+                r.prepared = m.prepared_transaction_offset
+            except (OverflowError, TypeError):
+                return None
+            if r.sys_flag & 0xC != tran:
+                return ILLEGAL
+            born, store = m.born_host, m.store_host
+            if len(born) != 8 or len(store) != 8:
+                raise ValueError("born_host and store_host must be 8-byte fields from pack_host()")
+            if type(born) is not bytes or type(store) is not bytes:
+                return None
+            if not (_in32(r.sys_flag) and _in32(r.flag) and _in32(r.reconsume)):
+                return None
+            r.crc = crc32(body) & 0x7FFFFFFF
+            r.size = fixed + PyBytes_GET_SIZE(body) + r.props_size
+            total += r.size
+            props_out.append(props)
+        data = PyBytes_FromStringAndSize(NULL, total)
+        w = <unsigned char*>PyBytes_AS_STRING(data)
+        for i in range(n):
+            m = msgs[i]
+            r = &recs[i]
+            body = m.body
+            _put32(w, <uint32_t>r.size)
+            _put32(w + 4, <uint32_t>magic)
+            _put32(w + 8, <uint32_t>r.crc)
+            _put32(w + 12, <uint32_t>queue_id)
+            _put32(w + 16, <uint32_t>r.flag)
+            _put64(w + 20, <uint64_t>qoff)
+            _put64(w + 28, <uint64_t>phy)
+            _put32(w + 36, <uint32_t>(r.sys_flag & ~0x30))  # the V6 host bits cleared
+            _put64(w + 40, <uint64_t>r.born_ts)
+            memcpy(w + 48, PyBytes_AS_STRING(m.born_host), 8)
+            _put64(w + 56, <uint64_t>store_ts)
+            memcpy(w + 64, PyBytes_AS_STRING(m.store_host), 8)
+            _put32(w + 72, <uint32_t>r.reconsume)
+            _put64(w + 76, <uint64_t>r.prepared)
+            _put32(w + 84, <uint32_t>PyBytes_GET_SIZE(body))
+            w += 88
+            memcpy(w, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body))
+            w += PyBytes_GET_SIZE(body)
+            memcpy(w, PyBytes_AS_STRING(topic_part), topic_len)
+            w += topic_len
+            w[0] = (r.props_size >> 8) & 0xFF
+            w[1] = r.props_size & 0xFF
+            w += 2
+            for j in range(r.first_piece, r.first_piece + r.pieces, 2):
+                if j != r.first_piece:
+                    w[0] = 2
+                    w += 1
+                k = pieces[j]
+                v = pieces[j + 1]
+                memcpy(w, _ptr(k), _size(k))
+                w += _size(k)
+                w[0] = 1
+                w += 1
+                memcpy(w, _ptr(v), _size(v))
+                w += _size(v)
+            offsets.append(phy)
+            sizes.append(r.size)
+            phy += r.size
+            qoff += step
+        return data, offsets, sizes, props_out
+    finally:
+        PyMem_Free(recs)
+
+
+cdef bint _hash_into(object text, uint32_t* h) noexcept:
+    """Continue Java's String.hashCode over ``text``; False for non-BMP text."""
+    cdef int kind = PyUnicode_KIND(text)
+    cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef uint32_t acc = h[0]
+    if kind == 1:
+        for i in range(n):
+            acc = acc * 31 + (<uint8_t*>data)[i]
+    elif kind == 2:
+        for i in range(n):
+            acc = acc * 31 + (<uint16_t*>data)[i]
+    else:
+        return False  # UTF-16 surrogate pairs: the Python twin
+    h[0] = acc
+    return True
+
+
+cdef object _key_hash(str prefix, object key, index_key_hash):
+    cdef uint32_t h = 0
+    if not (_hash_into(prefix, &h) and _hash_into(key, &h)):
+        return index_key_hash(prefix + key)
+    if h & 0x80000000:
+        return 0 if h == 0x80000000 else 0x100000000 - h
+    return h
+
+
+def dispatch_data(
+    list props,
+    list offsets,
+    list sizes,
+    bint queued,
+    bint indexed,
+    str prefix,
+    tags_code,
+    index_key_hash,
+):
+    """Consume-queue entries, tags codes, index key hashes and their offsets.
+
+    ``_encoder._dispatch_data``'s twin for records that are not in the schedule topic.
+
+    Returns:
+        ``(entries, codes, key_hashes, key_offsets)``, or None when a property value is
+        not text and the Python twin must decide.
+    """
+    cdef Py_ssize_t n = len(props), i
+    cdef list codes = []
+    cdef list hashes = []
+    cdef list key_offsets = []
+    cdef PyObject* found
+    cdef object p, tags, code, offset, uniq, more
+    cdef unsigned char* w
+    entries = b""
+    if queued:
+        for i in range(n):
+            p = props[i]
+            found = PyDict_GetItem(p, "TAGS")
+            tags = <object>found if found != NULL else None
+            if tags is not None and type(tags) is not str:
+                return None
+            codes.append(tags_code(tags))
+        entries = PyBytes_FromStringAndSize(NULL, 20 * n)
+        w = <unsigned char*>PyBytes_AS_STRING(entries)
+        for i in range(n):
+            try:
+                _put64(w, <uint64_t><int64_t>offsets[i])
+                _put32(w + 8, <uint32_t><int64_t>sizes[i])
+                _put64(w + 12, <uint64_t><int64_t>codes[i])
+            except (OverflowError, TypeError):
+                return None
+            w += 20
+    if indexed:
+        for i in range(n):
+            p = props[i]
+            offset = offsets[i]
+            found = PyDict_GetItem(p, "UNIQ_KEY")
+            if found != NULL:
+                uniq = <object>found
+                if type(uniq) is not str:
+                    return None
+                if uniq:
+                    hashes.append(_key_hash(prefix, uniq, index_key_hash))
+                    key_offsets.append(offset)
+            found = PyDict_GetItem(p, "KEYS")
+            if found != NULL:
+                more = <object>found
+                if type(more) is not str:
+                    return None
+                if more:
+                    for key in more.split():
+                        hashes.append(_key_hash(prefix, key, index_key_hash))
+                        key_offsets.append(offset)
+    return entries, codes, hashes, key_offsets
