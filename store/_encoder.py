@@ -146,14 +146,14 @@ def encode_batch(
         UnicodeEncodeError: The topic or a property is not encodable text.
     """
     first = msgs[0]
-    topic_b = first.topic.encode()
-    if not topic_b or len(topic_b) > MAX_TOPIC_SIZE:
+    topic_part = _topic_part(first.topic)
+    if topic_part is None:
         return PutMessageStatus.MESSAGE_ILLEGAL
     tran = first.sys_flag & TRANSACTION_MASK
     queued = tran not in NOT_IN_QUEUE
     shape = _Shape(
-        bytes((len(topic_b),)) + topic_b,
-        RECORD_OVERHEAD + len(topic_b),
+        topic_part,
+        RECORD_OVERHEAD + len(topic_part) - 1,
         first.queue_id,
         queue_offset if queued else 0,
         queued,
@@ -171,7 +171,8 @@ def encode_batch(
     if isinstance(encoded, PutMessageStatus):
         return encoded
     # The old pre-check (CommitLog.calMsgLength bound per message) stays as it was.
-    if sum(map(len, map(_BODY, msgs))) + 8 + 200 * len(msgs) > segment_size:
+    bodies = len(first.body) if len(msgs) == 1 else sum(map(len, map(_BODY, msgs)))
+    if bodies + 8 + 200 * len(msgs) > segment_size:
         return PutMessageStatus.MESSAGE_ILLEGAL
     data, offsets, sizes, props = encoded
     if _speedups is not None and not shape.schedule:
@@ -302,6 +303,15 @@ def _dispatch_data(
                     keys.append(prefix + key)
                     key_offsets.append(offset)
     return entries, codes, index_key_hashes(keys), key_offsets, s.queued, s.indexed
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_part(topic: str) -> bytes | None:
+    """TOPIC length byte + TOPIC, or None for a name the record cannot hold (cached)."""
+    topic_b = topic.encode()
+    if not topic_b or len(topic_b) > MAX_TOPIC_SIZE:
+        return None
+    return bytes((len(topic_b),)) + topic_b
 
 
 @functools.lru_cache(maxsize=4096)

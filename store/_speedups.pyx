@@ -13,7 +13,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
-from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcpy
 
 
@@ -331,3 +331,53 @@ def dispatch_data(
                         hashes.append(_key_hash(prefix, key, index_key_hash))
                         key_offsets.append(offset)
     return entries, codes, hashes, key_offsets
+
+
+cdef inline int32_t _get32(const unsigned char* p) noexcept:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+def put_index_keys(
+    unsigned char[::1] view,
+    hashes,
+    offsets,
+    Py_ssize_t start,
+    Py_ssize_t count,
+    int64_t n,
+    int64_t slots,
+    Py_ssize_t header_size,
+    Py_ssize_t pos,
+    int64_t diff,
+):
+    """Chain ``count`` index entries into an index file's map (``IndexFile.put_keys``).
+
+    Returns:
+        How many hash slots were empty before (new chains), or None when a position
+        would fall outside the map and the Python twin must report it.
+    """
+    cdef Py_ssize_t size = view.shape[0], i, slot_pos
+    cdef int64_t h, head, new_slots = 0
+    cdef unsigned char* base = &view[0] if size else NULL
+    if slots <= 0 or count < 0 or pos < 0 or pos + 20 * count > size:
+        return None
+    if header_size < 0 or header_size + 4 * slots > size:
+        return None
+    for i in range(start, start + count):  # nothing is written unless all of it can be
+        h = hashes[i]
+        if h < 0 or h > 0x7FFFFFFF or not 0 <= offsets[i] <= 0x7FFFFFFFFFFFFFFF:
+            return None
+    for i in range(start, start + count):
+        h = hashes[i]
+        slot_pos = header_size + (h % slots) * 4
+        head = _get32(base + slot_pos)
+        if head <= 0 or head > n:
+            head = 0  # an empty slot, or garbage from a torn write: a new chain
+            new_slots += 1
+        _put32(base + pos, <uint32_t>h)
+        _put64(base + pos + 4, <uint64_t><int64_t>offsets[i])
+        _put32(base + pos + 12, <uint32_t>diff)
+        _put32(base + pos + 16, <uint32_t>head)
+        _put32(base + slot_pos, <uint32_t>n)
+        n += 1
+        pos += 20
+    return new_slots

@@ -78,7 +78,9 @@ class MessageToStore:
     prepared_transaction_offset: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: built for every put, and a frozen dataclass's __init__ costs ~3x more.
+# Nothing changes a result after the store returns it.
+@dataclass(slots=True)
 class PutResult:
     """Where a put (one message or a batch) landed.
 

@@ -96,3 +96,34 @@ def test_unusual_input_is_left_to_the_python_twin() -> None:
         assert _C.encode_each([msg], *args) is None
     not_bytes = MessageToStore("T", 0, bytearray(b"x"))  # type: ignore[arg-type]
     assert _C.encode_each([not_bytes], *args) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.integers(0, 2**31 - 1) | st.sampled_from([0, 7, 2**31 - 1]), max_size=12),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_compiled_index_insert_writes_the_same_file(puts: list[list[int]]) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from rocklet.store import _index_file
+
+    files = {}
+    for name, module in (("compiled", _C), ("python", None)):
+        with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as tmp:
+            patch.setattr(_index_file, "_speedups", module)
+            index = _index_file.IndexFile(Path(tmp) / "idx", slots=7, max_entries=40)
+            results = []
+            phy, ts = 1000, 1_700_000_000_000
+            for hashes in puts:
+                offsets = [phy + 100 * i for i in range(len(hashes))]
+                results.append(index.put_keys(hashes, offsets, 0, ts))
+                phy, ts = phy + 5000, ts + 1500
+            files[name] = (bytes(index.file.view), results, index.slot_count)
+            index.file.view.release()
+            index.file.try_close()
+    assert files["compiled"] == files["python"]
