@@ -9,6 +9,7 @@ its pure-Python code (``rocklet.speedups.active()`` tells which).
 import os
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 _EXTENSIONS = [
     ("rocklet.protocol._speedups", "protocol/_speedups.pyx"),
@@ -31,4 +32,18 @@ def _extensions() -> list[Extension]:
     return cythonize(modules, language_level=3, quiet=True)
 
 
-setup(ext_modules=_extensions())
+class _BuildExt(build_ext):
+    """``build_ext`` that replaces an in-place module instead of overwriting it.
+
+    An editable install copies each built module into the source tree. Copying over
+    the file truncates the inode every running Rocklet process has mapped (a SIGBUS
+    waiting to happen); unlinking first leaves them the old inode.
+    """
+
+    def copy_file(self, infile, outfile, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(outfile).endswith((".so", ".pyd")) and os.path.exists(outfile):
+            os.unlink(outfile)
+        return super().copy_file(infile, outfile, *args, **kwargs)
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": _BuildExt})

@@ -13,7 +13,7 @@ import os
 from types import ModuleType
 from typing import Final
 
-__all__ = ["MODULES", "PURE_PYTHON", "active", "load"]
+__all__ = ["MODULES", "PURE_PYTHON", "active", "describe", "load"]
 
 #: Set in the environment: ignore built extensions and run the Python twins.
 PURE_PYTHON: Final = os.environ.get("ROCKLET_PURE_PYTHON", "") not in ("", "0")
@@ -45,3 +45,18 @@ def active() -> dict[str, bool]:
         Module name to True when it is loaded and used.
     """
     return {name: load(name) is not None for name in MODULES}
+
+
+def describe() -> str:
+    """One word or phrase for logs and ``--version``: which codecs run, and why.
+
+    Returns:
+        ``"compiled"``, ``"pure Python (ROCKLET_PURE_PYTHON set)"``, ``"pure Python
+        (extensions not built)"`` or ``"partly compiled"``.
+    """
+    if PURE_PYTHON:
+        return "pure Python (ROCKLET_PURE_PYTHON set)"
+    states = set(active().values())
+    if states == {True}:
+        return "compiled"
+    return "pure Python (extensions not built)" if states == {False} else "partly compiled"

@@ -31,6 +31,7 @@ from rocklet.cluster import add_cluster_parser
 from rocklet.help_text import plain_parser_help
 from rocklet.logging import configure_logging
 from rocklet.message_args import add_consume_parser, add_produce_parser
+from rocklet.protocol import compiled
 from rocklet.store.directory import StoreDirectoryError
 from rocklet.store_cmd import add_store_parser
 from rocklet.transport.loop import loop_name
@@ -114,7 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version",
         action="version",
-        version=f"rocklet {__version__} (Python {platform.python_version()}, {loop_name()})",
+        version=(
+            f"rocklet {__version__} (Python {platform.python_version()}, {loop_name()}, "
+            f"codecs: {compiled.describe()})"
+        ),
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -20,6 +20,7 @@ from rocklet.broker.config import BrokerConfig, NamesrvConfig
 from rocklet.broker.fd_limit import raise_fd_limit
 from rocklet.broker.namesrv import NamesrvServer
 from rocklet.broker.tls_config import TlsSettings
+from rocklet.protocol import compiled
 
 __all__ = ["serve_broker", "serve_namesrv", "serve_standalone"]
 
@@ -60,7 +61,13 @@ async def serve_broker(config: BrokerConfig, *, tls: TlsSettings | None = None) 
     raise_fd_limit()
     async with _stop_signal() as stop:
         broker = await Broker.start(config, host=config.listen_host, tls=tls)
-        log.info("broker listening", host=config.listen_host, port=broker.port, addr=broker.addr)
+        log.info(
+            "broker listening",
+            host=config.listen_host,
+            port=broker.port,
+            addr=broker.addr,
+            codecs=compiled.describe(),
+        )
         await stop.wait()
         log.info("broker stopping")
         await broker.stop()
@@ -109,6 +116,7 @@ async def serve_standalone(
             port=broker.port,
             addr=broker.addr,
             data=str(config.store_path_root_dir),
+            codecs=compiled.describe(),
         )
         await stop.wait()
         log.info("standalone stopping")
