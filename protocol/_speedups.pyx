@@ -10,6 +10,7 @@ handed back to the Python twin rather than handled twice.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, uint32_t
 from libc.string cimport memcpy
@@ -193,3 +194,114 @@ def encode_binary(int code, int lang, int version, int opaque, int flag, remark,
         w += vlen
         i += 2
     return out
+
+
+# -- typed headers and commands ------------------------------------------------------
+
+cdef extern from "Python.h":
+    ctypedef int (*_descr_set)(PyObject*, PyObject*, PyObject*) except -1
+    ctypedef struct _Type "PyTypeObject":
+        _descr_set tp_descr_set
+
+
+cdef inline int _set(object descr, object obj, object value) except -1:
+    # The slot descriptor's own setter: what ``descr.__set__(obj, value)`` runs, without
+    # the frozen class's __setattr__ in between (the Python twin uses the same setter).
+    return (<_Type*>(<PyObject*>descr).ob_type).tp_descr_set(
+        <PyObject*>descr, <PyObject*>obj, <PyObject*>value
+    )
+
+
+def build(new, cls, tuple slots, tuple values):
+    """An instance of a slotted class with every slot set, bypassing ``__init__``.
+
+    Args:
+        new: ``object.__new__``.
+        cls: The class.
+        slots: Its member descriptors, in ``values`` order.
+        values: One value per slot.
+
+    Returns:
+        The instance.
+    """
+    obj = new(cls)
+    cdef Py_ssize_t i
+    for i in range(len(slots)):
+        _set(slots[i], obj, values[i])
+    return obj
+
+
+cdef enum:
+    KIND_STR = 0
+    KIND_INT = 1
+    KIND_BOOL = 2
+
+
+cdef inline object _int_or_none(object v, object low, object high):
+    """ASCII ``-?digits`` (at most 18) within bounds, or None for the Python twin."""
+    if type(v) is not str or not PyUnicode_IS_COMPACT_ASCII(v):
+        return None
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(v), i = 0
+    cdef const char* p = <const char*>PyUnicode_DATA(v)
+    cdef bint negative = False
+    cdef long long acc = 0
+    if n and p[0] == b'-':
+        negative = True
+        i = 1
+    if i == n or n - i > 18:
+        return None
+    while i < n:
+        if p[i] < b'0' or p[i] > b'9':
+            return None
+        acc = acc * 10 + (p[i] - 48)
+        i += 1
+    value = -acc if negative else acc
+    if not low <= value <= high:
+        return None
+    return value
+
+
+def parse_header(ext, new, cls, tuple plan, tuple slots):
+    """A typed header from extFields when every value is in its usual form.
+
+    ``plan`` holds one ``(key, kind, required, default, low, high)`` per field (kind 0
+    text, 1 integer, 2 boolean). Only values the Python parser would accept as they are
+    are taken here: ASCII text, ``-?digits`` integers within bounds, ``true``/``false``/
+    ``1``/``0``. Anything else (a missing required field, another spelling, a value to
+    refuse) returns None and the Python parser decides, with its error messages.
+
+    Returns:
+        The header, or None.
+    """
+    if type(ext) is not dict:
+        return None
+    cdef Py_ssize_t i, n = len(plan)
+    cdef tuple spec
+    cdef int kind
+    obj = new(cls)
+    for i in range(n):
+        spec = <tuple>plan[i]
+        v = (<dict>ext).get(spec[0])
+        if v is None:
+            if spec[2]:
+                return None
+            value = spec[3]
+        else:
+            kind = spec[1]
+            if kind == KIND_STR:
+                if type(v) is not str or not PyUnicode_IS_COMPACT_ASCII(v):
+                    return None
+                value = v
+            elif kind == KIND_INT:
+                value = _int_or_none(v, spec[4], spec[5])
+                if value is None:
+                    return None
+            else:
+                if v == "true" or v == "1":
+                    value = True
+                elif v == "false" or v == "0":
+                    value = False
+                else:
+                    return None
+        _set(slots[i], obj, value)
+    return obj

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from rocklet.protocol import compiled
 from rocklet.protocol.codes import SerializeType
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "OUR_LANGUAGE",
     "OUR_VERSION",
     "RemotingCommand",
+    "new_command",
 ]
 
 #: ``flag`` bit 0: the command is a response (``RemotingCommand.RPC_TYPE``).
@@ -94,12 +96,50 @@ class RemotingCommand:
         Returns:
             The response command.
         """
+        fields = _EMPTY if ext_fields is None else ext_fields
+        if _build is not None:
+            return _build(  # type: ignore[no-any-return]
+                _new,
+                RemotingCommand,
+                _SLOTS,
+                (code, self.opaque, FLAG_RESPONSE, remark, fields, body, OUR_LANGUAGE,
+                 OUR_VERSION, self.serialize_type),
+            )  # fmt: skip
         return RemotingCommand(
             code=code,
             opaque=self.opaque,
             flag=FLAG_RESPONSE,
             remark=remark,
-            ext_fields=_EMPTY if ext_fields is None else ext_fields,
+            ext_fields=fields,
             body=body,
             serialize_type=self.serialize_type,
         )
+
+
+# A frozen dataclass's __init__ sets each field through object.__setattr__, ~2 us for a
+# command; the compiled twin sets the same slots directly (~0.3 us). Same instance.
+_speedups = compiled.load("rocklet.protocol._speedups")
+_build = None if _speedups is None else _speedups.build
+_new = object.__new__
+_SLOTS = tuple(RemotingCommand.__dict__[name] for name in RemotingCommand.__dataclass_fields__)
+
+
+def new_command(
+    code: int,
+    opaque: int,
+    flag: int,
+    remark: str | None,
+    ext_fields: Mapping[str, str],
+    body: bytes,
+    language: str,
+    version: int,
+    serialize_type: SerializeType,
+) -> RemotingCommand:
+    """``RemotingCommand(...)`` with every field given, built the fastest way available.
+
+    For decoders: the same instance as the constructor's, without ``__init__``'s cost.
+    """
+    values = (code, opaque, flag, remark, ext_fields, body, language, version, serialize_type)
+    if _build is not None:
+        return _build(_new, RemotingCommand, _SLOTS, values)  # type: ignore[no-any-return]
+    return RemotingCommand(*values)

@@ -48,7 +48,7 @@ import msgpack
 
 from rocklet.protocol import compiled
 from rocklet.protocol.codes import LanguageCode, SerializeType
-from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.command import RemotingCommand, new_command
 from rocklet.protocol.errors import FrameError
 
 __all__ = ["decode_header", "encode_header", "normalize_ext_value"]
@@ -234,16 +234,16 @@ def _from_mapping_checked(obj: object, stype: SerializeType, body: bytes) -> Rem
     if remark is not None and not isinstance(remark, str):
         remark = normalize_ext_value(remark)
     language = obj.get("language", "OTHER")
-    return RemotingCommand(
-        code=_int_field(obj, "code"),
-        opaque=_int_field(obj, "opaque", 0),
-        flag=_int_field(obj, "flag", 0),
-        remark=remark,
-        ext_fields=_ext_from(obj.get("extFields")),
-        body=body,
-        language=language if isinstance(language, str) else "OTHER",
-        version=_int_field(obj, "version", 0),
-        serialize_type=stype,
+    return new_command(
+        _int_field(obj, "code"),
+        _int_field(obj, "opaque", 0),
+        _int_field(obj, "flag", 0),
+        remark,
+        _ext_from(obj.get("extFields")),
+        body,
+        language if isinstance(language, str) else "OTHER",
+        _int_field(obj, "version", 0),
+        stype,
     )
 
 
@@ -297,8 +297,7 @@ def _decode_binary_c(data: bytes, body: bytes) -> RemotingCommand:
     assert _speedups is not None
     code, lang, version, opaque, flag, remark, ext = _speedups.decode_binary(data)
     language = _LANG_BY_NUMBER.get(lang, "OTHER")
-    # Positional: a keyword call of the dataclass costs more than the decoding.
-    return RemotingCommand(
+    return new_command(
         code, opaque, flag, remark, ext, body, language, version, SerializeType.ROCKETMQ
     )
 

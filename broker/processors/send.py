@@ -261,7 +261,8 @@ class SendProcessor:
             raise Refused(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
             )
-        if not config.perm & _WRITE:
+        # int.__and__: perm may be a Perm flag, whose own & runs Python code per send.
+        if not int.__and__(config.perm, _WRITE):
             raise Refused(
                 ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
             )

@@ -30,6 +30,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Self
 
+from rocklet.protocol import compiled
 from rocklet.protocol.errors import HeaderError
 
 __all__ = [
@@ -55,6 +56,9 @@ NON_NEGATIVE_INT32: Final = (0, 2**31 - 1)
 NON_NEGATIVE_INT64: Final = (0, 2**63 - 1)
 #: Counts that must ask for at least one.
 POSITIVE_INT32: Final = (1, 2**31 - 1)
+# The compiled twin of the generated parsers (None: the generated Python serves alone).
+_speedups = compiled.load("rocklet.protocol._speedups")
+_KIND_STR, _KIND_INT, _KIND_BOOL = 0, 1, 2
 #: How much of a refused value a remark shows.
 _SHOWN_CHARS: Final = 64
 
@@ -256,7 +260,39 @@ def _compile_parser(
             lines.append(f"    s{i}(o, a{i})")
         lines.append("    return o")
     exec("\n".join(lines), ns)  # the source is built from our own field specs only
-    return typing.cast(Callable[..., Any], ns["parse"])
+    python_parse = typing.cast(Callable[..., Any], ns["parse"])
+    if _speedups is None or setters is None:
+        return python_parse
+    return _with_compiled_twin(cls, specs, defaults, python_parse)
+
+
+def _with_compiled_twin(
+    cls: type, specs: tuple[_Spec, ...], defaults: tuple[Any, ...], python_parse: Callable[..., Any]
+) -> Callable[..., Any]:
+    """``parse`` that tries the compiled twin first and lets Python decide the rest.
+
+    The twin takes only values already in their usual form (see
+    ``_speedups.parse_header``); for anything else it returns None and the generated
+    Python parser runs, so errors and unusual spellings have one implementation.
+    """
+    assert _speedups is not None
+    kinds: dict[Callable[[str, str], Any], int] = {
+        _parse_str: _KIND_STR,
+        _parse_int: _KIND_INT,
+        _parse_bool: _KIND_BOOL,
+    }
+    plan = []
+    for spec, default in zip(specs, defaults, strict=True):
+        low, high = spec.bounds or INT64
+        plan.append((spec.key, kinds[spec.parse], spec.required, default, low, high))
+    slots = tuple(cls.__dict__[spec.attr] for spec in specs)
+    twin, new, frozen_plan = _speedups.parse_header, object.__new__, tuple(plan)
+
+    def parse(header_cls: type, ext: Mapping[str, str]) -> Any:
+        header = twin(ext, new, cls, frozen_plan, slots)
+        return python_parse(header_cls, ext) if header is None else header
+
+    return parse
 
 
 def _compile_formatter(specs: tuple[_Spec, ...]) -> Callable[[Any], dict[str, str]]:

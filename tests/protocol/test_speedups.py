@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import subprocess
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from rocklet.protocol import compiled, header_codec
 from rocklet.protocol.codes import LanguageCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
-from rocklet.protocol.errors import FrameError
+from rocklet.protocol.errors import FrameError, HeaderError
 from tests.speedups_support import compiled_module
 
 _C = compiled_module("rocklet.protocol._speedups")
@@ -114,3 +115,56 @@ def test_the_product_uses_the_compiled_codec_unless_told_not_to() -> None:
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[False, False]"
+
+
+def _all_headers() -> list[type]:
+    import rocklet.protocol.headers  # noqa: F401  (imports every header module)
+    from rocklet.protocol.headers.base import Header
+
+    found, todo = [], list(Header.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        found.append(cls)
+    return sorted(found, key=lambda c: c.__qualname__)
+
+
+# The spellings a peer may send for a field of any type: usual and unusual numbers,
+# booleans, text, bounds edges, and what Python's int() accepts beyond plain digits.
+_SPELLINGS = st.sampled_from(
+    ["0", "1", "-1", "7", "007", "+3", " 4", "1_000", "٣", "true", "false", "TRUE", "",
+     "x", "é", "\ud800", "2147483647", "2147483648", "-2147483649", "9223372036854775807",
+     "9223372036854775808", "123456789012345678", "1234567890123456789", "-", "1.5"]
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", _all_headers(), ids=lambda c: c.__qualname__)
+def test_compiled_header_parser_matches_the_python_one(cls: type) -> None:
+    from rocklet.protocol.headers import base
+
+    specs = cls._resolve()  # type: ignore[attr-defined]
+    defaults = tuple(
+        None if f.default is dataclasses.MISSING else f.default for f in dataclasses.fields(cls)
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(base, "_speedups", None)
+        python_parse = base._compile_parser(cls, specs, defaults)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(base, "_speedups", _C)
+        both = base._compile_parser(cls, specs, defaults)
+    keys = [spec.key for spec in specs] + ["unknown"]
+
+    def outcome(parse: object, ext: dict[str, str]) -> tuple[str, object]:
+        try:
+            return "ok", parse(cls, ext)  # type: ignore[operator]
+        except HeaderError as exc:
+            return "error", str(exc)
+
+    @settings(max_examples=50, deadline=None)
+    @given(st.dictionaries(st.sampled_from(keys), _SPELLINGS | text, max_size=len(keys)))
+    def check(ext: dict[str, str]) -> None:
+        assert outcome(both, ext) == outcome(python_parse, ext)
+
+    check()
+    full = {spec.key: "1" for spec in specs}
+    assert outcome(both, full) == outcome(python_parse, full)
