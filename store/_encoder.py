@@ -146,21 +146,45 @@ def encode_batch(
         UnicodeEncodeError: The topic or a property is not encodable text.
     """
     first = msgs[0]
-    topic_part = _topic_part(first.topic)
-    if topic_part is None:
+    topic = _topic_part(first.topic)
+    if topic is None:
         return PutMessageStatus.MESSAGE_ILLEGAL
+    topic_part, prefix = topic
     tran = first.sys_flag & TRANSACTION_MASK
     queued = tran not in NOT_IN_QUEUE
+    indexed = index and tran != _ROLLBACK
+    schedule = queued and first.topic == SCHEDULE_TOPIC and bool(delay_levels_ms)
+    qoff = queue_offset if queued else 0
+    if _speedups is not None and not schedule:
+        # The usual put, compiled end to end (no _Shape, no Python dispatch).
+        out = _speedups.encode_each(
+            msgs, phy, RECORD_OVERHEAD + len(topic_part) - 1, max_body, tran, topic_part,
+            first.queue_id, store_timestamp, qoff, int(queued), MESSAGE_MAGIC, crc32,
+        )  # fmt: skip
+        if type(out) is int:
+            return _C_STATUS[out]
+        if out is not None:
+            if _too_large(msgs, segment_size):
+                return PutMessageStatus.MESSAGE_ILLEGAL
+            data, offsets, sizes, props = out
+            fast = _speedups.dispatch_data(
+                props, offsets, sizes, queued, indexed, prefix, _tags_code, index_key_hash
+            )
+            if fast is not None:
+                entries, codes, hashes, key_offsets = fast
+                return EncodedBatch(
+                    data, offsets, entries, codes, hashes, key_offsets, queued, indexed
+                )
     shape = _Shape(
         topic_part,
         RECORD_OVERHEAD + len(topic_part) - 1,
         first.queue_id,
-        queue_offset if queued else 0,
+        qoff,
         queued,
-        index and tran != _ROLLBACK,
+        indexed,
         tran,
-        first.topic + "#",
-        queued and first.topic == SCHEDULE_TOPIC and bool(delay_levels_ms),
+        prefix,
+        schedule,
         store_timestamp,
         max_body,
         delay_levels_ms,
@@ -170,21 +194,9 @@ def encode_batch(
         encoded = _encode_each(msgs, phy, shape)
     if isinstance(encoded, PutMessageStatus):
         return encoded
-    # The old pre-check (CommitLog.calMsgLength bound per message) stays as it was.
-    bodies = len(first.body) if len(msgs) == 1 else sum(map(len, map(_BODY, msgs)))
-    if bodies + 8 + 200 * len(msgs) > segment_size:
+    if _too_large(msgs, segment_size):
         return PutMessageStatus.MESSAGE_ILLEGAL
     data, offsets, sizes, props = encoded
-    if _speedups is not None and not shape.schedule:
-        fast = _speedups.dispatch_data(
-            props, offsets, sizes, shape.queued, shape.indexed, shape.prefix, _tags_code,
-            index_key_hash,
-        )  # fmt: skip
-        if fast is not None:
-            entries, codes, hashes, key_offsets = fast
-            return EncodedBatch(
-                data, offsets, entries, codes, hashes, key_offsets, shape.queued, shape.indexed
-            )
     try:
         dispatch = _dispatch_data(shape, props, offsets, sizes)
     except (TypeError, AttributeError):
@@ -193,6 +205,12 @@ def encode_batch(
         props = [decode_properties(encode_properties(m.properties)) for m in msgs]
         dispatch = _dispatch_data(shape, props, offsets, sizes)
     return EncodedBatch(data, offsets, *dispatch)
+
+
+def _too_large(msgs: Sequence[MessageToStore], segment_size: int) -> bool:
+    """The old pre-check (``CommitLog.calMsgLength`` bound per message), kept as it was."""
+    bodies = len(msgs[0].body) if len(msgs) == 1 else sum(map(len, map(_BODY, msgs)))
+    return bodies + 8 + 200 * len(msgs) > segment_size
 
 
 def _encode_each_c(
@@ -306,12 +324,15 @@ def _dispatch_data(
 
 
 @functools.lru_cache(maxsize=4096)
-def _topic_part(topic: str) -> bytes | None:
-    """TOPIC length byte + TOPIC, or None for a name the record cannot hold (cached)."""
+def _topic_part(topic: str) -> tuple[bytes, str] | None:
+    """The record's TOPIC field and the index keys' ``topic#`` prefix (cached).
+
+    Returns None for a name the record cannot hold.
+    """
     topic_b = topic.encode()
     if not topic_b or len(topic_b) > MAX_TOPIC_SIZE:
         return None
-    return bytes((len(topic_b),)) + topic_b
+    return bytes((len(topic_b),)) + topic_b, topic + "#"
 
 
 @functools.lru_cache(maxsize=4096)
