@@ -153,6 +153,9 @@ class HAMaster:
     def on_replicated(self, end_offset: int, timeout_s: float, done: Done) -> bool:
         """Call ``done`` once a slave acknowledged ``end_offset``, unless it already has.
 
+        The caller has woken the writers (:meth:`notify`) after the put: the send path
+        does that for every put, waiting or not, so this does not do it again.
+
         Args:
             end_offset: Offset just past the message.
             timeout_s: ``slaveTimeout`` in seconds (the same for every call).
@@ -166,7 +169,6 @@ class HAMaster:
         if self.acked_offset >= end_offset:
             return True
         self._waits.add(end_offset, timeout_s, done)
-        self.notify()
         return False
 
     @property
@@ -192,6 +194,7 @@ class HAMaster:
 
         if self.on_replicated(end_offset, timeout_s, done):
             return True
+        self.notify()
         return await fut
 
     def status(self) -> dict[str, str]:
