@@ -38,7 +38,7 @@ def _props(slave_timeout_ms: int) -> dict[str, str]:
     )
 
 
-async def _waiting_sends(conn: Connection, n: int) -> list[asyncio.Future[RemotingCommand]]:
+async def _waiting_sends(conn: Connection, n: int) -> list[asyncio.Task[RemotingCommand]]:
     """Pipeline ``n`` sends that must wait; return once all are stored and waiting."""
     sends = [
         asyncio.ensure_future(conn.request(cpp_send(_TOPIC, f"w{i}".encode()), 30))
