@@ -1,6 +1,7 @@
 """Replication benchmark: sends to a single broker, an ASYNC_MASTER and a SYNC_MASTER.
 
 Usage: python bench/replication_bench.py [--messages N] [--latency N] [--rounds R]
+       [--modes single,async,sync,syncflush] [--profile-master DIR]
 
 Each round starts, in turn (alternating the order between rounds, since this machine is
 shared), ``rocklet standalone`` as
@@ -8,6 +9,8 @@ shared), ``rocklet standalone`` as
 single  ASYNC_MASTER without a slave;
 async   ASYNC_MASTER with a slave (``rocklet broker``, brokerId 1) following it;
 sync    SYNC_MASTER with that slave: each send answered once the slave acknowledged it;
+syncflush  ASYNC_MASTER without a slave, ``flushDiskType=SYNC_FLUSH``: each send
+        answered once the disk has it (not run unless named in ``--modes``);
 
 then sends ``--messages`` raw pipelined SEND_MESSAGE_V2 frames (1 KiB bodies, 256 in
 flight; ``bench/raw_send.py``) and ``--latency`` sends one at a time. It prints msg/s,
@@ -129,11 +132,13 @@ def run_mode(
     (root / "m").mkdir(parents=True)
     launcher = None if profile is None else profiled_launcher(profile)
     conf = f"brokerRole={role}\n"
+    if mode == "syncflush":
+        conf += "flushDiskType=SYNC_FLUSH\n"  # a later line wins
     with standalone(root / "m", extra_conf=conf, launcher=launcher) as master:
         uvloop.run(create_topics(master.namesrv))
         slave = None
         try:
-            if mode != "single":
+            if mode in ("async", "sync"):
                 slave, _ = start_slave(root / "s", master.namesrv)
                 uvloop.run(wait_slave(master.broker_port))
             m0 = master.cpu_seconds()
@@ -160,7 +165,7 @@ def run_mode(
                     slave.wait()
     q = statistics.quantiles(lat, n=100)
     return (
-        f"{mode:<7} {n / secs:>9.0f} msg/s  master {m_cpu / n * 1e6:6.1f} µs/msg  "
+        f"{mode:<9} {n / secs:>9.0f} msg/s  master {m_cpu / n * 1e6:6.1f} µs/msg  "
         f"slave {s_cpu / n * 1e6:6.1f} µs/msg  latency p50 {statistics.median(lat):5.2f} ms "
         f"p99 {q[98]:5.2f} ms  others {others:4.1f} cores"
     )
@@ -173,6 +178,11 @@ def main() -> None:
     parser.add_argument("--latency", type=int, default=2_000, help="one-at-a-time sends")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
+        "--modes",
+        default="single,async,sync",
+        help="comma-separated, from single, async, sync, syncflush (default: the first three)",
+    )
+    parser.add_argument(
         "--profile-master", metavar="DIR", help="cProfile the master (DIR/<mode>-<round>.prof)"
     )
     args = parser.parse_args()
@@ -182,7 +192,10 @@ def main() -> None:
     logging.disable(logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     print(f"machine: {machine()}", flush=True)
-    modes = ["single", "async", "sync"]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = set(modes) - {"single", "async", "sync", "syncflush"}
+    if unknown:
+        parser.error(f"unknown modes: {', '.join(sorted(unknown))}")
     for r in range(args.rounds):
         order = modes if r % 2 == 0 else modes[::-1]
         for mode in order:

@@ -54,6 +54,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
         replicas=ctx.replicas,
         sync_master=cfg.broker_role is BrokerRole.SYNC_MASTER,
         slave_timeout_ms=cfg.slave_timeout_ms,
+        flush_service=ctx.store.flush_service,
     )
     store, topics, groups, clients = ctx.store, ctx.topics, ctx.groups, ctx.clients
     send.register(
@@ -64,12 +65,11 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             groups=groups,
             identity=identity,
             sync_flush=cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH,
-            sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
             reject_transactions=cfg.reject_transaction_message,
             max_message_size=cfg.max_message_size,
             replicas=ctx.replicas,
             sync_master=cfg.broker_role is BrokerRole.SYNC_MASTER,
-            slave_timeout_ms=cfg.slave_timeout_ms,
+            put_wait=put_wait,
         ),
     )
     pull.register(

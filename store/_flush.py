@@ -73,6 +73,12 @@ class FlushService:
         self.sync_count = 0
         self._least_bytes = config.flush_least_pages * _PAGE
         self._wake_pending = False
+        #: Each told ``(offset, ok)`` from the flush thread after a round that settled
+        #: durability requests: durable up to ``offset``, or (``ok`` false) the sync
+        #: failed for every request up to it. Lets a waiter of many puts (the broker's
+        #: SYNC_FLUSH sends) hop to its loop once per group commit, not once per put.
+        #: Append before puts are made.
+        self.progress_listeners: list[Callable[[int, bool], None]] = []
 
     def request(self, end_offset: int) -> Future[bool]:
         """Register a put whose bytes end at ``end_offset``. Appending thread.
@@ -133,10 +139,15 @@ class FlushService:
         synced = self.commitlog.flush() if dirty > 0 else 0
         if synced:
             self.sync_count += 1
+        settled = False
         with self._cond:
             self.flushed_offset = max(self.flushed_offset, target)
             while self._pending and self._pending[0][0] <= self.flushed_offset:
                 _settle(self._pending.popleft()[1], True)
+                settled = True
+        if settled:
+            for listener in self.progress_listeners:
+                listener(self.flushed_offset, True)
         if dirty > 0:
             self.checkpoint.physic_ts = max(self.checkpoint.physic_ts, ts)
         return synced
@@ -182,9 +193,15 @@ class FlushService:
                 failing = False
 
     def _fail_pending(self) -> None:
+        failed_up_to = -1
         with self._cond:
             while self._pending:
-                _settle(self._pending.popleft()[1], OSError("flush failed"))
+                end, future = self._pending.popleft()
+                _settle(future, OSError("flush failed"))
+                failed_up_to = max(failed_up_to, end)
+        if failed_up_to >= 0:
+            for listener in self.progress_listeners:
+                listener(failed_up_to, False)
 
     def stop(self) -> None:
         """Stop and join the thread, then flush everything once more (idempotent)."""

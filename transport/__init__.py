@@ -10,6 +10,8 @@ One home for what the name server, the broker and the SDK share, above
   accepting side, with request codes routed to processors;
 - :mod:`~rocklet.transport.tls` and :mod:`~rocklet.transport.tls_accept`: TLS contexts
   (server, reloading; client, verifying) and one port for TLS and plain TCP;
+- :class:`Deferred`: an answer a processor gives later from a callback, without a task
+  (a send waiting for the disk or a slave);
 - :mod:`~rocklet.transport.errors`: what can go wrong talking to a peer;
 - :mod:`~rocklet.transport.clock` and :mod:`~rocklet.transport.tasks`: injected time
   and owned, periodic background tasks;
@@ -25,6 +27,7 @@ from rocklet.transport.connection import (
     RequestHandler,
 )
 from rocklet.transport.context import RequestContext
+from rocklet.transport.deferred import Deferred
 from rocklet.transport.dial import open_connection
 from rocklet.transport.dispatch import Processor, ProcessorRegistry, dispatch
 from rocklet.transport.errors import (
@@ -42,6 +45,7 @@ __all__ = [
     "Connection",
     "ConnectionClosedError",
     "ConnectionStatus",
+    "Deferred",
     "HandlerResult",
     "Processor",
     "ProcessorRegistry",

@@ -200,8 +200,8 @@ class Connection(asyncio.Protocol):
 
     @property
     def handlers_in_flight(self) -> int:
-        """Requests from the peer currently being handled (in a task, parked or not)."""
-        return len(self._inbound.tasks)
+        """Requests from the peer being handled (in a task, parked or not, or deferred)."""
+        return len(self._inbound.tasks) + len(self._inbound.deferred)
 
     @property
     def parked_handlers(self) -> int:
@@ -353,10 +353,15 @@ class Connection(asyncio.Protocol):
             ``True`` when all finished, ``False`` when some were still running.
         """
         current = asyncio.current_task()
-        tasks = {t for t in self._inbound.tasks if t is not current}
-        if not tasks:
+        waits: set[asyncio.Future[None]] = {t for t in self._inbound.tasks if t is not current}
+        # Deferred answers (sends waiting for the disk or a slave) are in flight too.
+        waits.update(asyncio.ensure_future(d.wait()) for d in self._inbound.deferred)
+        if not waits:
             return True
-        _done, running = await asyncio.wait(tasks, timeout=timeout_s)
+        _done, running = await asyncio.wait(waits, timeout=timeout_s)
+        for wait in running:
+            if wait not in self._inbound.tasks:
+                wait.cancel()  # our own helper task, not a handler
         return not running
 
     async def wait_closed(self) -> None:

@@ -15,6 +15,9 @@ The rules follow Java's ``NettyRemotingAbstract.processRequestCommand``:
 
 Processors registered with ``eager=True`` (sends, pulls) are started inline when their
 request is read and get a task only if they suspend (:mod:`rocklet.transport.eager_start`).
+A processor may also return a :class:`~rocklet.transport.deferred.Deferred` and answer
+later from a callback (a send waiting for the disk or a slave); the observer is then
+told when it is answered.
 
 A registry may carry an :data:`RequestObserver` (the broker's metrics): it is told
 each request's code, answer code and duration, without this module knowing about
@@ -33,6 +36,7 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import ProtocolError
 from rocklet.transport.connection import Connection, HandlerResult, Reply
 from rocklet.transport.context import RequestContext
+from rocklet.transport.deferred import Deferred
 from rocklet.transport.logs import get_logger
 
 __all__ = ["Processor", "ProcessorRegistry", "RequestGate", "RequestObserver", "dispatch"]
@@ -183,7 +187,20 @@ async def dispatch(
                 ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"
             )
     if observer is not None:
-        answer = result.command if isinstance(result, Reply) else result
-        code_sent = None if answer is None or cmd.is_oneway else answer.code  # oneway: none
-        observer(cmd.code, code_sent, time.perf_counter() - started)
+        if isinstance(result, Deferred):
+            # Observed when answered, so the duration includes the wait.
+            result.add_sink(lambda answer: _observe(observer, cmd, answer, started))
+        else:
+            _observe(observer, cmd, result, started)
     return result
+
+
+def _observe(
+    observer: RequestObserver,
+    cmd: RemotingCommand,
+    result: RemotingCommand | Reply | None,
+    started: float,
+) -> None:
+    answer = result.command if isinstance(result, Reply) else result
+    code_sent = None if answer is None or cmd.is_oneway else answer.code  # oneway: none
+    observer(cmd.code, code_sent, time.perf_counter() - started)

@@ -14,6 +14,9 @@ moment a frame is decoded to the moment its answer is written:
   answered SYSTEM_BUSY without running;
 - a handler that waits on purpose (a long-polling pull) parks (:meth:`InboundRequests.parked`)
   and then counts towards neither limit;
+- a handler may return a :class:`~rocklet.transport.deferred.Deferred` (a send waiting
+  for the disk or a slave): it counts in flight, like a task, until answered, and its
+  answer is written then unless the connection closed meanwhile;
 - during a graceful stop every new request is refused with a fixed answer.
 """
 
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.command import RemotingCommand
+from rocklet.transport.deferred import Deferred
 from rocklet.transport.eager_start import start_eagerly
 from rocklet.transport.flow import NO_LIMIT, FlowLimits, ServerLoad
 from rocklet.transport.logs import get_logger
@@ -82,6 +86,9 @@ class InboundRequests:
         self._busy = False
         #: Handler tasks (only those that suspended).
         self.tasks: set[asyncio.Task[None]] = set()
+        #: Answers a handler deferred (:class:`Deferred`) and not given yet; they count
+        #: as in flight like tasks.
+        self.deferred: set[Deferred] = set()
         #: Of those, parked on purpose.
         self.parked_count = 0
         #: Times reading was paused for too many requests in flight (a metric).
@@ -131,7 +138,7 @@ class InboundRequests:
         task.add_done_callback(self._untrack)
         if self._load is not None:
             self._load.in_flight += 1
-        if len(tasks) - self.parked_count >= self._max_in_flight:
+        if self.in_flight >= self._max_in_flight:
             self._too_busy()
 
     def _untrack(self, task: asyncio.Task[None]) -> None:
@@ -140,8 +147,38 @@ class InboundRequests:
             self._load.in_flight -= 1
         self._maybe_resume()
 
+    @property
+    def in_flight(self) -> int:
+        """Requests counted against the connection's cap (parked ones are not)."""
+        return len(self.tasks) + len(self.deferred) - self.parked_count
+
+    def _defer(self, cmd: RemotingCommand, deferred: Deferred) -> None:
+        """Count a deferred answer in flight until it is given, then write it."""
+        pending = self.deferred
+        pending.add(deferred)
+        if self._load is not None:
+            self._load.in_flight += 1
+        if self.in_flight >= self._max_in_flight:
+            self._too_busy()
+
+        def given(result: RemotingCommand | Reply) -> None:
+            pending.discard(deferred)
+            if self._load is not None:
+                self._load.in_flight -= 1
+            self._maybe_resume()
+            # A connection closed while its request waited gets nothing (the answer
+            # is dropped, as a cancelled task's would be).
+            if cmd.is_oneway or not self._owner.is_open:
+                return
+            if isinstance(result, Reply):
+                self._write(result.command, result.extra_body)
+            else:
+                self._write(result, ())
+
+        deferred.add_sink(given)
+
     def _maybe_resume(self) -> None:
-        if self._busy and len(self.tasks) - self.parked_count < self._resume_below:
+        if self._busy and self.in_flight < self._resume_below:
             self._busy = False
             self._resume()
 
@@ -152,7 +189,7 @@ class InboundRequests:
             _log.debug(
                 "reading paused: too many requests in flight",
                 peer=self._owner.peer_address,
-                in_flight=len(self.tasks) - self.parked_count,
+                in_flight=self.in_flight,
             )
             self._pause()
 
@@ -172,6 +209,9 @@ class InboundRequests:
             result = cmd.make_response(
                 ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"
             )
+        if isinstance(result, Deferred):
+            self._defer(cmd, result)
+            return
         # Java never answers a request marked oneway with a processor response (§1.4).
         if result is None or cmd.is_oneway or not owner.is_open:
             return
@@ -201,5 +241,5 @@ class Parked:
         inbound.parked_count -= 1
         if inbound._load is not None:
             inbound._load.in_flight += 1
-        if len(inbound.tasks) - inbound.parked_count >= inbound._max_in_flight:
+        if inbound.in_flight >= inbound._max_in_flight:
             inbound._too_busy()

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from rocklet.protocol.command import RemotingCommand
+from rocklet.transport.deferred import Deferred
 
 if TYPE_CHECKING:
     from rocklet.transport.connection import Connection
@@ -48,9 +49,10 @@ class Reply(NamedTuple):
     extra_body: Sequence[Buffer]
 
 
-#: What a request handler returns: an answer, an answer with extra body buffers, or
-#: ``None`` for no answer.
-HandlerResult: TypeAlias = RemotingCommand | Reply | None
+#: What a request handler returns: an answer, an answer with extra body buffers,
+#: ``None`` for no answer, or a :class:`~rocklet.transport.deferred.Deferred` answer
+#: given later by a callback.
+HandlerResult: TypeAlias = RemotingCommand | Reply | Deferred | None
 #: Handles one request from the peer. It runs in its own task; exceptions are logged
 #: and answered with SYSTEM_ERROR.
 RequestHandler: TypeAlias = Callable[["Connection", RemotingCommand], Awaitable[HandlerResult]]

@@ -6,9 +6,10 @@ start, every one is an ack. The writer sends the commitlog from there in chunks 
 most ``haTransferBatchSize`` bytes that never cross a segment end, and a header-only
 heartbeat after ``haSendHeartbeatInterval`` without data.
 
-SYNC_MASTER waits (:meth:`HAMaster.wait_replicated`) are grouped like SYNC_FLUSH's
-group commit: every waiting send sits in one heap by its end offset, and each ack
-releases all of them at or below it, so a burst of sends costs one round trip.
+SYNC_MASTER waits (:meth:`HAMaster.on_replicated`) are grouped like SYNC_FLUSH's
+group commit: every waiting send sits in one FIFO by its end offset
+(:mod:`rocklet.broker.offset_waits`), and each ack releases all of them at or below
+it, so a burst of sends costs one round trip, and no send costs a task or a timer.
 
 Beyond RocketMQ: a slave that reports 0 (an empty store) gets the whole retained
 commitlog from the master's min offset, not only the newest segment; a slave that
@@ -20,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
 import time
 
 import structlog
@@ -30,6 +29,7 @@ from rocklet.broker.ha.guard import AllowList, HAGuard
 from rocklet.broker.ha.lag import MasterLag, SlaveLag
 from rocklet.broker.ha.listener import HAListener
 from rocklet.broker.ha.wire import HEADER, REPORT, REPORT_SIZE
+from rocklet.broker.offset_waits import Done, OffsetWaits
 from rocklet.store.message_store import MessageStore
 from rocklet.store.replica import read_replica, record_at_or_after
 
@@ -44,9 +44,9 @@ _POLL_S = 0.1
 _COLD_BYTES = 4 * 1024 * 1024
 
 
-def _expire(fut: asyncio.Future[bool]) -> None:
-    if not fut.done():
-        fut.set_result(False)
+#: What a wait that ended without an acknowledgement is told (timeout, no slave left,
+#: stop); the send is answered FLUSH_SLAVE_TIMEOUT either way, as today.
+_NOT_ACKED = "no slave acknowledged in time"
 
 
 class _Slave:
@@ -97,8 +97,7 @@ class HAMaster:
         self._slaves: dict[_Slave, asyncio.StreamWriter] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._data = asyncio.Event()
-        self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
-        self._seq = itertools.count()
+        self._waits = OffsetWaits(_NOT_ACKED)
         #: Highest offset any slave acknowledged (``push2SlaveMaxOffset``).
         self.acked_offset = 0
         #: Whether a slave is connected (checked on the send path before notifying).
@@ -136,10 +135,7 @@ class HAMaster:
         self._release_all()
 
     def _release_all(self) -> None:
-        for _, _, fut in self._waiters:
-            if not fut.done():
-                fut.set_result(False)
-        self._waiters.clear()
+        self._waits.fail_all(_NOT_ACKED)
 
     def notify(self) -> None:
         """Wake the writers: the commitlog grew (the send path calls it)."""
@@ -154,8 +150,34 @@ class HAMaster:
         """
         return self.has_slaves and end_offset - self.acked_offset < self._fallbehind
 
+    def on_replicated(self, end_offset: int, timeout_s: float, done: Done) -> bool:
+        """Call ``done`` once a slave acknowledged ``end_offset``, unless it already has.
+
+        The caller has woken the writers (:meth:`notify`) after the put: the send path
+        does that for every put, waiting or not, so this does not do it again.
+
+        Args:
+            end_offset: Offset just past the message.
+            timeout_s: ``slaveTimeout`` in seconds (the same for every call).
+            done: Called later with ``None`` when acknowledged, else with why not
+                (timeout, the last slave left, the service stopped).
+
+        Returns:
+            ``True`` when already acknowledged (``done`` is not called), ``False``
+            when ``done`` will be.
+        """
+        if self.acked_offset >= end_offset:
+            return True
+        self._waits.add(end_offset, timeout_s, done)
+        return False
+
+    @property
+    def waiting(self) -> int:
+        """Sends waiting for an acknowledgement."""
+        return len(self._waits)
+
     async def wait_replicated(self, end_offset: int, timeout_s: float) -> bool:
-        """Wait until a slave acknowledged ``end_offset``.
+        """Wait until a slave acknowledged ``end_offset`` (:meth:`on_replicated`, awaited).
 
         Args:
             end_offset: Offset just past the message.
@@ -164,19 +186,16 @@ class HAMaster:
         Returns:
             Whether it was acknowledged in time.
         """
-        if self.acked_offset >= end_offset:
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def done(why: str | None) -> None:
+            if not fut.done():
+                fut.set_result(why is None)
+
+        if self.on_replicated(end_offset, timeout_s, done):
             return True
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
-        heapq.heappush(self._waiters, (end_offset, next(self._seq), fut))
-        # A timer that settles the future, rather than wait_for's task and shield per
-        # send; an expired entry stays in the heap until an ack passes it.
-        timer = loop.call_later(timeout_s, _expire, fut)
         self.notify()
-        try:
-            return await fut
-        finally:
-            timer.cancel()
+        return await fut
 
     def status(self) -> dict[str, str]:
         """The keys this adds to brokerStatus (Rocklet's own)."""
@@ -215,11 +234,7 @@ class HAMaster:
         if offset <= self.acked_offset:
             return
         self.acked_offset = offset
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= offset:
-            fut = heapq.heappop(waiters)[2]
-            if not fut.done():
-                fut.set_result(True)
+        self._waits.advance(offset)
 
     async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Nothing of the commitlog flows, and the peer does not count as a slave for

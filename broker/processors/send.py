@@ -8,8 +8,9 @@ drop WAIT, store, and answer msgId / queueId / queueOffset. The C++ client's bat
 code 10 with ``batch="1"``; it is stored as its individual messages (docs/protocol.md),
 unlike RocketMQ 4.9.4, which stores the blob as one message.
 
-Under SYNC_FLUSH the answer waits for the group commit without blocking the event loop:
-the store's durability future is awaited, and other connections keep being served. A
+Under SYNC_FLUSH the answer waits for the group commit without blocking the event loop
+and without a task: the send registers a callback in a FIFO that the flush thread's
+progress drains (:mod:`rocklet.broker.put_wait`), and returns a deferred answer. A
 sync that times out or fails is answered FLUSH_DISK_TIMEOUT with the reason in the
 remark (the message is stored; the producer may retry and duplicate it). Under
 SYNC_MASTER the answer then waits for a slave's acknowledgement, grouped the same way
@@ -67,6 +68,7 @@ from rocklet.protocol.properties import Prop, decode_properties
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus, PutResult
 from rocklet.transport import ProcessorRegistry, RequestContext
+from rocklet.transport.deferred import Deferred
 
 __all__ = ["SLAVE_PUT_REFUSAL", "SendProcessor", "peer_host", "register"]
 
@@ -123,13 +125,13 @@ class SendProcessor:
         groups: Subscription group configs (a retry message's group).
         identity: This broker's name, permissions and record host field.
         sync_flush: ``flushDiskType`` is SYNC_FLUSH: answer once the put is durable.
-        sync_flush_timeout_ms: ``syncFlushTimeout``.
         reject_transactions: ``rejectTransactionMessage``.
         max_message_size: ``maxMessageSize``, named in the remark of a refused put.
         replicas: The master's HA service, or ``None`` (no replication: a slave, or
             a broker built without one).
         sync_master: ``brokerRole=SYNC_MASTER``: answer once a slave has the message.
-        slave_timeout_ms: ``slaveTimeout`` (RocketMQ 4.9.3+ waits this long).
+        put_wait: What a put waits for (``syncFlushTimeout``, ``slaveTimeout``), shared
+            with the other processors that store on a client's behalf.
     """
 
     def __init__(
@@ -140,22 +142,16 @@ class SendProcessor:
         groups: SubscriptionGroupManager,
         identity: BrokerIdentity,
         sync_flush: bool,
-        sync_flush_timeout_ms: int,
         reject_transactions: bool,
         max_message_size: int,
+        put_wait: PutWait,
         replicas: HAMaster | None = None,
         sync_master: bool = False,
-        slave_timeout_ms: int = 3000,
     ) -> None:
         self._store = store
         self._replicas = replicas
-        self._put_wait = PutWait(
-            sync_flush_timeout_ms=sync_flush_timeout_ms,
-            replicas=replicas,
-            sync_master=sync_master,
-            slave_timeout_ms=slave_timeout_ms,
-        )
-        # Under ASYNC_FLUSH without SYNC_MASTER nothing waits: no coroutine per send.
+        self._put_wait = put_wait
+        # Under ASYNC_FLUSH without SYNC_MASTER nothing waits: one test per send.
         self._waits = sync_flush or (sync_master and replicas is not None)
         self._is_slave = not identity.is_master
         self._topics = topics
@@ -169,11 +165,15 @@ class SendProcessor:
         self._max_message_size = max_message_size
         self._checked_topics: set[str] = set()
 
-    async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    async def process(
+        self, rctx: RequestContext, cmd: RemotingCommand
+    ) -> RemotingCommand | Deferred:
         """Store the message(s) of a send request and answer where they went.
 
-        Under ASYNC_FLUSH nothing here waits, so the remoting server's eager handlers
-        answer the send without a task.
+        Nothing here suspends (but for a topic just created), so the remoting server's
+        eager handlers run it without a task. A send that must wait for the disk or a
+        slave is answered later: this returns a :class:`Deferred` that the waits'
+        progress answers (:class:`~rocklet.broker.put_wait.PutWait`).
         """
         header = parse_send_header(cmd)
         try:
@@ -192,13 +192,30 @@ class SendProcessor:
         if result.status is not PutMessageStatus.PUT_OK:
             refused_code, why = self._refusal(result)
             return cmd.make_response(refused_code, remark=why)
-        code: ResponseCode = ResponseCode.SUCCESS
-        remark: str | None = None
         if self._waits:
+            deferred = Deferred(cmd)
+
+            def answer(code: ResponseCode, remark: str | None) -> None:
+                deferred.answer(self._answer(cmd, msgs, result, code, remark))
+
             wait = waits_for_store(header.properties)
-            code, remark = await self._put_wait.settle(result, wait=wait)
-        elif self._replicas is not None and self._replicas.has_slaves:
+            outcome = self._put_wait.begin(result, wait, answer)
+            if outcome is None:
+                return deferred
+            return self._answer(cmd, msgs, result, *outcome)
+        if self._replicas is not None and self._replicas.has_slaves:
             self._replicas.notify()
+        return self._answer(cmd, msgs, result, ResponseCode.SUCCESS, None)
+
+    def _answer(
+        self,
+        cmd: RemotingCommand,
+        msgs: list[MessageToStore],
+        result: PutResult,
+        code: ResponseCode,
+        remark: str | None,
+    ) -> RemotingCommand:
+        """The answer to a stored send: where its messages went."""
         first = msgs[0]
         # A half message is stored in the half topic's queue 0, but the producer is told
         # the queue it asked for, as RocketMQ answers (it ends the transaction there).
