@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from rocklet.benchsuite.vsrmq.configs import broker_conf, free_broker_port, namesrv_properties
+from rocklet.benchsuite.vsrmq.measure import commit_window
 from rocklet.benchsuite.vsrmq.release import JAVA9_FLAGS, ReleaseError, RocketMqRelease, find_java
 from rocklet.benchsuite.vsrmq.results import (
     CASES,
@@ -74,6 +75,18 @@ def test_steady_rate_drops_the_warm_up_line_unless_it_is_the_only_one() -> None:
     assert steady_rate([100, 200, 400]) == 300
     assert steady_rate([100]) == 100
     assert steady_rate([]) is None
+
+
+def test_a_consumer_run_counts_between_its_first_and_last_commit() -> None:
+    # The group appears with offset 0, then commits every 5 s; CPU is read at each.
+    commits = [(10.0, 0), (10.5, 20_000), (11.0, 40_000), (11.4, 55_000)]
+    messages, cpu, notes = commit_window(commits, 9.9, backlog=100_000)
+    assert (messages, cpu, notes) == (55_000, pytest.approx(1.4), [])
+    messages, cpu, notes = commit_window([*commits, (11.5, 100_000)], 9.9, backlog=100_000)
+    assert messages == 100_000 and notes == ["backlog of 100,000 drained"]
+    # Too short for two commits: the whole run's CPU, and what was committed.
+    assert commit_window([(1.0, 700)], 2.5, backlog=10**6) == (700, 2.5, ["CPU over the whole run"])
+    assert commit_window([], 2.5, backlog=10**6) == (0, 2.5, ["CPU over the whole run"])
 
 
 # --- ratios, medians, tables --------------------------------------------------------------

@@ -230,15 +230,33 @@ async def _consumer_run(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(task), _POLL_S)
     text = task.result()
+    messages, cpu, notes = commit_window(commits, broker_cpu_s(pid) - start_cpu, backlog)
+    return consumer_tps(text), messages, cpu, notes
+
+
+def commit_window(
+    commits: list[tuple[float, int]], whole_run_cpu_s: float, backlog: int
+) -> tuple[int, float, list[str]]:
+    """Messages and broker CPU of a consumer run, from the offset commits seen.
+
+    Args:
+        commits: (broker CPU seconds, committed offsets summed) at each change seen,
+            oldest first.
+        whole_run_cpu_s: Broker CPU over the whole run (used with fewer than 2 commits).
+        backlog: Messages there were to read.
+
+    Returns:
+        Messages, CPU seconds, and notes qualifying them.
+    """
     notes = []
     if len(commits) >= 2:
         cpu, messages = commits[-1][0] - commits[0][0], commits[-1][1] - commits[0][1]
     else:  # runs shorter than two commit intervals: the whole run
-        cpu, messages = broker_cpu_s(pid) - start_cpu, commits[-1][1] if commits else 0
+        cpu, messages = whole_run_cpu_s, commits[-1][1] if commits else 0
         notes.append("CPU over the whole run")
     if commits and commits[-1][1] >= backlog:
         notes.append(f"backlog of {backlog:,} drained")
-    return consumer_tps(text), messages, cpu, notes
+    return messages, cpu, notes
 
 
 async def measure_run(release: RocketMqRelease, system: RunningSystem, spec: RunSpec) -> Run:
