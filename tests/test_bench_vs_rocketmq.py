@@ -81,7 +81,7 @@ def test_a_consumer_run_counts_between_its_first_and_last_commit() -> None:
     # The group appears with offset 0, then commits every 5 s; CPU is read at each.
     commits = [(10.0, 0), (10.5, 20_000), (11.0, 40_000), (11.4, 55_000)]
     messages, cpu, notes = commit_window(commits, 9.9, backlog=100_000)
-    assert (messages, cpu, notes) == (55_000, pytest.approx(1.4), [])
+    assert messages == 55_000 and cpu == pytest.approx(1.4) and notes == []
     messages, cpu, notes = commit_window([*commits, (11.5, 100_000)], 9.9, backlog=100_000)
     assert messages == 100_000 and notes == ["backlog of 100,000 drained"]
     # Too short for two commits: the whole run's CPU, and what was committed.
