@@ -25,7 +25,13 @@ from rocklet.benchsuite.vsrmq.results import (
     parse_cases,
 )
 from rocklet.benchsuite.vsrmq.runner import order
-from rocklet.benchsuite.vsrmq.toolout import consumer_tps, producer_tps, steady_rate
+from rocklet.benchsuite.vsrmq.toolout import (
+    busy_consumer_rate,
+    consumer_lines,
+    consumer_tps,
+    producer_tps,
+    steady_rate,
+)
 from rocklet.cli import main
 
 PRODUCER_OUT = """\
@@ -69,6 +75,26 @@ def test_consumer_rates_are_its_tps_lines_and_never_the_producers() -> None:
     assert consumer_tps(CONSUMER_OUT) == [12001, 15000]
     assert consumer_tps(PRODUCER_OUT) == []
     assert producer_tps(CONSUMER_OUT) == []
+
+
+def test_consumer_lines_carry_the_time_they_were_printed_at() -> None:
+    assert consumer_lines(CONSUMER_OUT) == [(1764124295120, 12001), (1764124305120, 15000)]
+
+
+def test_a_drained_consumer_counts_only_the_windows_it_spent_reading() -> None:
+    lines = [(10_000, 9000), (20_000, 60_000), (30_000, 64_000), (40_000, 21_000)]
+    # Never ran out: every line after the first.
+    rate, note = busy_consumer_rate(lines, None)
+    assert rate == pytest.approx(48_333.33) and note is None
+    # Still reading at 31 s: the lines of 20 s and 30 s; the 40 s window held idle time.
+    assert busy_consumer_rate(lines, 31_000) == (
+        62_000,
+        "msg/s over the 2 window(s) before it ran out",
+    )
+    # Ran out before the second line: nothing clean is left, so a lower bound.
+    rate, note = busy_consumer_rate(lines, 15_000)
+    assert rate == pytest.approx(48_333.33) and note == "msg/s a lower bound"
+    assert busy_consumer_rate([], 15_000) == (None, "msg/s a lower bound")
 
 
 def test_steady_rate_drops_the_warm_up_line_unless_it_is_the_only_one() -> None:

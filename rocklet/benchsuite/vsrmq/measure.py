@@ -19,15 +19,21 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from rocklet.benchsuite.vsrmq.release import RocketMqRelease
 from rocklet.benchsuite.vsrmq.results import Case, Run
 from rocklet.benchsuite.vsrmq.servers import RunningSystem
-from rocklet.benchsuite.vsrmq.toolout import consumer_tps, producer_tps, steady_rate
+from rocklet.benchsuite.vsrmq.toolout import (
+    busy_consumer_rate,
+    consumer_lines,
+    producer_tps,
+    steady_rate,
+)
 from rocklet.client.admin import Admin
 from rocklet.client.errors import ClientError
 
@@ -90,6 +96,14 @@ class RunSpec:
     seconds: float
     backlog: int
     work: Path
+
+
+class _Measured(NamedTuple):
+    tps: list[int]  # every rate line the tool printed
+    rate: float | None  # its steady msg/s
+    messages: int
+    cpu_s: float
+    notes: list[str]
 
 
 class _Tool:
@@ -162,7 +176,7 @@ async def _committed(admin: Admin, group: str, topic: str) -> int | None:
 
 async def _producer_run(
     release: RocketMqRelease, system: RunningSystem, spec: RunSpec, admin: Admin, topic: str
-) -> tuple[list[int], int, float, list[str]]:
+) -> _Measured:
     pid = system.broker.pid
     before = broker_cpu_s(pid)
     text = await _Tool(release, spec.work, f"{system.name}-{spec.case.name}").run(
@@ -171,7 +185,8 @@ async def _producer_run(
         spec.seconds + _TAIL_S,
     )
     cpu = broker_cpu_s(pid) - before
-    return producer_tps(text), await _stored(admin, topic), cpu, []
+    tps = producer_tps(text)
+    return _Measured(tps, steady_rate(tps), await _stored(admin, topic), cpu, [])
 
 
 class BacklogError(RuntimeError):
@@ -208,7 +223,7 @@ async def _write_backlog(
 
 async def _consumer_run(
     release: RocketMqRelease, system: RunningSystem, spec: RunSpec, admin: Admin, topic: str
-) -> tuple[list[int], int, float, list[str]]:
+) -> _Measured:
     backlog = await _write_backlog(release, system, spec, admin, topic)
     group = f"VsRmqC{spec.case.threads}_{uuid.uuid4().hex[:8]}"
     pid = system.broker.pid
@@ -223,15 +238,22 @@ async def _consumer_run(
     )
     # (cpu, committed) at each commit seen: the window runs from the first to the last.
     commits: list[tuple[float, int]] = []
+    reading_at_ms = 0.0  # when a commit last showed the group short of the backlog
     while not task.done():
         committed = await _committed(admin, group, topic)
         if committed is not None and (not commits or committed != commits[-1][1]):
             commits.append((broker_cpu_s(pid), committed))
+            if committed < backlog:  # seen up to a poll late: count from the poll before
+                reading_at_ms = (time.time() - _POLL_S) * 1000
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(task), _POLL_S)
     text = task.result()
     messages, cpu, notes = commit_window(commits, broker_cpu_s(pid) - start_cpu, backlog)
-    return consumer_tps(text), messages, cpu, notes
+    drained = bool(commits) and commits[-1][1] >= backlog
+    lines = consumer_lines(text)
+    rate, note = busy_consumer_rate(lines, reading_at_ms if drained else None)
+    notes += [note] if note else []
+    return _Measured([tps for _, tps in lines], rate, messages, cpu, notes)
 
 
 def commit_window(
@@ -274,17 +296,17 @@ async def measure_run(release: RocketMqRelease, system: RunningSystem, spec: Run
     load_before = load_1min()
     async with Admin(system.namesrv, instance_name=f"vsrmq-{uuid.uuid4().hex[:8]}") as admin:
         body = _producer_run if spec.case.tool == "producer" else _consumer_run
-        tps, messages, cpu, notes = await body(release, system, spec, admin, topic)
+        got = await body(release, system, spec, admin, topic)
     return Run(
         system=system.name,
         case=spec.case.name,
         pair=spec.pair,
-        msgs_per_s=steady_rate(tps),
-        messages=messages,
-        cpu_s=cpu,
+        msgs_per_s=got.rate,
+        messages=got.messages,
+        cpu_s=got.cpu_s,
         peak_rss_mib=peak_rss_mib(system.broker.pid),
         load_before=load_before,
         load_after=load_1min(),
-        tps_lines=tps,
-        notes=notes,
+        tps_lines=got.tps,
+        notes=got.notes,
     )
