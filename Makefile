@@ -16,7 +16,7 @@ DEV_STAMP     := $(VENV)/.dev-stamp
 # What the install builds from: a changed .pyx rebuilds the compiled codecs.
 BUILD_INPUTS  := pyproject.toml setup.py $(wildcard */_speedups.pyx)
 
-.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench bench-tls bench-acl clean
+.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench bench-tls bench-acl bench-vs-rocketmq clean
 
 $(BIN)/python:
 	@echo "==> creating the virtual environment $(VENV) ($$($(PYTHON) --version))"
@@ -127,6 +127,14 @@ bench-tls: $(DEV_STAMP)
 PAIRS ?= 2
 bench-acl: $(DEV_STAMP)
 	$(BIN)/python bench/acl_bench.py --pairs $(PAIRS)
+
+## bench-vs-rocketmq: Rocklet beside a RocketMQ 4.x binary release, driven by the
+## release's own Java benchmark tools (~25 min; needs java). RocketMQ binds 0.0.0.0.
+## make bench-vs-rocketmq ROCKETMQ_HOME=DIR [VS_ROCKETMQ_ARGS='--pairs 3 --json vs.json']
+VS_ROCKETMQ_ARGS ?=
+bench-vs-rocketmq: $(DEV_STAMP)
+	$(if $(ROCKETMQ_HOME),,$(error give ROCKETMQ_HOME=<a RocketMQ 4.x binary release>))
+	$(BIN)/rocklet bench vs-rocketmq --rocketmq-home "$(ROCKETMQ_HOME)" $(VS_ROCKETMQ_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV)-* build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -54,6 +54,17 @@ def test_make_test_installs_the_test_tools_then_lints_and_tests(tmp_path: Path) 
     assert "tools/typecheck.py" in steps
 
 
+def test_make_bench_vs_rocketmq_runs_the_command_on_the_given_release(tmp_path: Path) -> None:
+    plan = _make(
+        "-n", "bench-vs-rocketmq", "ROCKETMQ_HOME=/opt/rmq", "VS_ROCKETMQ_ARGS=--pairs 3",
+        venv=tmp_path / "venv",
+    )  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    assert 'rocklet bench vs-rocketmq --rocketmq-home "/opt/rmq" --pairs 3' in plan.stdout
+    refused = _make("-n", "bench-vs-rocketmq", "ROCKETMQ_HOME=", venv=tmp_path / "venv")
+    assert refused.returncode != 0 and "give ROCKETMQ_HOME" in refused.stderr
+
+
 @pytest.mark.slow
 def test_make_install_puts_only_the_runtime_in_a_fresh_venv(tmp_path: Path) -> None:
     venv = tmp_path / "venv"

@@ -6,6 +6,7 @@ Examples::
     rocklet bench --quick            # one short run of everything (~2 min)
     rocklet bench --smoke            # seconds: Rocklet and the limits only (make test)
     rocklet bench --systems rocklet,redis --runs 1
+    rocklet bench vs-rocketmq --rocketmq-home DIR   # beside a RocketMQ 4.x release
 
 Results go to ``--out`` (default ``bench-results/``): ``results.json`` (every run and
 case, then the medians and goals), ``report.md`` (the tables of ``BENCHMARKS.md``) and
@@ -73,6 +74,11 @@ def add_bench_parser(sub: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="also run the component benchmarks of bench/ (short modes, several minutes)",
     )
+    from rocklet.benchsuite.vsrmq.cli import add_vs_rocketmq_parser
+
+    add_vs_rocketmq_parser(
+        bench.add_subparsers(dest="bench_command", metavar="{vs-rocketmq}", required=False)
+    )
     parser: argparse.ArgumentParser = bench
     return parser
 
@@ -83,6 +89,10 @@ def run_bench(args: argparse.Namespace) -> int:
     Returns:
         0 when every case ran, 1 when some failed (the results still cover the rest).
     """
+    if getattr(args, "bench_command", None) == "vs-rocketmq":
+        from rocklet.benchsuite.vsrmq.cli import run_vs_rocketmq
+
+        return run_vs_rocketmq(args)
     from rocklet.benchsuite.chart import draw_chart
     from rocklet.benchsuite.report import render_markdown, summarise
     from rocklet.benchsuite.runner import Session, run_session, write_results

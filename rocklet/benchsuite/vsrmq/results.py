@@ -1,0 +1,213 @@
+"""What one run measured, the cases, and the tables: per-run rows, per-pair ratios, medians.
+
+A pair is one run of each system on the same case, back to back; ratios are taken
+within a pair (the machine's load changes between pairs), then summarised by their
+median over the pairs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+__all__ = [
+    "CASES",
+    "DEFAULT_CASES",
+    "Case",
+    "PairRatio",
+    "Run",
+    "case_markdown",
+    "median_or_none",
+    "pair_ratios",
+    "parse_cases",
+]
+
+SYSTEMS: Final = ("rocklet", "rocketmq")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload of the Java benchmark tool.
+
+    Attributes:
+        name: As given to ``--cases``.
+        tool: ``"producer"`` or ``"consumer"`` (which reads a backlog written first).
+        threads: The tool's ``-w``.
+    """
+
+    name: str
+    tool: str
+    threads: int
+
+    @property
+    def title(self) -> str:
+        """A heading for the case's table."""
+        what = "Producer" if self.tool == "producer" else "Consumer of a backlog"
+        return f"Java benchmark {what}, {self.threads} thread{'s' * (self.threads > 1)}, 1 KiB"
+
+
+CASES: Final = {
+    c.name: c
+    for c in (
+        Case("producer16", "producer", 16),
+        Case("producer1", "producer", 1),
+        Case("consumer1", "consumer", 1),
+        Case("consumer16", "consumer", 16),
+    )
+}
+DEFAULT_CASES: Final = ("producer16", "producer1", "consumer1", "consumer16")
+
+
+def parse_cases(text: str) -> tuple[Case, ...]:
+    """``producer16,consumer1`` -> the cases, in the order given.
+
+    Raises:
+        ValueError: An unknown or repeated name, or none at all.
+    """
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CASES]
+    if unknown or not names or len(set(names)) != len(names):
+        raise ValueError(f"cases must be distinct names from {', '.join(CASES)} (got {text!r})")
+    return tuple(CASES[n] for n in names)
+
+
+@dataclass
+class Run:
+    """One system's run of one case.
+
+    Attributes:
+        system: ``"rocklet"`` or ``"rocketmq"``.
+        case: The case's name.
+        pair: 1-based pair number.
+        msgs_per_s: The tool's steady rate (its TPS lines after the first); None if it
+            printed none.
+        messages: Messages the CPU was divided by: stored in the run's topic (producer),
+            or committed by the group within the measured window (consumer).
+        cpu_s: Broker CPU seconds (user + system, all threads) over the same span.
+        peak_rss_mib: The broker process's VmHWM at the end of the run.
+        load_before: 1-minute load average before the run.
+        load_after: And after it.
+        tps_lines: Every rate the tool printed.
+        notes: Anything that qualifies the figures.
+    """
+
+    system: str
+    case: str
+    pair: int
+    msgs_per_s: float | None
+    messages: int
+    cpu_s: float
+    peak_rss_mib: float
+    load_before: float
+    load_after: float
+    tps_lines: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cpu_us_per_msg(self) -> float | None:
+        """Broker CPU microseconds per message (None without messages)."""
+        return self.cpu_s * 1e6 / self.messages if self.messages > 0 else None
+
+    def as_json(self) -> dict[str, Any]:
+        """The run as plain data, with the derived CPU per message."""
+        return {**asdict(self), "cpu_us_per_msg": self.cpu_us_per_msg}
+
+
+@dataclass(frozen=True)
+class PairRatio:
+    """The two ratios of one pair (None where a figure is missing).
+
+    Attributes:
+        pair: 1-based pair number.
+        rate: Rocklet msg/s ÷ RocketMQ msg/s (above 1: Rocklet faster).
+        cpu: RocketMQ CPU/msg ÷ Rocklet CPU/msg (above 1: Rocklet cheaper).
+    """
+
+    pair: int
+    rate: float | None
+    cpu: float | None
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def pair_ratios(runs: Sequence[Run]) -> list[PairRatio]:
+    """One :class:`PairRatio` per pair in which both systems ran (pairs in order)."""
+    by_pair: dict[int, dict[str, Run]] = {}
+    for run in runs:
+        by_pair.setdefault(run.pair, {})[run.system] = run
+    ratios = []
+    for pair in sorted(by_pair):
+        ours, theirs = by_pair[pair].get("rocklet"), by_pair[pair].get("rocketmq")
+        if ours is None or theirs is None:
+            continue
+        ratios.append(
+            PairRatio(
+                pair,
+                _div(ours.msgs_per_s, theirs.msgs_per_s),
+                _div(theirs.cpu_us_per_msg, ours.cpu_us_per_msg),
+            )
+        )
+    return ratios
+
+
+def median_or_none(values: Sequence[float | None]) -> float | None:
+    """The median of the values that are present (None if there are none)."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def case_markdown(case: str, title: str, runs: Sequence[Run]) -> str:
+    """The case's Markdown: a row per run, per-pair ratios, and the medians.
+
+    Args:
+        case: The case's name.
+        title: Its heading.
+        runs: Every run of that case (both systems, every pair).
+
+    Returns:
+        Markdown text ending with a newline.
+    """
+    mine = sorted((r for r in runs if r.case == case), key=lambda r: r.pair)
+    out = [
+        f"### {title} (`{case}`)",
+        "",
+        "| pair | system | msg/s | messages | broker CPU µs/msg | peak RSS MiB | load 1-min |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in mine:
+        note = f" ({'; '.join(r.notes)})" if r.notes else ""
+        out.append(
+            f"| {r.pair} | {r.system}{note} | {_num(r.msgs_per_s, ',.0f')} | {r.messages:,} | "
+            f"{_num(r.cpu_us_per_msg, '.1f')} | {r.peak_rss_mib:.0f} | "
+            f"{r.load_before:.2f}→{r.load_after:.2f} |"
+        )
+    ratios = pair_ratios(mine)
+    out += [
+        "",
+        "| pair | Rocklet ÷ RocketMQ, msg/s | RocketMQ ÷ Rocklet, broker CPU/msg |",
+        "| ---: | ---: | ---: |",
+    ]
+    out += [f"| {p.pair} | {_num(p.rate, '.2f')} | {_num(p.cpu, '.2f')} |" for p in ratios]
+    out.append(
+        f"| median | {_num(median_or_none([p.rate for p in ratios]), '.2f')} | "
+        f"{_num(median_or_none([p.cpu for p in ratios]), '.2f')} |"
+    )
+    for system in SYSTEMS:
+        rows = [r for r in mine if r.system == system]
+        if rows:
+            rate = median_or_none([r.msgs_per_s for r in rows])
+            cpu = median_or_none([r.cpu_us_per_msg for r in rows])
+            out.append("")
+            out.append(
+                f"Median {system}: {_num(rate, ',.0f')} msg/s, {_num(cpu, '.1f')} µs broker CPU "
+                f"per message, peak RSS {statistics.median(r.peak_rss_mib for r in rows):.0f} MiB."
+            )
+    return "\n".join(out) + "\n"

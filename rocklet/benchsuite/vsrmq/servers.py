@@ -1,0 +1,161 @@
+"""Starting and stopping the two systems compared: RocketMQ's JVMs and ``rocklet standalone``.
+
+Each system is a name server and one broker on fresh ports with a fresh store under a
+work directory, started as child processes (:class:`~rocklet.benchsuite.procs.ServerProcess`:
+own session, log file, stopped by PID). RocketMQ is ready when its port accepts and its
+log says "boot success"; Rocklet when both its ports accept.
+
+RocketMQ 4.9.4 has no bind-address setting: its name server and broker listen on every
+interface (0.0.0.0) for the length of a run. Rocklet listens on loopback only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from rocklet.benchsuite.procs import LOOPBACK, PeerStartError, ServerProcess, free_port
+from rocklet.benchsuite.vsrmq.configs import broker_conf, free_broker_port, namesrv_properties
+from rocklet.benchsuite.vsrmq.release import RocketMqRelease
+
+__all__ = ["SERVER_HEAP", "RunningSystem", "start_rocketmq", "start_rocklet"]
+
+#: Heap of each RocketMQ JVM (its scripts ask for 4-8 GiB; a benchmark box may be small).
+SERVER_HEAP: Final = "512m"
+_BOOTED: Final = "boot success"
+_POLL_S: Final = 0.1
+
+
+@dataclass
+class RunningSystem:
+    """A name server and a broker that are up.
+
+    Attributes:
+        name: ``"rocklet"`` or ``"rocketmq"``.
+        namesrv: The name server's ``host:port``.
+        broker: The broker process (whose CPU and memory are measured).
+        others: Other processes of the system (RocketMQ's name server).
+    """
+
+    name: str
+    namesrv: str
+    broker: ServerProcess
+    others: list[ServerProcess] = field(default_factory=list)
+
+    def stop(self) -> None:
+        """Stop the broker first (it unregisters), then the rest."""
+        for proc in (self.broker, *self.others):
+            proc.stop()
+
+
+def _wait_booted(proc: ServerProcess, port: int, timeout_s: float) -> None:
+    """Wait until ``port`` accepts and the log says "boot success".
+
+    Raises:
+        PeerStartError: Not within ``timeout_s``, or the process died; it is stopped.
+    """
+    deadline = time.monotonic() + timeout_s
+    proc.require_ports([port], timeout_s)
+    while time.monotonic() < deadline:
+        try:
+            if _BOOTED in proc.log_path.read_text(errors="replace"):
+                return
+        except OSError:
+            pass
+        if proc.exited():
+            break
+        time.sleep(_POLL_S)  # the JVM announces its boot only in its log
+    proc.stop()
+    raise PeerStartError(
+        f"{proc.name} did not report '{_BOOTED}' within {timeout_s:.0f} s "
+        f"(exit code {proc.proc.returncode}); log tail:\n{proc.log_tail(25)}"
+    )
+
+
+def start_rocketmq(release: RocketMqRelease, work: Path, timeout_s: float = 180.0) -> RunningSystem:
+    """Start the release's name server and one broker with a fresh store under ``work``.
+
+    Args:
+        release: The checked release.
+        work: An empty directory for configs, logs and the store.
+        timeout_s: Per server, to come up.
+
+    Returns:
+        The running system.
+
+    Raises:
+        PeerStartError: A server did not come up (the message ends with its log's tail).
+    """
+    home = work / "home"  # user.home: where RocketMQ writes its logs and kv config
+    home.mkdir(parents=True, exist_ok=True)
+    ns_port = free_port()
+    (work / "namesrv.properties").write_text(namesrv_properties(ns_port))
+    env = {**os.environ, "ROCKETMQ_HOME": str(release.home)}  # its conf/logback_*.xml
+    props = (f"-Duser.home={home}",)
+    namesrv = ServerProcess(
+        "RocketMQ name server",
+        release.java_argv(
+            SERVER_HEAP,
+            "org.apache.rocketmq.namesrv.NamesrvStartup",
+            "-c",
+            str(work / "namesrv.properties"),
+            props=props,
+        ),
+        work / "namesrv.out",
+        env=env,
+        cwd=work,
+    )
+    _wait_booted(namesrv, ns_port, timeout_s)
+    try:
+        broker_port = free_broker_port()
+        (work / "broker.conf").write_text(
+            broker_conf(listen_port=broker_port, namesrv_port=ns_port, store=work / "store")
+        )
+        broker = ServerProcess(
+            "RocketMQ broker",
+            release.java_argv(
+                SERVER_HEAP,
+                "org.apache.rocketmq.broker.BrokerStartup",
+                "-c",
+                str(work / "broker.conf"),
+                props=props,
+            ),
+            work / "broker.out",
+            env=env,
+            cwd=work,
+        )
+        _wait_booted(broker, broker_port, timeout_s)
+    except BaseException:
+        namesrv.stop()
+        raise
+    return RunningSystem("rocketmq", f"{LOOPBACK}:{ns_port}", broker, [namesrv])
+
+
+def start_rocklet(work: Path, timeout_s: float = 60.0) -> RunningSystem:
+    """Start ``rocklet standalone`` (name server and broker, one process) on loopback.
+
+    Args:
+        work: An empty directory for the store and the log.
+        timeout_s: To come up.
+
+    Returns:
+        The running system (its broker process also holds the idle name server).
+
+    Raises:
+        PeerStartError: It did not come up (the message ends with its log's tail).
+    """
+    ns_port, broker_port = free_port(), free_port()
+    argv = [
+        sys.executable, "-m", "rocklet", "standalone",
+        "--data-dir", str(work / "data"),
+        "--namesrv-port", str(ns_port),
+        "--listen-port", str(broker_port),
+        "--host", LOOPBACK,
+    ]  # fmt: skip
+    proc = ServerProcess("rocklet standalone", argv, work / "rocklet.out", cwd=work)
+    proc.require_ports([ns_port, broker_port], timeout_s)
+    return RunningSystem("rocklet", f"{LOOPBACK}:{ns_port}", proc)
