@@ -160,7 +160,7 @@ def test_compiled_header_parser_matches_the_python_one(cls: type) -> None:
         except HeaderError as exc:
             return "error", str(exc)
 
-    @settings(max_examples=50, deadline=None)
+    @settings(max_examples=25, deadline=None)
     @given(st.dictionaries(st.sampled_from(keys), _SPELLINGS | text, max_size=len(keys)))
     def check(ext: dict[str, str]) -> None:
         assert outcome(both, ext) == outcome(python_parse, ext)
