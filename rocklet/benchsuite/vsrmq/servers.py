@@ -92,6 +92,7 @@ def start_rocketmq(release: RocketMqRelease, work: Path, timeout_s: float = 180.
     """
     home = work / "home"  # user.home: where RocketMQ writes its logs and kv config
     home.mkdir(parents=True, exist_ok=True)
+    # The broker port is chosen once the name server listens, so the two cannot collide.
     ns_port = free_port()
     (work / "namesrv.properties").write_text(namesrv_properties(ns_port))
     env = {**os.environ, "ROCKETMQ_HOME": str(release.home)}  # its conf/logback_*.xml
@@ -148,7 +149,10 @@ def start_rocklet(work: Path, timeout_s: float = 60.0) -> RunningSystem:
     Raises:
         PeerStartError: It did not come up (the message ends with its log's tail).
     """
-    ns_port, broker_port = free_port(), free_port()
+    # The broker binds P, P-2 (VIP) and P+1 (HA), like RocketMQ's: all three must be
+    # free and none may be the name server's (two free_port() calls can return one port).
+    broker_port = free_broker_port()
+    ns_port = _port_outside({broker_port - 2, broker_port, broker_port + 1})
     argv = [
         sys.executable, "-m", "rocklet", "standalone",
         "--data-dir", str(work / "data"),
@@ -159,3 +163,10 @@ def start_rocklet(work: Path, timeout_s: float = 60.0) -> RunningSystem:
     proc = ServerProcess("rocklet standalone", argv, work / "rocklet.out", cwd=work)
     proc.require_ports([ns_port, broker_port], timeout_s)
     return RunningSystem("rocklet", f"{LOOPBACK}:{ns_port}", proc)
+
+
+def _port_outside(taken: set[int]) -> int:
+    """A free port that is not one of ``taken`` (ports about to be bound by another)."""
+    while (port := free_port()) in taken:
+        pass
+    return port
