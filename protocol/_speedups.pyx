@@ -18,30 +18,7 @@ from libc.string cimport memcpy
 from rocklet.protocol.errors import FrameError
 
 
-cdef extern from "Python.h":
-    bint PyUnicode_IS_COMPACT_ASCII(object)
-    void* PyUnicode_DATA(object)
-    Py_ssize_t PyUnicode_GET_LENGTH(object)
-
-
-cdef inline int32_t _i32(const unsigned char* p) noexcept:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
-cdef inline int16_t _i16(const unsigned char* p) noexcept:
-    return <int16_t>((<uint32_t>p[0] << 8) | <uint32_t>p[1])
-
-
-cdef inline void _put32(unsigned char* p, uint32_t v) noexcept:
-    p[0] = (v >> 24) & 0xFF
-    p[1] = (v >> 16) & 0xFF
-    p[2] = (v >> 8) & 0xFF
-    p[3] = v & 0xFF
-
-
-cdef inline void _put16(unsigned char* p, uint32_t v) noexcept:
-    p[0] = (v >> 8) & 0xFF
-    p[1] = v & 0xFF
+include "_wire.pxi"
 
 
 def decode_binary(bytes data):
@@ -111,18 +88,6 @@ cdef object _utf8(object text):
             return text.encode("utf-8", "surrogateescape")
         except UnicodeEncodeError:
             return text.encode("utf-8", "backslashreplace")
-
-
-cdef inline Py_ssize_t _size(object piece) noexcept:
-    if type(piece) is str:
-        return PyUnicode_GET_LENGTH(piece)
-    return PyBytes_GET_SIZE(piece)
-
-
-cdef inline const char* _ptr(object piece) noexcept:
-    if type(piece) is str:
-        return <const char*>PyUnicode_DATA(piece)
-    return PyBytes_AS_STRING(piece)
 
 
 def encode_binary(int code, int lang, int version, int opaque, int flag, remark, ext):

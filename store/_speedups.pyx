@@ -17,11 +17,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcpy
 
 
-cdef extern from "Python.h":
-    bint PyUnicode_IS_COMPACT_ASCII(object)
-    void* PyUnicode_DATA(object)
-    Py_ssize_t PyUnicode_GET_LENGTH(object)
-    int PyUnicode_KIND(object)
+include "../protocol/_wire.pxi"
 
 
 #: Status codes handed back instead of a batch (the caller maps them to PutMessageStatus).
@@ -46,33 +42,8 @@ cdef struct _Rec:
     Py_ssize_t pieces
 
 
-cdef inline void _put64(unsigned char* p, uint64_t v) noexcept:
-    cdef int i
-    for i in range(8):
-        p[i] = (v >> (56 - 8 * i)) & 0xFF
-
-
-cdef inline void _put32(unsigned char* p, uint32_t v) noexcept:
-    p[0] = (v >> 24) & 0xFF
-    p[1] = (v >> 16) & 0xFF
-    p[2] = (v >> 8) & 0xFF
-    p[3] = v & 0xFF
-
-
 cdef inline bint _in32(int64_t v) noexcept:
     return _I32_MIN <= v <= _I32_MAX
-
-
-cdef inline Py_ssize_t _size(object piece) noexcept:
-    if type(piece) is str:
-        return PyUnicode_GET_LENGTH(piece)
-    return PyBytes_GET_SIZE(piece)
-
-
-cdef inline const char* _ptr(object piece) noexcept:
-    if type(piece) is str:
-        return <const char*>PyUnicode_DATA(piece)
-    return PyBytes_AS_STRING(piece)
 
 
 cdef inline bint _has_separator(object piece) noexcept:
@@ -333,10 +304,6 @@ def dispatch_data(
     return entries, codes, hashes, key_offsets
 
 
-cdef inline int32_t _get32(const unsigned char* p) noexcept:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
 def put_index_keys(
     unsigned char[::1] view,
     hashes,
@@ -369,7 +336,7 @@ def put_index_keys(
     for i in range(start, start + count):
         h = hashes[i]
         slot_pos = header_size + (h % slots) * 4
-        head = _get32(base + slot_pos)
+        head = _i32(base + slot_pos)
         if head <= 0 or head > n:
             head = 0  # an empty slot, or garbage from a torn write: a new chain
             new_slots += 1

@@ -36,7 +36,7 @@ for spec in "$@"; do
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   stamp="$venv/.dev-stamp"
   stale=""
-  for input in pyproject.toml setup.py */_speedups.pyx; do
+  for input in pyproject.toml setup.py */_speedups.pyx */_wire.pxi; do
     [ "$input" -nt "$stamp" ] && stale=1
   done
   if [ ! -f "$stamp" ] || [ -n "$stale" ]; then
