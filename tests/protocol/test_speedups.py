@@ -7,6 +7,7 @@ import os
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +20,15 @@ from rocklet.protocol.errors import FrameError, HeaderError
 from tests.speedups_support import compiled_module
 
 _C = compiled_module("rocklet.protocol._speedups")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_twins_wired() -> Iterator[None]:
+    """The ``*_c`` wrappers call the compiled module even under ROCKLET_PURE_PYTHON=1."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(header_codec, "_speedups", _C)
+        yield
+
 
 int16 = st.integers(-(2**15), 2**15 - 1)
 int32 = st.integers(-(2**31), 2**31 - 1)
