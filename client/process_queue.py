@@ -61,8 +61,6 @@ _CLEAN_BATCH: Final = 16
 _MIB: Final = 1024 * 1024
 _OFFSET: Final = operator.attrgetter("queue_offset")
 _BODY: Final = operator.attrgetter("body")
-_FIRST: Final = operator.itemgetter(0)
-_SECOND: Final = operator.itemgetter(1)
 
 
 class QueuedMessage(Protocol):
@@ -194,20 +192,21 @@ class ProcessQueue(Generic[M]):
             ):
                 # The usual pull: consecutive offsets past everything cached, so none
                 # can be a duplicate and no per-message membership test is needed.
-                new = list(zip(map(_OFFSET, msgs), msgs, strict=True))
+                # (dict(zip()) reuses zip's pair tuple: no tuple per message.)
+                new = dict(zip(map(_OFFSET, msgs), msgs, strict=True))
             else:
-                new = [
-                    (m.queue_offset, m)
+                new = {
+                    m.queue_offset: m
                     for m in msgs
                     if m.queue_offset not in tree and m.queue_offset not in taken
-                ]
+                }
             if new:
                 # One bulk update: about a third of the cost of a SortedDict insert per
                 # message on the consume hot path.
                 tree.update(new)
                 self._count += len(new)
-                self._size += sum(map(len, map(_BODY, map(_SECOND, new))))
-                self.queue_offset_max = max(self.queue_offset_max, max(map(_FIRST, new)))
+                self._size += sum(map(len, map(_BODY, new.values())))
+                self.queue_offset_max = max(self.queue_offset_max, max(new))
             dispatch = bool(tree) and not self.consuming
             if dispatch:
                 self.consuming = True
