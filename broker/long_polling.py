@@ -28,6 +28,11 @@ class _Hold:
     future: asyncio.Future[bool] = field(repr=False)
 
 
+def _settle(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
+
+
 class PullHoldService:
     """Parks pulls per (topic, queue) and wakes them on arrival.
 
@@ -67,14 +72,19 @@ class PullHoldService:
         if self._closed or timeout_s <= 0:
             return False
         key = (topic, queue_id)
-        hold = _Hold(offset, tag_codes, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        hold = _Hold(offset, tag_codes, future)
         self._holds.setdefault(key, []).append(hold)
         self._parked.set()
+        # The pull awaits its own future and a timer settles it: an arrival wakes the
+        # pull in the loop's next pass. ``asyncio.wait_for`` would put a second future
+        # (and a pass) between the arrival and the answer, and a task per hold on 3.12+.
+        timer = loop.call_later(timeout_s, _settle, future)
         try:
-            return await asyncio.wait_for(hold.future, timeout_s)
-        except TimeoutError:
-            return False
+            return await future
         finally:
+            timer.cancel()
             holds = self._holds.get(key)
             if holds is not None:
                 if hold in holds:

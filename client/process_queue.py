@@ -33,6 +33,7 @@ where Java puts ``System.currentTimeMillis()``).
 from __future__ import annotations
 
 import asyncio
+import operator
 import threading
 from collections.abc import Sequence
 from typing import Any, Final, Generic, Protocol, TypeVar
@@ -58,6 +59,8 @@ PULL_MAX_IDLE_MS: Final = 120_000
 #: At most this many expired heads are looked at per clean-up round (Java's 16).
 _CLEAN_BATCH: Final = 16
 _MIB: Final = 1024 * 1024
+_OFFSET: Final = operator.attrgetter("queue_offset")
+_BODY: Final = operator.attrgetter("body")
 
 
 class QueuedMessage(Protocol):
@@ -181,18 +184,29 @@ class ProcessQueue(Generic[M]):
             return False
         with self._lock:
             tree, taken = self._msgs, self._taken
-            new = [
-                (m.queue_offset, m)
-                for m in msgs
-                if m.queue_offset not in tree and m.queue_offset not in taken
-            ]
+            first, last = msgs[0].queue_offset, msgs[-1].queue_offset
+            if (
+                last - first == len(msgs) - 1
+                and (not tree or first > tree.keys()[-1])
+                and (not taken or first > taken.keys()[-1])
+            ):
+                # The usual pull: consecutive offsets past everything cached, so none
+                # can be a duplicate and no per-message membership test is needed.
+                # (dict(zip()) reuses zip's pair tuple: no tuple per message.)
+                new = dict(zip(map(_OFFSET, msgs), msgs, strict=True))
+            else:
+                new = {
+                    m.queue_offset: m
+                    for m in msgs
+                    if m.queue_offset not in tree and m.queue_offset not in taken
+                }
             if new:
                 # One bulk update: about a third of the cost of a SortedDict insert per
                 # message on the consume hot path.
                 tree.update(new)
                 self._count += len(new)
-                self._size += sum(len(m.body) for _, m in new)
-                self.queue_offset_max = max(self.queue_offset_max, max(o for o, _ in new))
+                self._size += sum(map(len, map(_BODY, new.values())))
+                self.queue_offset_max = max(self.queue_offset_max, max(new))
             dispatch = bool(tree) and not self.consuming
             if dispatch:
                 self.consuming = True
@@ -221,15 +235,15 @@ class ProcessQueue(Generic[M]):
                 self._consume_start.pop(msgs[0].queue_offset, None)
             removed = 0
             size = 0
-            offsets = [m.queue_offset for m in msgs]
-            if tree.keys()[: len(offsets)] == offsets:
-                # The usual case: the batch is the head of the map. Popping the first
-                # item skips the two bisections a keyed pop costs.
-                popitem = tree.popitem
-                for _ in offsets:
-                    popitem(0)
+            offsets = list(map(_OFFSET, msgs))
+            keys = tree.keys()
+            if keys[: len(offsets)] == offsets:
+                # The usual case: the batch is the head of the map. One slice deletion
+                # (the keys' list cut once, then the dict entries) instead of a pop per
+                # message, each rebalancing the sorted list.
+                del keys[: len(offsets)]
                 removed = len(offsets)
-                size = sum(len(m.body) for m in msgs)
+                size = sum(map(len, map(_BODY, msgs)))
             else:
                 for msg in msgs:
                     if tree.pop(msg.queue_offset, None) is not None:

@@ -3,20 +3,19 @@
 Shared by the push consumer's pull loops and the pull / lite-pull consumers
 (RocketMQ's ``PullAPIWrapper``). The body of a found pull is back-to-back stored
 records (docs/protocol.md); :func:`decode_messages` turns them into
-:class:`~rocklet.client.message.MessageExt` in one pass, unpacking each record's fixed part
-with one ``struct`` call, dropping records whose tag the subscription does not want
-*before* building them (the broker filters by tag hash, which collides, so clients
-re-check the string, as Java and C++ do), and restoring the original topic of retried
+:class:`~rocklet.client.message.MessageExt` with
+:class:`~rocklet.protocol.records.RecordScanner` (a compiled loop when built, setting each
+message's slots directly; properties stay raw until read), drops records whose tag the
+subscription does not want (the broker filters by tag hash, which collides, so clients
+re-check the string, as Java and C++ do), and restores the original topic of retried
 messages (``resetRetryAndNamespace``).
 """
 
 from __future__ import annotations
 
 import enum
-import struct
-import zlib
-from collections.abc import Iterator, Mapping, Set
-from dataclasses import dataclass, replace
+from collections.abc import Set
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from rocklet.client.errors import error_for_code
@@ -24,7 +23,6 @@ from rocklet.client.message import MessageExt
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
-from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.headers.base import Header
 from rocklet.protocol.headers.consumer import (
     GetMaxOffsetRequestHeader,
@@ -37,8 +35,9 @@ from rocklet.protocol.headers.pull import (
     PullSysFlag,
     pull_request_fields,
 )
-from rocklet.protocol.message import MESSAGE_MAGIC, SysFlag, decode_message
-from rocklet.protocol.properties import Prop, decode_properties
+from rocklet.protocol.message import decode_message
+from rocklet.protocol.properties import Prop
+from rocklet.protocol.records import LazyProperties, RecordScanner
 
 __all__ = [
     "LazyProperties",
@@ -53,53 +52,10 @@ __all__ = [
     "search_offset",
 ]
 
-#: size, magic, crc, queue id, flag, queue offset, physical offset, sysFlag,
-#: born time, born host, store time, store host, reconsume times, prepared offset,
-#: body length: everything before the body of a record with IPv4 hosts.
-_FIXED: Final = struct.Struct(">iiiiiqqiq8sq8siqi")
-# Plain ints: ``int & IntFlag`` goes through enum machinery, slow on a per-record path.
-_V6_HOSTS: Final = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
-_COMPRESSED: Final = int(SysFlag.COMPRESSED)
+# Plain ints: ``int & IntFlag`` goes through enum machinery, slow on a per-request path.
 _SUBSCRIPTION: Final = int(PullSysFlag.SUBSCRIPTION)
 _COMMIT_OFFSET: Final = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND: Final = int(PullSysFlag.SUSPEND)
-_I16: Final = struct.Struct(">h")
-_host_cache: dict[bytes, tuple[str, int]] = {}
-
-
-class LazyProperties(Mapping[str, str]):
-    """A message's properties, parsed from the stored string on first use.
-
-    Most listeners read the body and never the properties; parsing them costs about
-    as much as building the message, so it waits until someone looks.
-
-    Args:
-        raw: The stored properties string.
-    """
-
-    __slots__ = ("_parsed", "_raw")
-
-    def __init__(self, raw: bytes) -> None:
-        self._raw = raw
-        self._parsed: dict[str, str] | None = None
-
-    def _table(self) -> dict[str, str]:
-        parsed = self._parsed
-        if parsed is None:
-            parsed = self._parsed = decode_properties(self._raw)
-        return parsed
-
-    def __getitem__(self, key: str) -> str:
-        return self._table()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table())
-
-    def __len__(self) -> int:
-        return len(self._table())
-
-    def __repr__(self) -> str:
-        return repr(self._table())
 
 
 class PullStatus(enum.Enum):
@@ -247,14 +203,7 @@ def read_pull_response(
     )
 
 
-def _host(raw: bytes) -> tuple[str, int]:
-    host = _host_cache.get(raw)
-    if host is None:
-        port = int.from_bytes(raw[4:], "big", signed=True)
-        host = (f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}", port)
-        if len(_host_cache) < 4096:  # a consumer sees few hosts; stay bounded anyway
-            _host_cache[raw] = host
-    return host
+_scanner: Final = RecordScanner(MessageExt)
 
 
 def decode_messages(
@@ -265,6 +214,9 @@ def decode_messages(
     retry_topic: str | None = None,
 ) -> list[MessageExt]:
     """Decode back-to-back stored records into messages, filtering by tag.
+
+    The common records go through :class:`~rocklet.protocol.records.RecordScanner`
+    (compiled when built); one with IPv6 hosts or a compressed body is decoded whole.
 
     Args:
         data: The records (a pull body).
@@ -279,95 +231,23 @@ def decode_messages(
     Raises:
         MessageFormatError: A record is malformed or truncated.
     """
-    out: list[MessageExt] = []
-    append = out.append
-    unpack = _FIXED.unpack_from
-    fixed = _FIXED.size
+    if type(data) is not bytes:
+        data = bytes(data)
+    out, pos = _scanner.scan(data, 0, broker_name)
     end_of_data = len(data)
-    topics: dict[bytes, str] = {}
-    cached_host = _host_cache.get
-    pos = 0
     while pos < end_of_data:
-        if pos + fixed > end_of_data:
-            raise MessageFormatError(f"record at {pos} is truncated in its fixed fields")
-        (size, magic, crc, qid, flag, qoff, poff, sys_flag, born_ts, born_raw, store_ts,
-         store_raw, reconsume, prepared, body_len) = unpack(data, pos)  # fmt: skip
-        end = pos + size
-        if magic != MESSAGE_MAGIC or end > end_of_data or size < fixed:
-            raise MessageFormatError(f"bad record at {pos} (size {size}, magic {magic:#x})")
-        if sys_flag & _V6_HOSTS:
-            msg = MessageExt.from_stored(decode_message(data, pos), broker_name=broker_name)
-            pos = end
-            if _wanted(msg.properties, tags):
-                append(_restore_topic(msg, retry_topic))
-            continue
-        p = pos + fixed
-        body_end = p + body_len
-        if body_len < 0 or body_end + 3 > end:
-            raise MessageFormatError(f"body length {body_len} overruns the record at {pos}")
-        topic_len = data[body_end]
-        topic_end = body_end + 1 + topic_len
-        (props_len,) = _I16.unpack_from(data, topic_end)
-        if topic_end + 2 + props_len != end:
-            raise MessageFormatError(f"record at {pos} does not add up to its size")
-        props = LazyProperties(data[topic_end + 2 : end])
-        pos = end
-        if tags is not None and props.get(Prop.TAGS) not in tags:
-            continue
-        raw_topic = data[body_end + 1 : topic_end]
-        topic = topics.get(raw_topic)
-        if topic is None:
-            topic = topics[raw_topic] = raw_topic.decode("utf-8", "replace")
-        if topic == retry_topic:
-            topic = props.get(Prop.RETRY_TOPIC, topic)
-        body = data[p:body_end]
-        if sys_flag & _COMPRESSED:
-            body = _inflate(body, sys_flag)
-        append(
-            MessageExt(
-                topic,
-                body,
-                props,
-                flag,
-                qid,
-                qoff,
-                poff,
-                sys_flag,
-                born_ts,
-                cached_host(born_raw) or _host(born_raw),
-                store_ts,
-                cached_host(store_raw) or _host(store_raw),
-                reconsume,
-                prepared,
-                size,
-                crc,
-                broker_name,
-            )
-        )
+        # An unusual record (IPv6 hosts, compressed body): the general decoder.
+        stored = decode_message(data, pos)
+        out.append(MessageExt.from_stored(stored, broker_name=broker_name))
+        more, pos = _scanner.scan(data, pos + stored.size, broker_name)
+        out += more
+    if tags is not None:
+        out = [m for m in out if m.properties.get(Prop.TAGS) in tags]
+    if retry_topic is not None:
+        for msg in out:
+            if msg.topic == retry_topic:
+                msg.topic = msg.properties.get(Prop.RETRY_TOPIC, retry_topic)
     return out
-
-
-def _wanted(props: Mapping[str, str], tags: Set[str] | None) -> bool:
-    return tags is None or props.get(Prop.TAGS) in tags
-
-
-def _restore_topic(msg: MessageExt, retry_topic: str | None) -> MessageExt:
-    if retry_topic is None or msg.topic != retry_topic:
-        return msg
-    original = msg.properties.get(Prop.RETRY_TOPIC)
-    if original is None:
-        return msg
-    return replace(msg, topic=original)
-
-
-def _inflate(body: bytes, sys_flag: int) -> bytes:
-    kind = sys_flag & SysFlag.COMPRESSION_TYPE
-    if kind not in (0, 0x300):
-        raise MessageFormatError(f"unsupported compression type {kind:#x}")
-    try:
-        return zlib.decompress(body)
-    except zlib.error as exc:
-        raise MessageFormatError(f"compressed body does not inflate: {exc}") from None
 
 
 async def _offset_query(

@@ -12,8 +12,8 @@ handed back to the Python twin rather than handled twice.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, uint32_t
-from libc.string cimport memcpy
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
 
 from rocklet.protocol.errors import FrameError
 
@@ -270,3 +270,135 @@ def parse_header(ext, new, cls, tuple plan, tuple slots):
                     return None
         _set(slots[i], obj, value)
     return obj
+
+
+# -- pull bodies: stored records into message objects ---------------------------------
+
+cdef extern from "Python.h":
+    object PyUnicode_FromFormat(const char* fmt, ...)
+    void PyObject_GC_UnTrack(PyObject* op)
+
+# sysFlag bits the scan leaves to the caller: IPv6 hosts (0x10, 0x20), compressed (0x1).
+cdef enum:
+    _UNUSUAL_FLAGS = 0x31
+    _FIXED_SIZE = 88
+    _MAGIC = -626843481
+
+
+cdef inline int64_t _i64(const unsigned char* p) noexcept:
+    return <int64_t>((<uint64_t><uint32_t>_i32(p) << 32) | <uint64_t><uint32_t>_i32(p + 4))
+
+
+cdef object _host_of(const unsigned char* p):
+    return (
+        PyUnicode_FromFormat("%d.%d.%d.%d", <int>p[0], <int>p[1], <int>p[2], <int>p[3]),
+        _i32(p + 4),
+    )
+
+
+def scan_records(
+    bytes data, Py_ssize_t pos, new, cls, tuple slots, props_cls, tuple props_slots, broker_name
+):
+    """Twin of ``rocklet.protocol.records.scan_records_py`` building by slot.
+
+    Args:
+        data: Back-to-back records.
+        pos: Where the first record starts.
+        new: ``object.__new__``.
+        cls: The message class.
+        slots: Its member descriptors in ``RECORD_FIELDS`` order.
+        props_cls: ``LazyProperties``.
+        props_slots: Its ``_raw`` and ``_parsed`` descriptors.
+        broker_name: The last field of every message.
+
+    Returns:
+        ``(messages, where the scan stopped)``, as the Python twin.
+
+    Raises:
+        MessageFormatError: The same records and messages as the Python twin.
+    """
+    from rocklet.protocol.errors import MessageFormatError
+
+    cdef const unsigned char* base = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t end_of_data = PyBytes_GET_SIZE(data)
+    cdef const unsigned char* p
+    cdef int32_t size, magic, sys_flag, body_len, props_len
+    cdef Py_ssize_t end, body_at, body_end, topic_end, topic_len
+    cdef uint64_t born_key = 0, store_key = 0, key
+    cdef Py_ssize_t last_topic_at = -1, last_topic_len = -1
+    if len(slots) != 17 or len(props_slots) != 2:
+        raise ValueError("scan_records needs 17 message slots and 2 property slots")
+    out = []
+    born_host = None
+    store_host = None
+    topic = None
+    raw_slot = props_slots[0]
+    parsed_slot = props_slots[1]
+    while pos < end_of_data:
+        if pos + _FIXED_SIZE > end_of_data:
+            raise MessageFormatError(f"record at {pos} is truncated in its fixed fields")
+        p = base + pos
+        size = _i32(p)
+        magic = _i32(p + 4)
+        end = pos + size
+        if magic != _MAGIC or end > end_of_data or size < _FIXED_SIZE:
+            raise MessageFormatError(f"bad record at {pos} (size {size}, magic {magic:#x})")
+        sys_flag = _i32(p + 36)
+        if sys_flag & _UNUSUAL_FLAGS:
+            break
+        body_len = _i32(p + 84)
+        body_at = pos + _FIXED_SIZE
+        body_end = body_at + body_len
+        if body_len < 0 or body_end + 3 > end:
+            raise MessageFormatError(f"body length {body_len} overruns the record at {pos}")
+        topic_len = base[body_end]
+        topic_end = body_end + 1 + topic_len
+        if topic_end + 2 > end:
+            raise MessageFormatError(f"record at {pos} does not add up to its size")
+        props_len = _i16(base + topic_end)
+        if topic_end + 2 + props_len != end:
+            raise MessageFormatError(f"record at {pos} does not add up to its size")
+        if topic is None or topic_len != last_topic_len or (
+            topic_len and memcmp(base + last_topic_at, base + body_end + 1, topic_len) != 0
+        ):
+            topic = PyUnicode_DecodeUTF8(<const char*>base + body_end + 1, topic_len, "replace")
+            last_topic_at = body_end + 1
+            last_topic_len = topic_len
+        key = <uint64_t>_i64(p + 48)
+        if born_host is None or key != born_key:
+            born_host = _host_of(p + 48)
+            born_key = key
+        key = <uint64_t>_i64(p + 64)
+        if store_host is None or key != store_key:
+            store_host = _host_of(p + 64)
+            store_key = key
+        props = new(props_cls)
+        _set(raw_slot, props, PyBytes_FromStringAndSize(<const char*>base + topic_end + 2, props_len))
+        _set(parsed_slot, props, None)
+        msg = new(cls)
+        _set(slots[0], msg, topic)
+        _set(slots[1], msg, PyBytes_FromStringAndSize(<const char*>base + body_at, body_len))
+        _set(slots[2], msg, props)
+        _set(slots[3], msg, _i32(p + 16))
+        _set(slots[4], msg, _i32(p + 12))
+        _set(slots[5], msg, _i64(p + 20))
+        _set(slots[6], msg, _i64(p + 28))
+        _set(slots[7], msg, sys_flag)
+        _set(slots[8], msg, _i64(p + 40))
+        _set(slots[9], msg, born_host)
+        _set(slots[10], msg, _i64(p + 56))
+        _set(slots[11], msg, store_host)
+        _set(slots[12], msg, _i32(p + 72))
+        _set(slots[13], msg, _i64(p + 76))
+        _set(slots[14], msg, size)
+        _set(slots[15], msg, _i32(p + 8))
+        _set(slots[16], msg, broker_name)
+        # Every field is a str, bytes, int, a tuple of those or the raw properties, so
+        # neither object can be part of a reference cycle: the collector need not
+        # track them (CPython untracks tuples and dicts of such values the same way).
+        # A consumer keeps thousands cached; tracked, each collection would walk them.
+        PyObject_GC_UnTrack(<PyObject*>props)
+        PyObject_GC_UnTrack(<PyObject*>msg)
+        out.append(msg)
+        pos = end
+    return out, pos

@@ -6,6 +6,7 @@ Examples::
     rocklet bench --quick            # one short run of everything (~2 min)
     rocklet bench --smoke            # seconds: Rocklet and the limits only (make test)
     rocklet bench --systems rocklet,redis --runs 1
+    rocklet bench --systems rocklet --runs 1 --cases 'rocklet/consume/main/1024,rocklet/e2e/e2e/*'
     rocklet bench vs-rocketmq --rocketmq-home DIR   # beside a RocketMQ 4.x release
 
 Results go to ``--out`` (default ``bench-results/``): ``results.json`` (every run and
@@ -63,6 +64,13 @@ def add_bench_parser(sub: Any) -> argparse.ArgumentParser:
     bench.add_argument(
         "--systems", type=_systems, help=f"comma-separated, of: {', '.join(SYSTEMS)}"
     )
+    bench.add_argument(
+        "--cases",
+        type=lambda text: tuple(p.strip() for p in text.split(",") if p.strip()),
+        default=(),
+        help="comma-separated patterns of case keys, e.g. 'rocklet/e2e/e2e/*' (a consume"
+        " case brings the produce case that fills its backlog)",
+    )
     bench.add_argument("--skip", type=_systems, default=(), help="systems to leave out")
     bench.add_argument("--out", type=Path, default=Path("bench-results"), help="results dir")
     bench.add_argument("--work-dir", type=Path, help="parent of the temporary data dirs")
@@ -111,6 +119,7 @@ def run_bench(args: argparse.Namespace) -> int:
         command=shlex.join(["rocklet", *sys.argv[1:]]),
         runs=args.runs,
         components=args.components,
+        cases=args.cases,
     )
     try:
         document = run_session(session)

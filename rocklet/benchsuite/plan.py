@@ -13,7 +13,8 @@ smaller batches (RabbitMQ's stream frames are at most 1 MiB by default).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import fnmatch
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -25,6 +26,7 @@ __all__ = [
     "Profile",
     "System",
     "build_plan",
+    "select_cases",
 ]
 
 REQUEST_BYTES: Final = 1024 * 1024
@@ -293,3 +295,21 @@ def build_plan(profile: Profile, systems: tuple[str, ...]) -> list[Case]:
         if key in systems:
             cases += _matrix(SYSTEMS[key], profile)
     return cases
+
+
+def select_cases(plan: Sequence[Case], patterns: Sequence[str]) -> list[Case]:
+    """The cases whose key matches one of ``patterns``, with the cases they read from.
+
+    A consume case keeps the produce case that fills its backlog, so
+    ``rocklet/consume/main/1024`` alone still has messages to read.
+
+    Args:
+        plan: The whole plan, in run order.
+        patterns: Shell-style patterns over case keys (``rocklet/e2e/*``).
+
+    Returns:
+        The selected cases, in run order.
+    """
+    wanted = {c.key for c in plan if any(fnmatch.fnmatchcase(c.key, p) for p in patterns)}
+    wanted |= {c.backlog_of for c in plan if c.key in wanted and c.backlog_of}
+    return [c for c in plan if c.key in wanted]

@@ -36,7 +36,7 @@ from rocklet.benchsuite.peers.nats import NatsServer
 from rocklet.benchsuite.peers.rabbitmq import RabbitMqServer
 from rocklet.benchsuite.peers.redis_streams import RedisServer
 from rocklet.benchsuite.peers.rocklet import RockletServer
-from rocklet.benchsuite.plan import SYSTEMS, Case, Profile, build_plan
+from rocklet.benchsuite.plan import SYSTEMS, Case, Profile, build_plan, select_cases
 from rocklet.benchsuite.procs import PeerStartError
 from rocklet.benchsuite.progress import Progress
 
@@ -140,6 +140,7 @@ class Session:
         command: The command line, for the record.
         runs: Override of the profile's run count.
         components: Also run the component benchmarks of ``bench/`` after the runs.
+        cases: Patterns of the case keys to run (empty: every case).
         skipped: Systems left out, and why (filled in by :func:`run_session`).
     """
 
@@ -151,6 +152,7 @@ class Session:
     command: str = ""
     runs: int | None = None
     components: bool = False
+    cases: tuple[str, ...] = ()
     skipped: dict[str, str] = field(default_factory=dict)
 
 
@@ -297,6 +299,8 @@ def run_session(session: Session, progress_stream: Any = None) -> dict[str, Any]
             session.skipped[system] = why
     systems = tuple(s for s in session.systems if s not in session.skipped)
     plan = build_plan(session.profile, systems)
+    if session.cases:
+        plan = select_cases(plan, session.cases)
     runs_wanted = session.runs or session.profile.runs
     steps = runs_wanted * (len(plan) + len(limit_names()))
     progress = Progress(steps + (len(COMPONENTS) if session.components else 0), progress_stream)
