@@ -392,29 +392,35 @@ cdef Py_ssize_t _item_props(
     cdef Py_ssize_t starts[_MAX_ITEM_PROPS]
     cdef Py_ssize_t seps[_MAX_ITEM_PROPS]
     cdef Py_ssize_t ends[_MAX_ITEM_PROPS]
-    cdef Py_ssize_t count = 0, i, j, start = 0, sep = -1, out = 0, name_len, kept = 0
+    cdef Py_ssize_t count = 0, i, j, start = 0, sep, end, out = 0, name_len, kept = 0
     cdef bint set_seen = False
-    cdef unsigned char c
-    if n == 0:
-        count = 0
-    else:
-        for i in range(n + 1):
-            c = p[i] if i < n else 2
-            if c >= 0x80:
-                return -1
-            if c == 1:
-                if sep >= 0:
-                    return -1  # 0x01 inside a value
-                sep = i
-            elif c == 2:
-                if sep <= start or sep == i - 1 or count == _MAX_ITEM_PROPS:
-                    return -1  # an empty name or value, or a bare item
-                starts[count] = start
-                seps[count] = sep
-                ends[count] = i
-                count += 1
-                start = i + 1
-                sep = -1
+    cdef uint64_t high = 0, word
+    cdef const unsigned char* hit
+    # ASCII only, eight bytes at a time.
+    i = 0
+    while i + 8 <= n:
+        memcpy(&word, p + i, 8)
+        high |= word
+        i += 8
+    while i < n:
+        high |= p[i]
+        i += 1
+    if high & 0x8080808080808080:
+        return -1
+    while n and start <= n:
+        hit = <const unsigned char*>memchr(p + start, 2, n - start)
+        end = n if hit == NULL else hit - p
+        hit = <const unsigned char*>memchr(p + start, 1, end - start)
+        if hit == NULL or count == _MAX_ITEM_PROPS:
+            return -1  # a bare item (or too many)
+        sep = hit - p
+        if sep == start or sep == end - 1 or memchr(p + sep + 1, 1, end - sep - 1) != NULL:
+            return -1  # an empty name or value, or 0x01 inside a value
+        starts[count] = start
+        seps[count] = sep
+        ends[count] = end
+        count += 1
+        start = end + 1
     found.tags_at = found.uniq_at = found.keys_at = -1
     found.tags_len = found.uniq_len = found.keys_len = 0
     for i in range(count):
