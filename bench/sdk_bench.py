@@ -1,7 +1,10 @@
 """SDK producer benchmark against the official C++ client, same broker, same run (not a test).
 
 Usage: python bench/sdk_bench.py [--messages N] [--batched N] [--batch N] [--only-batch]
-[--pairs] [--quick] [--keep]
+[--repeat N] [--quick] [--keep]
+
+``--only-batch`` runs the JSON batch case alone, ``--repeat`` times against one broker
+(issue 17's batch-produce goal: ``--only-batch --batch 256 --batched 200000 --repeat 3``).
 
 Starts ``rocklet standalone`` (uvloop, ASYNC_FLUSH) on a temporary directory, creates an
 8-queue topic, then sends 1 KiB messages:
