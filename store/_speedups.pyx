@@ -479,11 +479,12 @@ cdef Py_ssize_t _item_props(
     return out
 
 
-cdef object _bytes_key_hash(str prefix, const unsigned char* key, Py_ssize_t n):
+cdef object _bytes_key_hash(str prefix, const unsigned char* key, Py_ssize_t n, index_key_hash):
     """``index_key_hash(prefix + key)`` for an ASCII key."""
     cdef uint32_t h = 0
     cdef Py_ssize_t i
-    _hash_into(prefix, &h)
+    if not _hash_into(prefix, &h):  # a topic beyond the BMP: the Python hash
+        return index_key_hash(prefix + PyUnicode_DecodeASCII(<const char*>key, n, NULL))
     for i in range(n):
         h = h * 31 + key[i]
     if h & 0x80000000:
@@ -633,7 +634,9 @@ def encode_raw_batch(
         if indexed:
             # IndexService.buildIndex order: UNIQ_KEY first, then each of KEYS.
             if found.uniq_at >= 0:
-                hashes.append(_bytes_key_hash(prefix, src + found.uniq_at, found.uniq_len))
+                hashes.append(
+                    _bytes_key_hash(prefix, src + found.uniq_at, found.uniq_len, index_key_hash)
+                )
                 key_offsets.append(offset)
             if found.keys_at >= 0:
                 for key in PyUnicode_DecodeASCII(<const char*>src + found.keys_at, found.keys_len, NULL).split():

@@ -62,7 +62,7 @@ def _raw_batches(draw: st.DrawFn) -> tuple[RawBatch, bool]:
     if draw(st.integers(0, 9)) == 0:
         body, canonical = body[: draw(st.integers(0, len(body) - 1))], False
     sys_flag = draw(st.sampled_from([0, 0x1, 0x4, 0x8, 0xC, 0x30]))
-    topic = draw(st.sampled_from(["T", "Üñí", "a" * 127]))
+    topic = draw(st.sampled_from(["T", "Üñí", "a" * 127, "😀"]))
     raw = RawBatch(topic, 3, body, sys_flag, 17, BORN, STORE_HOST, 2, "WAIT", _CLUSTER)
     return raw, canonical
 
