@@ -1,6 +1,10 @@
 """SDK producer benchmark against the official C++ client, same broker, same run (not a test).
 
-Usage: python bench/sdk_bench.py [--messages N] [--batched N] [--quick] [--keep]
+Usage: python bench/sdk_bench.py [--messages N] [--batched N] [--batch N] [--only-batch]
+[--repeat N] [--quick] [--keep]
+
+``--only-batch`` runs the JSON batch case alone, ``--repeat`` times against one broker
+(issue 17's batch-produce goal: ``--only-batch --batch 256 --batched 200000 --repeat 3``).
 
 Starts ``rocklet standalone`` (uvloop, ASYNC_FLUSH) on a temporary directory, creates an
 8-queue topic, then sends 1 KiB messages:
@@ -217,19 +221,25 @@ def machine() -> str:
 def run_all(args: argparse.Namespace, root: Path) -> list[Result]:
     """Every case against one broker, in order."""
     single, batched = args.messages, args.batched
+    batch_json = Case(f"SDK batches of {args.batch}, JSON", batched, args.batch, 4, False)
     cases = [
         Case(f"SDK pipelined, {args.inflight} in flight, JSON", single, 1, args.inflight, False),
         Case(f"SDK pipelined, {args.inflight} in flight, msgpack", single, 1, args.inflight, True),
-        Case(f"SDK batches of {args.batch}, JSON", batched, args.batch, 4, False),
+        batch_json,
         Case(f"SDK batches of {args.batch}, msgpack", batched, args.batch, 4, True),
     ]
+    if args.only_batch:
+        # The batch-produce goal of issue 17: the JSON batch case alone, measured
+        # ``--repeat`` times against one broker (the first run also warms it up).
+        cases = [batch_json] * args.repeat
     home = root / "home"
     home.mkdir()
     results: list[Result] = []
     with standalone(root) as broker:
         uvloop.run(create_topic(broker.namesrv))
         results += [measure_sdk(broker, case) for case in cases]
-        results.append(measure_cpp(broker, home, single, 8))
+        if not args.only_batch:
+            results.append(measure_cpp(broker, home, single, 8))
     return results
 
 
@@ -240,6 +250,10 @@ def main() -> None:
     parser.add_argument("--batched", type=int, default=200000, help="batch cases")
     parser.add_argument("--batch", type=int, default=128, help="messages per batch")
     parser.add_argument("--inflight", type=int, default=256, help="single sends in flight")
+    parser.add_argument(
+        "--only-batch", action="store_true", help="only the JSON batch case (no C++ client)"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs of it, with --only-batch")
     parser.add_argument("--quick", action="store_true", help="2000 / 20000 messages")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
     args = parser.parse_args()

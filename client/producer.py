@@ -372,7 +372,7 @@ class Producer:
     async def _send_batch(self, msgs: Sequence[Message]) -> SendResult:
         self.instance.check_errors()
         assert self._ids is not None
-        body, uniqs = encode_batch(msgs, self._ids.next, self.config.max_message_size)
+        body, uniqs = encode_batch(msgs, self._ids, self.config.max_message_size)
         return await self._send(
             msgs[0].topic,
             body,

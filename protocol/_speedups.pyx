@@ -402,3 +402,129 @@ def scan_records(
         out.append(msg)
         pos = end
     return out, pos
+
+
+# -- a producer's SEND_BATCH_MESSAGE body (rocklet.client.send_wire.encode_batch) -------
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+
+cdef const char* _HEX = b"0123456789ABCDEF"
+
+
+cdef object _text_bytes(object text):
+    """ASCII text as is, other text as UTF-8; None when it has no UTF-8 form."""
+    if PyUnicode_IS_COMPACT_ASCII(text):
+        return text
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return None
+
+
+def encode_send_batch(msgs, str topic, str prefix, counter, Py_ssize_t max_size):
+    """A batch body of plain messages, each with its UNIQ_KEY (``encode_batch``'s twin).
+
+    ``msgs`` are the SDK's messages (``topic``, ``body``, ``tags``, ``keys``,
+    ``properties``, ``delay_level``, ``flag``); each one's UNIQ_KEY is ``prefix``
+    followed by the next number of ``counter`` as 12 hex digits, as
+    ``UniqKeyGenerator.next`` makes it. Each item's properties are UNIQ_KEY, WAIT, then
+    TAGS and KEYS when set (``send_properties``).
+
+    Returns:
+        ``(body, uniq_keys)``, or None, before any number is taken, when a message is
+        not plain (another topic, an empty or too large body, a delay, user
+        properties, text or numbers out of the usual) and the Python twin must check
+        and encode the batch.
+    """
+    cdef Py_ssize_t n = len(msgs), i, total = 0, plen, blen, tlen, klen
+    cdef Py_ssize_t h = PyUnicode_GET_LENGTH(prefix), uniq_len = h + 12
+    cdef list tags_parts = [None] * n
+    cdef list keys_parts = [None] * n
+    cdef list uniqs = []
+    cdef object m, payload, tags, keys, t, k, uniq
+    cdef int64_t flag
+    cdef uint64_t number
+    cdef unsigned char* w
+    cdef unsigned char* u
+    cdef int j
+    if not PyUnicode_IS_COMPACT_ASCII(prefix):
+        return None
+    for i in range(n):  # check every message before any number is taken
+        m = msgs[i]
+        payload = m.body
+        if m.topic != topic or type(payload) is not bytes:
+            return None
+        blen = PyBytes_GET_SIZE(payload)
+        if blen == 0 or blen > max_size or m.properties:
+            return None
+        if type(m.delay_level) is not int or m.delay_level != 0 or type(m.flag) is not int:
+            return None
+        if not -2147483648 <= m.flag <= 2147483647:
+            return None
+        plen = 9 + uniq_len + 10  # UNIQ_KEY 0x01 uniq 0x02 WAIT 0x01 true
+        tags = m.tags
+        if tags:
+            if type(tags) is not str:
+                return None
+            t = _text_bytes(tags)
+            if t is None:
+                return None
+            tags_parts[i] = t
+            plen += 6 + _size(t)
+        keys = m.keys
+        if keys:
+            try:
+                k = _text_bytes(" ".join(keys))
+            except TypeError:
+                return None
+            if k is None:
+                return None
+            keys_parts[i] = k
+            plen += 6 + _size(k)
+        if plen > 32767:
+            return None
+        total += 22 + blen + plen
+    body = PyBytes_FromStringAndSize(NULL, total)
+    w = <unsigned char*>PyBytes_AS_STRING(body)
+    for i in range(n):
+        m = msgs[i]
+        payload = m.body
+        blen = PyBytes_GET_SIZE(payload)
+        flag = m.flag
+        number = <uint64_t>(<int64_t>next(counter)) & 0xFFFFFFFFFFFF
+        uniq = PyUnicode_New(uniq_len, 127)
+        u = <unsigned char*>PyUnicode_DATA(uniq)
+        memcpy(u, PyUnicode_DATA(prefix), h)
+        for j in range(12):
+            u[h + j] = _HEX[(number >> (44 - 4 * j)) & 0xF]
+        uniqs.append(uniq)
+        plen = 9 + uniq_len + 10
+        t = tags_parts[i]
+        k = keys_parts[i]
+        if t is not None:
+            plen += 6 + _size(t)
+        if k is not None:
+            plen += 6 + _size(k)
+        _put32(w, <uint32_t>(22 + blen + plen))
+        _put32(w + 4, 0)
+        _put32(w + 8, 0)
+        _put32(w + 12, <uint32_t>flag)
+        _put32(w + 16, <uint32_t>blen)
+        memcpy(w + 20, PyBytes_AS_STRING(payload), blen)
+        w += 20 + blen
+        _put16(w, <uint32_t>plen)
+        w += 2
+        memcpy(w, b"UNIQ_KEY\x01", 9)
+        memcpy(w + 9, u, uniq_len)
+        memcpy(w + 9 + uniq_len, b"\x02WAIT\x01true", 10)
+        w += 19 + uniq_len
+        if t is not None:
+            memcpy(w, b"\x02TAGS\x01", 6)
+            memcpy(w + 6, _ptr(t), _size(t))
+            w += 6 + _size(t)
+        if k is not None:
+            memcpy(w, b"\x02KEYS\x01", 6)
+            memcpy(w + 6, _ptr(k), _size(k))
+            w += 6 + _size(k)
+    return body, uniqs

@@ -32,6 +32,7 @@ from rocklet.store._encoder import NOT_IN_QUEUE, EncodedBatch, encode_batch, rew
 from rocklet.store._flush import FlushService
 from rocklet.store._index_service import IndexService
 from rocklet.store._mapped_file import NoSpaceError
+from rocklet.store._raw_batch import RawBatch, encode_raw_batch
 from rocklet.store._reader import earliest_store_time, get_messages, offset_for_time
 from rocklet.store._recovery import (
     QueueCrossCheck,
@@ -385,6 +386,79 @@ class MessageStore:
             len(enc.data),
             qoff if enc.queued else 0,
             len(msgs),
+            now,
+            tuple(enc.offsets),
+            durable,
+        )
+
+    def put_raw_batch(self, raw: RawBatch) -> PutResult | None:
+        """Append a batch body's messages without a Python object per message.
+
+        What :meth:`put_messages` does with the batch's decoded messages, for the usual
+        batch (:mod:`rocklet.store._raw_batch`). Any thread; takes the store lock.
+
+        Args:
+            raw: The batch body and what its messages share.
+
+        Returns:
+            The result of a stored batch (PUT_OK, or a refusal that does not depend on
+            the messages: no room); ``None`` when nothing was stored and the caller must
+            decode the batch and use :meth:`put_messages`, which decides as before
+            (malformed or unusual bodies, and a closed or full store).
+        """
+        if self._closed:
+            return None
+        key = (raw.topic, raw.queue_id)
+        cfg = self.config
+        max_body, segment = cfg.max_message_size_bytes, cfg.commitlog_file_size_bytes
+        index = cfg.message_index_enable
+        with self._lock:
+            if self._closed or (self.disk.full and self.disk.still_full()):
+                return None
+            phy = self.commitlog.max_offset()
+            qoff = self._next_queue_offset.get(key, 0)
+            now = self.clock.now_ms()
+            enc = encode_raw_batch(
+                raw, phy, qoff, now, max_body=max_body, segment_size=segment, index=index
+            )
+            if enc is None:
+                return None
+            try:
+                at = self._make_room(key, enc, qoff, phy)
+            except NoSpaceError as exc:
+                self.disk.no_room(exc.path, exc.size)
+                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            except OSError as exc:
+                log.error("creating a store file failed", error=str(exc))
+                return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            if at is None:
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            if isinstance(at, PutMessageStatus):
+                return PutResult(at)
+            if at != phy:
+                # Rolled to a new segment: the same records at new offsets.
+                enc = cast(
+                    EncodedBatch,
+                    encode_raw_batch(
+                        raw, at, qoff, now, max_body=max_body, segment_size=segment, index=index
+                    ),
+                )
+            self.commitlog.write(enc.data, now)
+            end = at + len(enc.data)
+            self._dispatch_batch(key, enc, qoff, now, end)
+            self.reput.reput_from = end
+            self.reput.dispatched += len(enc.offsets)
+        durable = None
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            durable = self.flush_service.request(end)
+        else:
+            self.flush_service.wakeup_if_due(end)
+        return PutResult(
+            PutMessageStatus.PUT_OK,
+            at,
+            len(enc.data),
+            qoff if enc.queued else 0,
+            len(enc.offsets),
             now,
             tuple(enc.offsets),
             durable,

@@ -65,6 +65,7 @@ from rocklet.protocol.names import (
     check_topic_name,
 )
 from rocklet.protocol.properties import Prop, decode_properties
+from rocklet.store._raw_batch import RawBatch, offset_msg_ids
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus, PutResult
 from rocklet.transport import ProcessorRegistry, RequestContext
@@ -176,6 +177,10 @@ class SendProcessor:
         progress answers (:class:`~rocklet.broker.put_wait.PutWait`).
         """
         header = parse_send_header(cmd)
+        if header.batch:
+            stored = self._raw_batch(rctx, cmd, header)
+            if stored is not None:
+                return stored
         try:
             config = self._check(header)
             queue_id = self._queue_id(header, config)
@@ -357,9 +362,64 @@ class SendProcessor:
             )
         ]
 
-    def _batch(
-        self, header: SendMessageRequestHeader, body: bytes, queue_id: int, born_host: bytes
-    ) -> list[MessageToStore]:
+    def _raw_batch(
+        self, rctx: RequestContext, cmd: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand | Deferred | None:
+        """Store the usual batch straight from its body (no object per message).
+
+        Returns:
+            The answer, or ``None`` when the batch takes the per-message path
+            (:meth:`MessageStore.put_raw_batch` says which; a topic not yet on disk does
+            too), which then decides exactly as before.
+        """
+        try:
+            config = self._check(header)
+            queue_id = self._queue_id(header, config)
+            self._batch_refusal(header, cmd.body)
+        except Refused as refused:
+            return refused.answer(cmd)
+        if self._topics.unsaved or self._groups.unsaved:
+            return None
+        raw = RawBatch(
+            header.topic, queue_id, cmd.body, header.sys_flag, header.born_timestamp,
+            self._born_host(rctx), self._store_host, header.reconsume_times, Prop.WAIT,
+            (Prop.CLUSTER, self._cluster),
+        )  # fmt: skip
+        result = self._store.put_raw_batch(raw)
+        if result is None:
+            return None
+        if result.status is not PutMessageStatus.PUT_OK:
+            refused_code, why = self._refusal(result)
+            return cmd.make_response(refused_code, remark=why)
+        if self._waits:
+            deferred = Deferred(cmd)
+
+            def answer(code: ResponseCode, remark: str | None) -> None:
+                deferred.answer(self._raw_batch_answer(cmd, queue_id, result, code, remark))
+
+            outcome = self._put_wait.begin(result, waits_for_store(header.properties), answer)
+            if outcome is None:
+                return deferred
+            return self._raw_batch_answer(cmd, queue_id, result, *outcome)
+        if self._replicas is not None and self._replicas.has_slaves:
+            self._replicas.notify()
+        return self._raw_batch_answer(cmd, queue_id, result, ResponseCode.SUCCESS, None)
+
+    def _raw_batch_answer(
+        self,
+        cmd: RemotingCommand,
+        queue_id: int,
+        result: PutResult,
+        code: ResponseCode,
+        remark: str | None,
+    ) -> RemotingCommand:
+        """:meth:`_answer` for a batch stored from its body."""
+        msg_id = offset_msg_ids(self._store_host_hex, result.record_offsets)
+        fields = send_response_fields(msg_id, queue_id, result.queue_offset)
+        return cmd.make_response(code, remark=remark, ext_fields=fields)
+
+    def _batch_refusal(self, header: SendMessageRequestHeader, body: bytes) -> None:
+        """Refuse what no batch may be, before its body is read."""
         if header.topic.startswith(RETRY_PREFIX):
             raise Refused(
                 ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group"
@@ -373,6 +433,11 @@ class SendProcessor:
                 f"the batch body is {len(body)} bytes, more than the max message size "
                 f"({self._max_message_size} bytes)",
             )
+
+    def _batch(
+        self, header: SendMessageRequestHeader, body: bytes, queue_id: int, born_host: bytes
+    ) -> list[MessageToStore]:
+        self._batch_refusal(header, body)
         try:
             items = decode_batch(body)
         except MessageFormatError as exc:
