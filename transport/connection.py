@@ -60,6 +60,7 @@ from rocklet.transport.types import (
     CloseCallback,
     ConnectionStatus,
     HandlerResult,
+    NowHandler,
     Reply,
     RequestHandler,
 )
@@ -115,6 +116,9 @@ class Connection(asyncio.Protocol):
             default sets no limit).
         load: The server-wide count of handlers in flight this connection adds to,
             and where over-limit requests are shed; ``None``: none.
+        handle_now: Tried first for ``eager_codes``: answers a request without
+            suspending, or returns :data:`~rocklet.transport.types.LATER` for
+            ``handler`` to take it (no coroutine at all for the usual send or pull).
     """
 
     def __init__(
@@ -128,6 +132,7 @@ class Connection(asyncio.Protocol):
         eager_codes: Container[int] = frozenset(),
         limits: FlowLimits = UNLIMITED,
         load: ServerLoad | None = None,
+        handle_now: NowHandler | None = None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._coalesce = coalesce_writes
@@ -165,6 +170,7 @@ class Connection(asyncio.Protocol):
             write=self._write,
             pause=self._hold_busy,
             resume=self._release_busy,
+            handle_now=handle_now,
         )
         self._hung_up_unanswered = False
         self._close_callbacks: list[CloseCallback] = []

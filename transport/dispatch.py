@@ -15,6 +15,9 @@ The rules follow Java's ``NettyRemotingAbstract.processRequestCommand``:
 
 Processors registered with ``eager=True`` (sends, pulls) are started inline when their
 request is read and get a task only if they suspend (:mod:`rocklet.transport.eager_start`).
+One may also come with a synchronous twin (``now=``), run by :func:`dispatch_now` with no
+coroutine at all; it returns :data:`~rocklet.transport.types.LATER` when the request
+needs the asynchronous processor (which then starts over).
 A processor may also return a :class:`~rocklet.transport.deferred.Deferred` and answer
 later from a callback (a send waiting for the disk or a slave); the observer is then
 told when it is answered.
@@ -38,13 +41,24 @@ from rocklet.transport.connection import Connection, HandlerResult, Reply
 from rocklet.transport.context import RequestContext
 from rocklet.transport.deferred import Deferred
 from rocklet.transport.logs import get_logger
+from rocklet.transport.types import LATER, Later
 
-__all__ = ["Processor", "ProcessorRegistry", "RequestGate", "RequestObserver", "dispatch"]
+__all__ = [
+    "NowProcessor",
+    "Processor",
+    "ProcessorRegistry",
+    "RequestGate",
+    "RequestObserver",
+    "dispatch",
+    "dispatch_now",
+]
 
 _log = get_logger(__name__)
 
 #: Handles one request code. Returns the answer, or ``None`` to send nothing.
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[HandlerResult]]
+#: A processor's synchronous twin: the answer, or :data:`LATER` for the processor.
+NowProcessor = Callable[[RequestContext, RemotingCommand], HandlerResult | Later]
 #: Told ``(request code, response code or None when nothing is sent, seconds)``.
 RequestObserver = Callable[[int, int | None, float], None]
 #: Runs before each request's processor; returns ``None`` to let the request through,
@@ -62,11 +76,19 @@ class ProcessorRegistry:
 
     def __init__(self) -> None:
         self._processors: dict[int, Processor] = {}
+        self._now: dict[int, NowProcessor] = {}
         self._eager: set[int] = set()
         self.observer: RequestObserver | None = None
         self.gate: RequestGate | None = None
 
-    def register(self, code: int, processor: Processor, *, eager: bool = False) -> None:
+    def register(
+        self,
+        code: int,
+        processor: Processor,
+        *,
+        eager: bool = False,
+        now: NowProcessor | None = None,
+    ) -> None:
         """Register the processor of one request code.
 
         Args:
@@ -76,6 +98,9 @@ class ProcessorRegistry:
                 only if it suspends (hot codes that usually answer without waiting).
                 It must then use neither :func:`asyncio.current_task` nor
                 :func:`asyncio.timeout` before its first real wait. Default: off.
+            now: The processor's synchronous twin, tried first (implies ``eager``): it
+                answers without suspending or returns :data:`LATER`, having changed
+                nothing, for ``processor`` to handle the request. Default: none.
 
         Raises:
             ValueError: The code already has a processor.
@@ -83,6 +108,9 @@ class ProcessorRegistry:
         if code in self._processors:
             raise ValueError(f"request code {code} already has a processor")
         self._processors[code] = processor
+        if now is not None:
+            self._now[code] = now
+            eager = True
         if eager:
             self._eager.add(code)
 
@@ -158,41 +186,92 @@ async def dispatch(
     result: HandlerResult
     gate = registry.gate
     if gate is not None and (refusal := gate(connection, cmd)) is not None:
-        _log.info(
-            "request refused by the gate",
-            code=cmd.code,
-            peer=connection.peer_address,
-            remark=refusal.remark,
-        )
-        result = refusal
+        result = _refused(connection, cmd, refusal)
     elif processor is None:
         _log.debug("request code not supported", code=cmd.code, peer=connection.peer_address)
         result = not_supported(cmd)
     else:
         try:
             result = await processor(RequestContext(connection), cmd)
-        except ProtocolError as exc:
-            code = exc.response_code if exc.response_code is not None else ResponseCode.SYSTEM_ERROR
-            _log.info(
-                "request rejected",
-                code=cmd.code,
-                response_code=int(code),
-                peer=connection.peer_address,
-                error=str(exc),
-            )
-            result = cmd.make_response(code, remark=str(exc))
         except Exception as exc:
-            _log.exception("processor failed", code=cmd.code, peer=connection.peer_address)
-            result = cmd.make_response(
-                ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"
-            )
+            result = _failed(connection, cmd, exc)
     if observer is not None:
-        if isinstance(result, Deferred):
-            # Observed when answered, so the duration includes the wait.
-            result.add_sink(lambda answer: _observe(observer, cmd, answer, started))
-        else:
-            _observe(observer, cmd, result, started)
+        _observe_result(observer, cmd, result, started)
     return result
+
+
+def dispatch_now(
+    registry: ProcessorRegistry, connection: Connection, cmd: RemotingCommand
+) -> HandlerResult | Later:
+    """:func:`dispatch` for a code with a synchronous twin, without a coroutine.
+
+    Args:
+        registry: Where processors are looked up.
+        connection: The connection the request arrived on.
+        cmd: The request.
+
+    Returns:
+        The answer to write, ``None``, or :data:`LATER` when the code has no
+        synchronous twin or the twin left the request to the processor; never raises.
+    """
+    now = registry._now.get(cmd.code)
+    if now is None:
+        return LATER
+    observer = registry.observer
+    started = time.perf_counter() if observer is not None else 0.0
+    result: HandlerResult | Later
+    gate = registry.gate
+    if gate is not None and (refusal := gate(connection, cmd)) is not None:
+        result = _refused(connection, cmd, refusal)
+    else:
+        try:
+            result = now(RequestContext(connection), cmd)
+        except Exception as exc:
+            result = _failed(connection, cmd, exc)
+        if result is LATER:
+            return LATER  # dispatch() runs the gate and the observer for it
+    if observer is not None:
+        _observe_result(observer, cmd, result, started)
+    return result
+
+
+def _refused(
+    connection: Connection, cmd: RemotingCommand, refusal: RemotingCommand
+) -> RemotingCommand:
+    _log.info(
+        "request refused by the gate",
+        code=cmd.code,
+        peer=connection.peer_address,
+        remark=refusal.remark,
+    )
+    return refusal
+
+
+def _failed(connection: Connection, cmd: RemotingCommand, exc: Exception) -> RemotingCommand:
+    """The answer to a processor that raised (Java's mapping)."""
+    if isinstance(exc, ProtocolError):
+        code = exc.response_code if exc.response_code is not None else ResponseCode.SYSTEM_ERROR
+        _log.info(
+            "request rejected",
+            code=cmd.code,
+            response_code=int(code),
+            peer=connection.peer_address,
+            error=str(exc),
+        )
+        return cmd.make_response(code, remark=str(exc))
+    # Called in the except block: the traceback is the one being handled.
+    _log.exception("processor failed", code=cmd.code, peer=connection.peer_address)
+    return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
+
+
+def _observe_result(
+    observer: RequestObserver, cmd: RemotingCommand, result: HandlerResult, started: float
+) -> None:
+    if isinstance(result, Deferred):
+        # Observed when answered, so the duration includes the wait.
+        result.add_sink(lambda answer: _observe(observer, cmd, answer, started))
+    else:
+        _observe(observer, cmd, result, started)
 
 
 def _observe(

@@ -6,8 +6,9 @@ moment a frame is decoded to the moment its answer is written:
 
 - each request runs its handler in its own owned task, so a held long-poll pull never
   blocks the next request on the same connection; for ``eager_codes`` (the broker's
-  sends and pulls) the handler first runs inline and gets a task only if it suspends
-  (:mod:`rocklet.transport.eager_start`), and one answered inline costs no accounting;
+  sends and pulls) a synchronous handler answers first if there is one (no coroutine
+  at all), else the handler runs inline and gets a task only if it suspends
+  (:mod:`rocklet.transport.eager_start`); one answered inline costs no accounting;
 - handlers in flight are counted per connection and server-wide
   (:mod:`rocklet.transport.flow`): at the connection's cap the owner is asked to stop
   reading, and to read again once half are done; over the server's limit a request is
@@ -32,7 +33,14 @@ from rocklet.transport.deferred import Deferred
 from rocklet.transport.eager_start import start_eagerly
 from rocklet.transport.flow import NO_LIMIT, FlowLimits, ServerLoad
 from rocklet.transport.logs import get_logger
-from rocklet.transport.types import Buffer, HandlerResult, Reply, RequestHandler
+from rocklet.transport.types import (
+    LATER,
+    Buffer,
+    HandlerResult,
+    NowHandler,
+    Reply,
+    RequestHandler,
+)
 
 if TYPE_CHECKING:
     from rocklet.transport.connection import Connection
@@ -57,6 +65,8 @@ class InboundRequests:
         write: Writes an answer.
         pause: Stops reading the socket (too many requests in flight).
         resume: Lets the socket be read again.
+        handle_now: Answers an eager code's request without suspending, or returns
+            :data:`~rocklet.transport.types.LATER` for ``handler``; it never raises.
     """
 
     def __init__(
@@ -70,8 +80,10 @@ class InboundRequests:
         write: Write,
         pause: Callable[[], None],
         resume: Callable[[], None],
+        handle_now: NowHandler | None = None,
     ) -> None:
         self._owner = owner
+        self._handle_now = handle_now
         self._handler = handler
         self._eager_codes = eager_codes
         self._load = load
@@ -117,6 +129,11 @@ class InboundRequests:
                     self._write(busy, ())
                 return
         if cmd.code in self._eager_codes:
+            if self._handle_now is not None:
+                result = self._handle_now(self._owner, cmd)
+                if result is not LATER:
+                    self._deliver(cmd, result)
+                    return
             task = start_eagerly(self._handle(cmd), self._loop)
             if task is not None:
                 self._track(task)
@@ -209,11 +226,15 @@ class InboundRequests:
             result = cmd.make_response(
                 ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"
             )
+        self._deliver(cmd, result)
+
+    def _deliver(self, cmd: RemotingCommand, result: HandlerResult) -> None:
+        """Write a handler's answer, or count a deferred one until it is given."""
         if isinstance(result, Deferred):
             self._defer(cmd, result)
             return
         # Java never answers a request marked oneway with a processor response (§1.4).
-        if result is None or cmd.is_oneway or not owner.is_open:
+        if result is None or cmd.is_oneway or not self._owner.is_open:
             return
         if isinstance(result, Reply):
             self._write(result.command, result.extra_body)

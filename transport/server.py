@@ -10,7 +10,7 @@ from typing import Final
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from rocklet.transport.connection import Connection
-from rocklet.transport.dispatch import ProcessorRegistry, dispatch
+from rocklet.transport.dispatch import ProcessorRegistry, dispatch, dispatch_now
 from rocklet.transport.flow import FlowLimits, ServerLoad
 from rocklet.transport.logs import get_logger
 from rocklet.transport.tls import ServerTls
@@ -200,6 +200,7 @@ class RemotingServer:
         # without waiting (most sends and pulls) costs no task.
         conn = Connection(
             handler=partial(dispatch, self._registry),
+            handle_now=partial(dispatch_now, self._registry),
             max_frame_size=self._max_frame_size,
             high_water=self._high_water,
             coalesce_writes=True,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias
 
 from rocklet.protocol.command import RemotingCommand
 from rocklet.transport.deferred import Deferred
@@ -17,10 +17,13 @@ if TYPE_CHECKING:
     from rocklet.transport.connection import Connection
 
 __all__ = [
+    "LATER",
     "Buffer",
     "CloseCallback",
     "ConnectionStatus",
     "HandlerResult",
+    "Later",
+    "NowHandler",
     "Reply",
     "RequestHandler",
 ]
@@ -56,5 +59,19 @@ HandlerResult: TypeAlias = RemotingCommand | Reply | Deferred | None
 #: Handles one request from the peer. It runs in its own task; exceptions are logged
 #: and answered with SYSTEM_ERROR.
 RequestHandler: TypeAlias = Callable[["Connection", RemotingCommand], Awaitable[HandlerResult]]
+
+
+class Later(enum.Enum):
+    """The type of :data:`LATER`."""
+
+    LATER = "later"
+
+
+#: What a synchronous handler returns when the request needs its asynchronous one (it
+#: must then have changed nothing: the asynchronous handler starts over).
+LATER: Final = Later.LATER
+#: Handles one request without suspending, or returns :data:`LATER`. Exceptions are
+#: its own to map (the dispatcher's never raises).
+NowHandler: TypeAlias = Callable[["Connection", RemotingCommand], "HandlerResult | Later"]
 #: Called once when the connection is closed, with the connection.
 CloseCallback: TypeAlias = Callable[["Connection"], object]

@@ -70,6 +70,7 @@ from rocklet.store.message_store import MessageStore
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus, PutResult
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.deferred import Deferred
+from rocklet.transport.types import LATER, Later
 
 __all__ = ["SLAVE_PUT_REFUSAL", "SendProcessor", "peer_host", "register"]
 
@@ -166,15 +167,17 @@ class SendProcessor:
         self._max_message_size = max_message_size
         self._checked_topics: set[str] = set()
 
-    async def process(
+    def process_now(
         self, rctx: RequestContext, cmd: RemotingCommand
-    ) -> RemotingCommand | Deferred:
+    ) -> RemotingCommand | Deferred | Later:
         """Store the message(s) of a send request and answer where they went.
 
-        Nothing here suspends (but for a topic just created), so the remoting server's
-        eager handlers run it without a task. A send that must wait for the disk or a
-        slave is answered later: this returns a :class:`Deferred` that the waits'
-        progress answers (:class:`~rocklet.broker.put_wait.PutWait`).
+        The usual send, with no coroutine: the server calls it first and calls
+        :meth:`process` only when this returns ``LATER`` (a topic or group this send
+        relies on was just created and is not on disk yet; nothing was stored). A send
+        that must wait for the disk or a slave is answered later: this returns a
+        :class:`Deferred` that the waits' progress answers
+        (:class:`~rocklet.broker.put_wait.PutWait`).
         """
         header = parse_send_header(cmd)
         if header.batch:
@@ -188,11 +191,33 @@ class SendProcessor:
         except Refused as refused:
             return refused.answer(cmd)
         if self._topics.unsaved or self._groups.unsaved:
-            # A topic or group this send relies on was just created (perhaps by this
-            # very send): it is on disk before a message is stored in it.
-            problem = await self._metadata_saved(header.topic, msgs[0].topic)
-            if problem is not None:
-                return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
+            return LATER
+        return self._put(cmd, header, msgs)
+
+    async def process(
+        self, rctx: RequestContext, cmd: RemotingCommand
+    ) -> RemotingCommand | Deferred:
+        """:meth:`process_now`, waiting first for new topics and groups to be saved."""
+        answer = self.process_now(rctx, cmd)
+        if answer is not LATER:
+            return answer
+        header = parse_send_header(cmd)
+        try:
+            config = self._check(header)
+            queue_id = self._queue_id(header, config)
+            msgs = self._messages(header, cmd, queue_id, self._born_host(rctx), cmd.version)
+        except Refused as refused:
+            return refused.answer(cmd)
+        # A topic or group this send relies on was just created (perhaps by this very
+        # send): it is on disk before a message is stored in it.
+        problem = await self._metadata_saved(header.topic, msgs[0].topic)
+        if problem is not None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
+        return self._put(cmd, header, msgs)
+
+    def _put(
+        self, cmd: RemotingCommand, header: SendMessageRequestHeader, msgs: list[MessageToStore]
+    ) -> RemotingCommand | Deferred:
         result = self._store.put_messages(msgs)
         if result.status is not PutMessageStatus.PUT_OK:
             refused_code, why = self._refusal(result)
@@ -540,7 +565,7 @@ def register(registry: ProcessorRegistry, processor: SendProcessor) -> None:
         RequestCode.SEND_MESSAGE_V2,
         RequestCode.SEND_BATCH_MESSAGE,
     ):
-        registry.register(code, processor.process, eager=True)
+        registry.register(code, processor.process, now=processor.process_now)
 
 
 def _is_java_int(text: str) -> bool:
