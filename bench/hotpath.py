@@ -277,7 +277,8 @@ def run_all(args: argparse.Namespace, root: Path) -> list[Row]:
     profile_broker = Path(args.profile_broker).resolve() if args.profile_broker else None
     rows: list[Row] = []
     launcher = None if profile_broker is None else profiled_launcher(profile_broker)
-    with standalone(root, extra_conf=pull_cap_conf(args.pull_batch), launcher=launcher) as broker:
+    extra = pull_cap_conf(args.pull_batch) + "".join(f"{line}\n" for line in args.conf)
+    with standalone(root, extra_conf=extra, launcher=launcher) as broker:
         namesrv = broker.namesrv
         uvloop.run(create_topics(namesrv))
         n, consume, pb = args.messages, args.consume, args.pull_batch
@@ -306,6 +307,13 @@ def main() -> None:
     parser.add_argument("--profile-broker", metavar="FILE", help="cProfile the broker")
     parser.add_argument("--profile-client", metavar="DIR", help="cProfile each client case")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf line for the broker (repeatable), e.g. offloadWrites=false",
+    )
     args = parser.parse_args()
     if args.quick:
         args.messages, args.consume = 10_000, 20_000

@@ -185,8 +185,17 @@ class IndexFile:
             added = _speedups.put_index_keys(
                 view, hashes, offsets, start, count, n, slots, HEADER_SIZE, pos, diff
             )
-            if added is not None:
-                return self._added(count, added, offsets[start + count - 1], store_ts)
+            if added is not None:  # _added, inlined: this runs for every put
+                self.slot_count += added
+                self.index_count += count
+                self.end_phy, self.end_ts = offsets[start + count - 1], store_ts
+                _HEADER.pack_into(
+                    view, 0, self.begin_ts, store_ts, self.begin_phy, self.end_phy,
+                    self.slot_count, self.index_count,
+                )  # fmt: skip
+                mf = self.file
+                mf.wrote_position = mf.flushed_position + 1  # mark_dirty
+                return count
         new_slots = 0
         for i in range(start, start + count):
             h = hashes[i]

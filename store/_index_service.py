@@ -117,8 +117,13 @@ class IndexService:
         Returns:
             Keys written.
         """
-        start = 0
-        while start < len(hashes):
+        count = len(hashes)
+        files = self.files
+        if files and files[-1].index_count + count <= files[-1].max_entries:
+            start = files[-1].put_keys(hashes, offsets, 0, store_ts)  # the usual put
+        else:
+            start = 0
+        while start < count:
             start += self._writable().put_keys(hashes, offsets, start, store_ts)
         self.last_timestamp = store_ts
         return start

@@ -470,8 +470,11 @@ class MappedFileQueue:
 
     def max_offset(self) -> int:
         """Global write position (next append offset)."""
-        last = self.last
-        return last.wrote_offset if last is not None else 0
+        files = self.files  # no property hops: every put asks, for several files
+        if not files:
+            return 0
+        last = files[-1]
+        return last.from_offset + last.wrote_position
 
     def create_file(self, from_offset: int) -> MappedFile:
         """Create and map the file starting at ``from_offset`` and append it to the queue.
@@ -542,10 +545,11 @@ class MappedFileQueue:
         Returns:
             A file with free space.
         """
-        last = self.last
-        if last is None:
+        files = self.files
+        if not files:
             return self.create_file(start_offset - start_offset % self.file_size)
-        if last.free == 0:
+        last = files[-1]
+        if last.wrote_position == last.size:
             return self.create_file(last.end_offset)
         return last
 

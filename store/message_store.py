@@ -333,9 +333,11 @@ class MessageStore:
         """
         if self._closed:
             return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        if not msgs or (len(msgs) > 1 and not _one_queue(msgs)):
+        n = len(msgs)
+        if not n or (n > 1 and not _one_queue(msgs)):
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        if any(_DELAY in m.properties for m in msgs):
+        # A single send (the usual put) is tested without a generator.
+        if _DELAY in msgs[0].properties if n == 1 else any(_DELAY in m.properties for m in msgs):
             levels = len(self.config.delay_levels_ms)
             msgs = [rewrite_delay(m, levels) for m in msgs]
             if not _one_queue(msgs):
