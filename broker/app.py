@@ -140,12 +140,14 @@ class _ArrivalBridge:
         self._loop = loop
         self._thread = threading.get_ident()
         self._holds = holds
+        self._parked = holds.parked_queues
 
     def arriving(
         self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int
     ) -> None:
         if threading.get_ident() == self._thread:
-            self._holds.notify(topic, queue_id, max_offset, tags_code)
+            if (topic, queue_id) in self._parked:  # else nobody waits on this queue
+                self._holds.notify(topic, queue_id, max_offset, tags_code)
         else:  # a put from a worker thread (delayed delivery, transactions)
             self._loop.call_soon_threadsafe(
                 self._holds.notify, topic, queue_id, max_offset, tags_code

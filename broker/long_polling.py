@@ -15,7 +15,7 @@ that appended, which is the loop too (puts happen on the loop).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 __all__ = ["PullHoldService"]
@@ -41,6 +41,9 @@ class PullHoldService:
 
     def __init__(self) -> None:
         self._holds: dict[tuple[str, int], list[_Hold]] = {}
+        #: The queues with a pull parked (read-only for others: the store's arrival
+        #: hook skips :meth:`notify` for the others, i.e. for most puts).
+        self.parked_queues: Mapping[tuple[str, int], object] = self._holds
         self._closed = False
         self._parked = asyncio.Event()
 

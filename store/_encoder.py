@@ -164,7 +164,12 @@ def encode_batch(
         if type(out) is int:
             return _C_STATUS[out]
         if out is not None:
-            if _too_large(msgs, segment_size):
+            # _too_large, inlined for a single message (the usual put).
+            if (
+                len(first.body) + 208 > segment_size
+                if len(msgs) == 1
+                else _too_large(msgs, segment_size)
+            ):
                 return PutMessageStatus.MESSAGE_ILLEGAL
             data, offsets, sizes, props = out
             fast = _speedups.dispatch_data(

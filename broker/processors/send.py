@@ -54,7 +54,6 @@ from rocklet.protocol.headers.send import (
     send_response_fields,
 )
 from rocklet.protocol.message import pack_host
-from rocklet.protocol.message_id import make_offset_msg_id
 from rocklet.protocol.names import (
     AUTO_CREATE_TOPIC,
     DLQ_PREFIX,
@@ -254,13 +253,13 @@ class SendProcessor:
             if first.topic == TRANS_HALF_TOPIC
             else first.queue_id
         )
+        # make_offset_msg_id's text, with the host's half formatted once (commitlog
+        # offsets are never negative).
         offsets = result.record_offsets
+        host = self._store_host_hex
         if len(offsets) == 1:
-            msg_id = make_offset_msg_id(self._store_host, offsets[0])
+            msg_id = f"{host}{offsets[0]:016X}"
         else:
-            # make_offset_msg_id's text, with the host's half formatted once per batch
-            # (commitlog offsets are never negative).
-            host = self._store_host_hex
             msg_id = ",".join([f"{host}{offset:016X}" for offset in offsets])
         fields = send_response_fields(msg_id, queue_id, result.queue_offset)
         return cmd.make_response(code, remark=remark, ext_fields=fields)

@@ -25,6 +25,7 @@ Both refusals are :class:`HeaderError` (SYSTEM_ERROR, the field named in the rem
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -377,7 +378,8 @@ class Header:
             for f in dataclasses.fields(cls)  # type: ignore[arg-type]
         )
         parse = _compile_parser(cls, specs, defaults)
-        return lambda ext: typing.cast(Self, parse(cls, ext))
+        # A partial, not a lambda around typing.cast: two Python calls less per request.
+        return typing.cast(Callable[[Mapping[str, str]], Self], functools.partial(parse, cls))
 
     @classmethod
     def from_ext_fields(cls, ext: Mapping[str, str]) -> Self:
