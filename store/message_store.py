@@ -13,10 +13,10 @@ by parsing records instead (:mod:`rocklet.store._reput`); both build identical f
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Final, cast
+from typing import Any, Final, cast
 
 import structlog
 
@@ -355,43 +355,8 @@ class MessageStore:
             enc = self._encode(msgs, phy, qoff, now)
             if isinstance(enc, PutMessageStatus):
                 return PutResult(enc)
-            try:
-                at = self._make_room(key, enc, qoff, phy)
-            except NoSpaceError as exc:
-                self.disk.no_room(exc.path, exc.size)
-                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-            except OSError as exc:
-                log.error("creating a store file failed", error=str(exc))
-                return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-            if at is None:
-                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            if isinstance(at, PutMessageStatus):
-                return PutResult(at)
-            if at != phy:
-                # Rolled to a new segment (once per segment): same records at new
-                # offsets; validation does not depend on the offset, so this succeeds.
-                enc = cast(EncodedBatch, self._encode(msgs, at, qoff, now))
-            # Into blocks reserved when the segment was created: no room is needed.
-            self.commitlog.write(enc.data, now)
-            end = at + len(enc.data)
-            self._dispatch_batch(key, enc, qoff, now, end)
-            self.reput.reput_from = end
-            self.reput.dispatched += len(msgs)
-        durable = None
-        if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            durable = self.flush_service.request(end)
-        else:
-            self.flush_service.wakeup_if_due(end)
-        return PutResult(
-            PutMessageStatus.PUT_OK,
-            at,
-            len(enc.data),
-            qoff if enc.queued else 0,
-            len(msgs),
-            now,
-            tuple(enc.offsets),
-            durable,
-        )
+            result = self._append(key, enc, qoff, phy, now, self._encode, msgs)
+        return self._flushing(result)
 
     def put_raw_batch(self, raw: RawBatch) -> PutResult | None:
         """Append a batch body's messages without a Python object per message.
@@ -411,60 +376,74 @@ class MessageStore:
         if self._closed:
             return None
         key = (raw.topic, raw.queue_id)
-        cfg = self.config
-        max_body, segment = cfg.max_message_size_bytes, cfg.commitlog_file_size_bytes
-        index = cfg.message_index_enable
         with self._lock:
             if self._closed or (self.disk.full and self.disk.still_full()):
                 return None
             phy = self.commitlog.max_offset()
             qoff = self._next_queue_offset.get(key, 0)
             now = self.clock.now_ms()
-            enc = encode_raw_batch(
-                raw, phy, qoff, now, max_body=max_body, segment_size=segment, index=index
-            )
+            enc = self._encode_raw(raw, phy, qoff, now)
             if enc is None:
                 return None
-            try:
-                at = self._make_room(key, enc, qoff, phy)
-            except NoSpaceError as exc:
-                self.disk.no_room(exc.path, exc.size)
-                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-            except OSError as exc:
-                log.error("creating a store file failed", error=str(exc))
-                return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-            if at is None:
-                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            if isinstance(at, PutMessageStatus):
-                return PutResult(at)
-            if at != phy:
-                # Rolled to a new segment: the same records at new offsets.
-                enc = cast(
-                    EncodedBatch,
-                    encode_raw_batch(
-                        raw, at, qoff, now, max_body=max_body, segment_size=segment, index=index
-                    ),
-                )
-            self.commitlog.write(enc.data, now)
-            end = at + len(enc.data)
-            self._dispatch_batch(key, enc, qoff, now, end)
-            self.reput.reput_from = end
-            self.reput.dispatched += len(enc.offsets)
-        durable = None
-        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            durable = self.flush_service.request(end)
-        else:
-            self.flush_service.wakeup_if_due(end)
+            result = self._append(key, enc, qoff, phy, now, self._encode_raw, raw)
+        return self._flushing(result)
+
+    def _append(
+        self,
+        key: tuple[str, int],
+        enc: EncodedBatch,
+        qoff: int,
+        phy: int,
+        now: int,
+        encode: Callable[[Any, int, int, int], object],
+        source: Any,
+    ) -> PutResult:
+        """Write encoded records and dispatch them; the store lock is held.
+
+        ``encode(source, offset, qoff, now)`` encodes the same records again at another
+        offset (once per segment, when they roll to a new one); validation does not
+        depend on the offset, so it succeeds again.
+        """
+        try:
+            at = self._make_room(key, enc, qoff, phy)
+        except NoSpaceError as exc:
+            self.disk.no_room(exc.path, exc.size)
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        except OSError as exc:
+            log.error("creating a store file failed", error=str(exc))
+            return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+        if at is None:
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        if isinstance(at, PutMessageStatus):
+            return PutResult(at)
+        if at != phy:
+            enc = cast(EncodedBatch, encode(source, at, qoff, now))
+        # Into blocks reserved when the segment was created: no room is needed.
+        self.commitlog.write(enc.data, now)
+        size = len(enc.data)
+        self._dispatch_batch(key, enc, qoff, now, at + size)
+        count = len(enc.offsets)
+        self.reput.reput_from = at + size
+        self.reput.dispatched += count
         return PutResult(
             PutMessageStatus.PUT_OK,
             at,
-            len(enc.data),
+            size,
             qoff if enc.queued else 0,
-            len(enc.offsets),
+            count,
             now,
             tuple(enc.offsets),
-            durable,
         )
+
+    def _flushing(self, result: PutResult) -> PutResult:
+        """Ask for the flush a stored put needs (outside the store lock)."""
+        if result.status is PutMessageStatus.PUT_OK:
+            end = result.wrote_offset + result.wrote_bytes
+            if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+                result.durable = self.flush_service.request(end)
+            else:
+                self.flush_service.wakeup_if_due(end)
+        return result
 
     def _make_room(
         self, key: tuple[str, int], enc: EncodedBatch, qoff: int, phy: int
@@ -510,6 +489,18 @@ class MessageStore:
         if self.disk.check().full:
             raise _DiskFull
         self._rolled = True
+
+    def _encode_raw(self, raw: RawBatch, phy: int, qoff: int, now: int) -> EncodedBatch | None:
+        cfg = self.config
+        return encode_raw_batch(
+            raw,
+            phy,
+            qoff,
+            now,
+            max_body=cfg.max_message_size_bytes,
+            segment_size=cfg.commitlog_file_size_bytes,
+            index=cfg.message_index_enable,
+        )
 
     def _encode(
         self, msgs: Sequence[MessageToStore], phy: int, qoff: int, now: int

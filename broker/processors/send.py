@@ -29,7 +29,8 @@ empty dict for this.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Final
 
 import structlog
@@ -183,12 +184,9 @@ class SendProcessor:
             stored = self._raw_batch(rctx, cmd, header)
             if stored is not None:
                 return stored
-        try:
-            config = self._check(header)
-            queue_id = self._queue_id(header, config)
-            msgs = self._messages(header, cmd, queue_id, self._born_host(rctx), cmd.version)
-        except Refused as refused:
-            return refused.answer(cmd)
+        msgs = self._prepare(rctx, cmd, header)
+        if isinstance(msgs, RemotingCommand):
+            return msgs  # refused
         if self._topics.unsaved or self._groups.unsaved:
             return LATER
         return self._put(cmd, header, msgs)
@@ -201,12 +199,9 @@ class SendProcessor:
         if answer is not LATER:
             return answer
         header = parse_send_header(cmd)
-        try:
-            config = self._check(header)
-            queue_id = self._queue_id(header, config)
-            msgs = self._messages(header, cmd, queue_id, self._born_host(rctx), cmd.version)
-        except Refused as refused:
-            return refused.answer(cmd)
+        msgs = self._prepare(rctx, cmd, header)
+        if isinstance(msgs, RemotingCommand):
+            return msgs  # refused
         # A topic or group this send relies on was just created (perhaps by this very
         # send): it is on disk before a message is stored in it.
         problem = await self._metadata_saved(header.topic, msgs[0].topic)
@@ -214,10 +209,31 @@ class SendProcessor:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
         return self._put(cmd, header, msgs)
 
+    def _prepare(
+        self, rctx: RequestContext, cmd: RemotingCommand, header: SendMessageRequestHeader
+    ) -> list[MessageToStore] | RemotingCommand:
+        """The messages to store, or the answer refusing the request."""
+        try:
+            config = self._check(header)
+            queue_id = self._queue_id(header, config)
+            return self._messages(header, cmd, queue_id, self._born_host(rctx), cmd.version)
+        except Refused as refused:
+            return refused.answer(cmd)
+
     def _put(
         self, cmd: RemotingCommand, header: SendMessageRequestHeader, msgs: list[MessageToStore]
     ) -> RemotingCommand | Deferred:
         result = self._store.put_messages(msgs)
+        return self._after_put(cmd, header, result, partial(self._answer, cmd, msgs, result))
+
+    def _after_put(
+        self,
+        cmd: RemotingCommand,
+        header: SendMessageRequestHeader,
+        result: PutResult,
+        answer_with: Callable[[ResponseCode, str | None], RemotingCommand],
+    ) -> RemotingCommand | Deferred:
+        """Answer a put: refused, at once, or once the disk or a slave has it."""
         if result.status is not PutMessageStatus.PUT_OK:
             refused_code, why = self._refusal(result)
             return cmd.make_response(refused_code, remark=why)
@@ -225,16 +241,15 @@ class SendProcessor:
             deferred = Deferred(cmd)
 
             def answer(code: ResponseCode, remark: str | None) -> None:
-                deferred.answer(self._answer(cmd, msgs, result, code, remark))
+                deferred.answer(answer_with(code, remark))
 
-            wait = waits_for_store(header.properties)
-            outcome = self._put_wait.begin(result, wait, answer)
+            outcome = self._put_wait.begin(result, waits_for_store(header.properties), answer)
             if outcome is None:
                 return deferred
-            return self._answer(cmd, msgs, result, *outcome)
+            return answer_with(*outcome)
         if self._replicas is not None and self._replicas.has_slaves:
             self._replicas.notify()
-        return self._answer(cmd, msgs, result, ResponseCode.SUCCESS, None)
+        return answer_with(ResponseCode.SUCCESS, None)
 
     def _answer(
         self,
@@ -412,22 +427,9 @@ class SendProcessor:
         result = self._store.put_raw_batch(raw)
         if result is None:
             return None
-        if result.status is not PutMessageStatus.PUT_OK:
-            refused_code, why = self._refusal(result)
-            return cmd.make_response(refused_code, remark=why)
-        if self._waits:
-            deferred = Deferred(cmd)
-
-            def answer(code: ResponseCode, remark: str | None) -> None:
-                deferred.answer(self._raw_batch_answer(cmd, queue_id, result, code, remark))
-
-            outcome = self._put_wait.begin(result, waits_for_store(header.properties), answer)
-            if outcome is None:
-                return deferred
-            return self._raw_batch_answer(cmd, queue_id, result, *outcome)
-        if self._replicas is not None and self._replicas.has_slaves:
-            self._replicas.notify()
-        return self._raw_batch_answer(cmd, queue_id, result, ResponseCode.SUCCESS, None)
+        return self._after_put(
+            cmd, header, result, partial(self._raw_batch_answer, cmd, queue_id, result)
+        )
 
     def _raw_batch_answer(
         self,
