@@ -151,6 +151,7 @@ def parse_cpp_output(output: str) -> dict[str, Any]:
         result["latency_ms"] = {"count": messages, "p50": done["p50_ms"], "p99": done["p99_ms"]}
     if done.get("errors"):
         result["errors"] = done["errors"]
+        result["error_samples"] = done.get("error_samples", [])
     return result
 
 

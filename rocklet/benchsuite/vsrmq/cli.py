@@ -131,11 +131,13 @@ def run_vs_rocketmq(args: argparse.Namespace) -> int:
     Returns:
         0 on success; 2 when the release or Java cannot be used; 1 when a system failed.
     """
+    from rocklet.benchsuite.cases import CaseError
     from rocklet.benchsuite.procs import PeerStartError
     from rocklet.benchsuite.vsrmq.measure import BacklogError
     from rocklet.benchsuite.vsrmq.release import ReleaseError, RocketMqRelease, find_java
     from rocklet.benchsuite.vsrmq.results import case_markdown
     from rocklet.benchsuite.vsrmq.runner import Plan, run_plan
+    from rocklet.client.errors import ClientError
 
     def say(line: str) -> None:
         sys.stderr.write(f"{time.strftime('%H:%M:%S')} {line}\n")
@@ -176,7 +178,7 @@ def run_vs_rocketmq(args: argparse.Namespace) -> int:
     status = 0
     try:
         run_plan(plan, say, done)
-    except (PeerStartError, BacklogError) as exc:
+    except (PeerStartError, BacklogError, CaseError, ClientError, TimeoutError) as exc:
         sys.stderr.write(f"rocklet bench vs-rocketmq: {exc}\n")
         status = 1
     except KeyboardInterrupt:

@@ -24,7 +24,7 @@ from rocklet.benchsuite.cases import cpp_argv, parse_cpp_output, run_children
 from rocklet.benchsuite.measure import children_cpu_seconds
 from rocklet.benchsuite.vsrmq.results import Case
 from rocklet.client.admin import Admin
-from rocklet.client.errors import ClientError
+from rocklet.client.errors import ClientError, NoRouteError
 
 __all__ = ["QUEUES", "CppResult", "cpp_job", "create_topic", "run_cpp"]
 
@@ -53,11 +53,23 @@ class CppResult(NamedTuple):
 async def create_topic(admin: Admin, topic: str) -> None:
     """Create ``topic`` on the system's broker and wait until the name server routes it.
 
+    A broker whose port accepts may not have registered with its name server yet (under
+    load, a second or more): until it has, the cluster is unknown and the creation is
+    retried.
+
     Raises:
-        TimeoutError: No route within a few seconds of the creation.
+        TimeoutError: No broker to create it on, or no route, within the time allowed.
     """
-    await admin.create_topic(topic, queue_nums=QUEUES)
     deadline = time.monotonic() + _ROUTE_TIMEOUT_S
+    created: list[str] = []
+    while not created:
+        try:
+            created = await admin.create_topic(topic, queue_nums=QUEUES)
+        except NoRouteError:
+            created = []
+        if not created:
+            _check(deadline, f"no broker in the cluster to create {topic} on")
+            await asyncio.sleep(_POLL_S)  # the broker registers with the name server
     while True:
         try:
             route = await admin.topic_route(topic)
@@ -65,9 +77,13 @@ async def create_topic(admin: Admin, topic: str) -> None:
             route = None
         if route is not None and route.queue_datas:
             return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no route for {topic} {_ROUTE_TIMEOUT_S:.0f} s after creating it")
+        _check(deadline, f"no route for {topic} after creating it")
         await asyncio.sleep(_POLL_S)  # the broker registers the topic with the name server
+
+
+def _check(deadline: float, what: str) -> None:
+    if time.monotonic() > deadline:
+        raise TimeoutError(f"{what} within {_ROUTE_TIMEOUT_S:.0f} s")
 
 
 def cpp_job(case: Case, topic: str, seconds: float) -> dict[str, Any]:

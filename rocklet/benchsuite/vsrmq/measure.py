@@ -55,6 +55,7 @@ _CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
 #: of S seconds lasts S + this, so the line due at S is printed.
 _TAIL_S: Final = 3.0
 _POLL_S: Final = 0.25
+_REASON_CHARS: Final = 80
 _BACKLOG_TIMEOUT_S: Final = 900.0
 _PRODUCER: Final = "org.apache.rocketmq.example.benchmark.Producer"
 _CONSUMER: Final = "org.apache.rocketmq.example.benchmark.Consumer"
@@ -290,7 +291,9 @@ async def _cpp_run(
         drained = int(result["messages"]) >= backlog
         notes.append(f"backlog of {backlog:,}" + (" drained" if drained else ""))
     if result.get("errors"):
-        notes.append(f"{result['errors']} send errors")
+        # Failed sends are not counted; the first reason says which kind (a timeout?).
+        first = (result.get("error_samples") or ["?"])[0]
+        notes.append(f"{result['errors']} send errors, first: {first[:_REASON_CHARS]}")
     return _Measured(
         [], result["rate"], int(result["messages"]), cpu, notes, got.client_cpu_s, got.wall_s
     )
