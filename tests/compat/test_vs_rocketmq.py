@@ -106,7 +106,8 @@ def test_the_cpp_client_cases_measure_both_systems_and_the_client(tmp_path: Path
         assert r["messages"] > 50 and r["msgs_per_s"] > 0, r
         assert 0 < r["cpu_us_per_msg"] < 100_000, r
         assert 0 < r["client_cpu_us_per_msg"] < 100_000, r  # the driver process's CPU
-        assert r["wall_s"] >= 3, r
+    for r in runs[:2]:
+        assert r["wall_s"] >= 3, r  # the driver's life: at least the run's length of sends
     for r in runs[2:]:
         # The pull reads from offset 0 in a new group: a 3,000-message backlog is drained
         # (the backlog tool writes batches of 32, so a little more is stored).

@@ -69,8 +69,8 @@ def add_vs_rocketmq_parser(sub: Any) -> argparse.ArgumentParser:
     """
     parser: argparse.ArgumentParser = sub.add_parser(
         "vs-rocketmq",
-        help="Rocklet beside a RocketMQ 4.x release, with its Java benchmark tools "
-        "(RocketMQ binds 0.0.0.0)",
+        help="Rocklet beside a RocketMQ 4.x release, with its Java benchmark tools or "
+        "the official C++ client (RocketMQ binds 0.0.0.0)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
