@@ -1,4 +1,4 @@
-"""One measured run: the release's Java benchmark tool against a running system.
+"""One measured run: the release's Java benchmark tool (or the C++ client) against a system.
 
 A producer run sends for the run's length to a fresh topic; its messages are what the
 broker stored there (the queues' max offsets). A consumer run first has the release's
@@ -7,7 +7,9 @@ in a new group, which reads the backlog from its start (the broker answers a new
 group's offset query with 0 while the queue's first message is in memory). The
 Consumer commits its offsets every 5 s, so its messages and the broker's CPU are both
 taken between the first and the last commit seen by polling the group's progress
-(GET_CONSUME_STATS).
+(GET_CONSUME_STATS). A C++ client case (:mod:`.cppclient`) creates its topic, writes
+the same backlog when it reads one, warms the client up, then measures one time-capped
+run of the client's driver process.
 
 Broker CPU is user + system time of every thread of the broker process
 (``/proc/<pid>/stat``); peak RSS is its VmHWM (``/proc/<pid>/status``).

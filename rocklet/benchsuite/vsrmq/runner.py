@@ -75,7 +75,9 @@ def run_plan(
 
     Raises:
         PeerStartError: A system did not come up (the runs so far are lost to the caller;
-            they were passed to ``done``).
+            they were passed to ``done``); likewise BacklogError (a backlog not written
+            in time), CaseError (the C++ client's driver failed) and TimeoutError (no
+            broker registered to create a C++ case's topic on).
     """
     runs: list[Run] = []
     total = len(plan.cases) * plan.pairs * 2
