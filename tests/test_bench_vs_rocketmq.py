@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from rocklet.benchsuite.vsrmq.configs import broker_conf, free_broker_port, namesrv_properties
+from rocklet.benchsuite.vsrmq.cppclient import QUEUES, cpp_job
 from rocklet.benchsuite.vsrmq.measure import commit_window
 from rocklet.benchsuite.vsrmq.release import JAVA9_FLAGS, ReleaseError, RocketMqRelease, find_java
 from rocklet.benchsuite.vsrmq.results import (
     CASES,
+    DEFAULT_CASES,
     Run,
     case_markdown,
     median_or_none,
@@ -171,6 +173,64 @@ def test_cases_parse_in_the_order_given_and_reject_unknown_or_repeated_names() -
     for bad in ("producer2", "producer1,producer1", " , "):
         with pytest.raises(ValueError, match="cases must be"):
             parse_cases(bad)
+
+
+def cpp_run(
+    system: str, pair: int, rate: float, messages: int, cpu_s: float, client_s: float
+) -> Run:
+    return Run(
+        system,
+        "cpp1",
+        pair,
+        rate,
+        messages,
+        cpu_s,
+        80.0,
+        1.0,
+        2.0,
+        client_cpu_s=client_s,
+        wall_s=10.0,
+    )
+
+
+def test_a_cpp_case_table_adds_the_clients_cpu_and_the_busier_side() -> None:
+    runs = [
+        cpp_run("rocklet", 1, 2000, 20_000, 3.0, 6.0),  # 150 µs broker, 300 µs client
+        cpp_run("rocketmq", 1, 1000, 10_000, 8.0, 2.0),  # 800 µs broker, 200 µs client
+    ]
+    text = case_markdown("cpp1", CASES["cpp1"].title, runs)
+    assert "send_sync, 1 thread sharing one producer, 1 KiB (`cpp1`)" in text
+    assert "| broker CPU µs/msg | client CPU µs/msg | cores busy, broker / client |" in text
+    assert "| 1 | rocklet | 2,000 | 20,000 | 150.0 | 300.0 | 0.30 / 0.60 | 80 | 1.00→2.00 |" in text
+    assert "| 1 | rocketmq | 1,000 | 10,000 | 800.0 | 200.0 | 0.80 / 0.20 | 80 |" in text
+    assert "| 1 | 2.00 | 5.33 |" in text
+    assert "broker 0.30, C++ client 0.60; the busier side is the C++ client." in text
+    assert "broker 0.80, C++ client 0.20; the busier side is the broker." in text
+    assert runs[0].as_json()["client_cpu_us_per_msg"] == pytest.approx(300.0)
+    # The Java cases measure no client: their table keeps its columns.
+    java = case_markdown("producer16", "t", [run("rocklet", 1, 5000, 150_000, 30.0)])
+    assert "client CPU" not in java and "busier" not in java
+
+
+def test_the_cpp_cases_exist_but_are_not_run_by_default() -> None:
+    assert [c.name for c in parse_cases("cpp1,cpp8,cpppull")] == ["cpp1", "cpp8", "cpppull"]
+    assert DEFAULT_CASES == ("producer16", "producer1", "consumer1", "consumer16")
+    assert CASES["cpp8"].cpp and not CASES["cpp8"].backlog_first
+    assert CASES["cpppull"].cpp and CASES["cpppull"].backlog_first
+    assert CASES["consumer1"].backlog_first and not CASES["consumer1"].cpp
+
+
+def test_the_cpp_jobs_are_time_capped_driver_commands() -> None:
+    load = cpp_job(CASES["cpp8"], "VsRmq_t", 20.0)
+    assert {k: load[k] for k in ("op", "topic", "threads", "body_size", "seconds")} == {
+        "op": "load", "topic": "VsRmq_t", "threads": 8, "body_size": 1024, "seconds": 20.0,
+    }  # fmt: skip
+    assert "count" not in load  # the time cap ends it
+    pull = cpp_job(CASES["cpppull"], "VsRmq_t", 5.0)
+    assert pull["op"] == "pull" and pull["max_num"] == 32 and pull["seconds"] == 5.0
+    # Each run reads with a new group: a warm-up run leaves the measured one at offset 0.
+    assert cpp_job(CASES["cpppull"], "VsRmq_t", 5.0)["group"] != pull["group"]
+    assert QUEUES == 4  # as many as the Java Producer's first-use topic
 
 
 def test_pairs_alternate_which_system_goes_first() -> None:

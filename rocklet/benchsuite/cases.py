@@ -19,7 +19,15 @@ from rocklet.benchsuite.measure import CpuWindow
 from rocklet.benchsuite.peers.rocklet import QUEUES
 from rocklet.benchsuite.plan import Case
 
-__all__ = ["CPP_DRIVER", "CaseError", "backlog_count", "run_case"]
+__all__ = [
+    "CPP_DRIVER",
+    "CaseError",
+    "backlog_count",
+    "cpp_argv",
+    "parse_cpp_output",
+    "run_case",
+    "run_children",
+]
 
 #: The official C++ client's driver (a test helper of this repository).
 CPP_DRIVER: Final = Path(__file__).resolve().parents[2] / "tests" / "compat" / "cpp_driver.py"
@@ -57,22 +65,40 @@ def _worker_jobs(
     return jobs
 
 
-def _cpp_command(case: Case, address: Mapping[str, Any], count: int) -> dict[str, Any]:
-    command = dict(case.job) | {"namesrv": address["namesrv"], "quiet": True}
-    if command["op"] == "push":
-        command |= {"expect_count": count, "timeout_s": case.timeout_s / 2}
-    return command
+def cpp_argv(job: Mapping[str, Any], namesrv: str) -> list[str]:
+    """The command line running the C++ driver for one job, quietly (no per-message lines).
+
+    Args:
+        job: The driver's command (``op`` and its fields, see ``cpp_driver.py``).
+        namesrv: The name server's ``host:port``.
+
+    Returns:
+        The argv (this interpreter, the driver, the JSON command).
+    """
+    command = dict(job) | {"namesrv": namesrv, "quiet": True}
+    return [sys.executable, str(CPP_DRIVER), json.dumps(command)]
+
+
+def _cpp_job(case: Case, count: int) -> dict[str, Any]:
+    job = dict(case.job)
+    if job["op"] == "push":
+        job |= {"expect_count": count, "timeout_s": case.timeout_s / 2}
+    return job
 
 
 def _argv(case: Case, address: Mapping[str, Any], pgid: int | None, count: int) -> list[list[str]]:
     if case.system == "rocklet-cpp":
-        return [[sys.executable, str(CPP_DRIVER), json.dumps(_cpp_command(case, address, count))]]
+        return [cpp_argv(_cpp_job(case, count), address["namesrv"])]
     module = [sys.executable, "-m", "rocklet.benchsuite.worker"]
     return [[*module, json.dumps(job)] for job in _worker_jobs(case, address, pgid, count)]
 
 
-def _spawn(argvs: Sequence[list[str]], home: Path, timeout_s: float) -> list[str]:
-    """Start every child at once; their stdout (or raise CaseError on a timeout)."""
+def run_children(argvs: Sequence[list[str]], home: Path, timeout_s: float) -> list[str]:
+    """Start every child at once, with ``$HOME`` at ``home``; their stdouts, in order.
+
+    Raises:
+        CaseError: A child printed nothing, or they did not all end within ``timeout_s``.
+    """
     env = {**os.environ, "HOME": str(home)}  # the C++ client logs under $HOME
     children = [
         subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -102,7 +128,12 @@ def _from_worker(output: str) -> dict[str, Any]:
     return result
 
 
-def _from_cpp(output: str) -> dict[str, Any]:
+def parse_cpp_output(output: str) -> dict[str, Any]:
+    """The C++ driver's summary as a case result: messages, seconds, rate, latencies.
+
+    Raises:
+        CaseError: The driver reported a fatal error or no summary.
+    """
     events = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     done = next((e for e in events if e.get("event") in ("done", "fatal")), None)
     if done is None or done["event"] != "done":
@@ -120,6 +151,7 @@ def _from_cpp(output: str) -> dict[str, Any]:
         result["latency_ms"] = {"count": messages, "p50": done["p50_ms"], "p99": done["p99_ms"]}
     if done.get("errors"):
         result["errors"] = done["errors"]
+        result["error_samples"] = done.get("error_samples", [])
     return result
 
 
@@ -172,8 +204,8 @@ def run_case(
         raise CaseError("the producer reported no message with this tag")
     argvs = _argv(case, address, server_pgid, count)
     with CpuWindow(server_pgid) as cpu:
-        outputs = _spawn(argvs, home, case.timeout_s)
-    parse = _from_cpp if case.system == "rocklet-cpp" else _from_worker
+        outputs = run_children(argvs, home, case.timeout_s)
+    parse = parse_cpp_output if case.system == "rocklet-cpp" else _from_worker
     result = _merge([parse(out) for out in outputs])
     if case.kind == "consume" and count:
         result["expected"] = count

@@ -15,7 +15,8 @@ and ends with a ``{"event": "done", ...}`` summary line:
   With ``control`` it then prints ``ready`` and takes more ``{"sends": [...]}`` lines on
   stdin until ``stop``.
 * ``load``: ``count`` sync sends of ``body_size`` bytes from ``threads`` threads sharing
-  one producer; the summary has msg/s and the send latency percentiles (benchmarks).
+  one producer (with ``seconds``, sends stop then even short of ``count``, which may be
+  left out); the summary has msg/s and the send latency percentiles (benchmarks).
 * ``push``: a push consumer (``orderly``, ``model`` clustering/broadcasting, a tag
   ``expression``) printing a ``consumed`` line per delivery. Deliveries of messages
   whose key is in ``fail_first_keys`` fail the first time (RECONSUME_LATER). It stops
@@ -23,7 +24,7 @@ and ends with a ``{"event": "done", ...}`` summary line:
   (``control``), or after ``timeout_s``; ``instance`` and ``threads`` set the client's
   instance name and consume threads.
 * ``pull``: the wheel's ``PullConsumer`` reads every queue of the topic until
-  NO_NEW_MSG, printing a ``consumed`` line per message.
+  NO_NEW_MSG (or for at most ``seconds``), printing a ``consumed`` line per message.
 
 With ``quiet`` the per-message lines are left out (benchmarks). With ``access_key`` and
 ``secret_key`` the client signs its requests (ACL; ``set_session_credentials``, channel
@@ -179,7 +180,10 @@ def produce(cmd: dict[str, Any]) -> dict[str, Any]:
 def load(cmd: dict[str, Any]) -> dict[str, Any]:
     """Run the ``load`` job: timed sync sends from several threads."""
     producer = _producer(cmd)
-    topic, threads, count = cmd["topic"], int(cmd.get("threads", 1)), int(cmd["count"])
+    topic, threads = cmd["topic"], int(cmd.get("threads", 1))
+    # A time-capped run (``seconds``) has no count of its own: the cap ends it.
+    count = int(cmd.get("count", sys.maxsize // 2))
+    cap_s = float(cmd.get("seconds", "inf"))
     body = _body({"body_size": int(cmd.get("body_size", 1024))})
     producer.send_sync(_message(topic, {"body": body}))  # route lookup and connect: warm-up
     latencies: list[list[float]] = [[] for _ in range(threads)]
@@ -189,6 +193,8 @@ def load(cmd: dict[str, Any]) -> dict[str, Any]:
     def worker(slot: int) -> None:
         mine = latencies[slot]
         for _ in range(count // threads + (slot < count % threads)):
+            if time.perf_counter() >= deadline:
+                break
             msg = Message(topic)
             msg.set_body(body)
             began = time.perf_counter()
@@ -203,6 +209,7 @@ def load(cmd: dict[str, Any]) -> dict[str, Any]:
 
     pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
     began = time.perf_counter()
+    deadline = began + cap_s
     for thread in pool:
         thread.start()
     for thread in pool:
@@ -362,6 +369,7 @@ def pull(cmd: dict[str, Any]) -> dict[str, Any]:
     consumer.start()
     quiet, count = bool(cmd.get("quiet")), 0
     began = time.perf_counter()
+    deadline = began + float(cmd.get("seconds", "inf"))
     try:
         for msg in consumer.pull(
             cmd["topic"], cmd.get("expression", "*"), int(cmd.get("max_num", 32))
@@ -369,6 +377,8 @@ def pull(cmd: dict[str, Any]) -> dict[str, Any]:
             count += 1
             if not quiet:
                 emit("consumed", **_describe(msg))
+            if time.perf_counter() >= deadline:
+                break
     finally:
         elapsed = time.perf_counter() - began
         consumer.shutdown()

@@ -1,5 +1,8 @@
 """``rocklet bench vs-rocketmq`` end to end, against a real RocketMQ 4.x release.
 
+One short Java-tool case and two short C++-client cases (the official client, PyPI
+``rocketmq``, from the dev extras), each against both systems.
+
 The release is ``$ROCKETMQ_HOME``, else the workspace's ``/tmp/anchor/rocketmq-4.9.4``.
 A release whose ``lib/`` lacks jars (that snapshot has no netty-all, bcprov or
 zstd-jni) gets them from ``$ROCKETMQ_EXTRA_CLASSPATH``, else from the classpath file
@@ -80,3 +83,37 @@ def test_a_short_producer_comparison_measures_both_systems(tmp_path: Path) -> No
     assert out.count("| 1 | rocklet |") == 1 and out.count("| 1 | rocketmq |") == 1
     assert "| median |" in out
     assert list(work.iterdir()) == []  # stores and logs removed
+
+
+def test_the_cpp_client_cases_measure_both_systems_and_the_client(tmp_path: Path) -> None:
+    results = tmp_path / "vs.json"
+    argv = [
+        sys.executable, "-m", "rocklet", "bench", "vs-rocketmq",
+        "--rocketmq-home", str(RELEASE), "--extra-classpath", _extra_classpath(),
+        "--seconds", "3", "--warmup", "1", "--pairs", "1", "--backlog", "3000",
+        "--cases", "cpp1,cpppull", "--json", str(results), "--work-dir", str(tmp_path),
+    ]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[1/4] cpp1 pair 1: rocklet up; 3 s of the C++ client" in proc.stderr
+    assert "[4/4] cpppull pair 1: rocketmq up; writing the backlog, then 3 s" in proc.stderr
+
+    runs = json.loads(results.read_text())["runs"]
+    assert [(r["case"], r["system"]) for r in runs] == [
+        ("cpp1", "rocklet"), ("cpp1", "rocketmq"), ("cpppull", "rocklet"), ("cpppull", "rocketmq"),
+    ]  # fmt: skip
+    for r in runs:
+        assert r["messages"] > 50 and r["msgs_per_s"] > 0, r
+        assert 0 < r["cpu_us_per_msg"] < 100_000, r
+        assert 0 < r["client_cpu_us_per_msg"] < 100_000, r  # the driver process's CPU
+    for r in runs[:2]:
+        assert r["wall_s"] >= 3, r  # the driver's life: at least the run's length of sends
+    for r in runs[2:]:
+        # The pull reads from offset 0 in a new group: a 3,000-message backlog is drained
+        # (the backlog tool writes batches of 32, so a little more is stored).
+        assert r["messages"] >= 3000 and "drained" in r["notes"][0], r
+
+    out = proc.stdout
+    assert "send_sync, 1 thread sharing one producer, 1 KiB (`cpp1`)" in out
+    assert "PullConsumer draining a backlog, 1 KiB (`cpppull`)" in out
+    assert out.count("the busier side is") == 4 and out.count("| median |") == 2

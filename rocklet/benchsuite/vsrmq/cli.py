@@ -7,6 +7,12 @@ release's own Java benchmark Producer and Consumer (1 KiB bodies), alternating w
 system goes first (ABBA). Prints a Markdown table per case: msg/s, broker CPU µs per
 message, the broker's peak RSS, the load, then the per-pair ratios and medians.
 
+The cases cpp1, cpp8 and cpppull (not run by default) drive both systems with the
+official C++ client instead (PyPI rocketmq 0.4.4, in the dev extras): send_sync from 1
+or 8 threads sharing one producer, and the PullConsumer draining a backlog. Their
+tables add the client's CPU per message and the cores the broker and the client kept
+busy, to show which side was the bottleneck.
+
 Note: RocketMQ 4.9.4 has no bind-address option; while it runs, its name server and
 broker listen on every interface (0.0.0.0) of this machine. Rocklet listens on
 127.0.0.1 only. Run it where that exposure is acceptable (a firewalled host).
@@ -16,6 +22,7 @@ Examples::
     rocklet bench vs-rocketmq --rocketmq-home ~/rocketmq-all-4.9.4-bin-release
     rocklet bench vs-rocketmq --rocketmq-home DIR --pairs 3 --seconds 60 --json vs.json
     rocklet bench vs-rocketmq --rocketmq-home DIR --cases producer16 --seconds 10 --pairs 1
+    rocklet bench vs-rocketmq --rocketmq-home DIR --cases cpp1,cpp8,cpppull --seconds 20
 """
 
 from __future__ import annotations
@@ -62,8 +69,8 @@ def add_vs_rocketmq_parser(sub: Any) -> argparse.ArgumentParser:
     """
     parser: argparse.ArgumentParser = sub.add_parser(
         "vs-rocketmq",
-        help="Rocklet beside a RocketMQ 4.x release, with its Java benchmark tools "
-        "(RocketMQ binds 0.0.0.0)",
+        help="Rocklet beside a RocketMQ 4.x release, with its Java benchmark tools or "
+        "the official C++ client (RocketMQ binds 0.0.0.0)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -83,12 +90,17 @@ def add_vs_rocketmq_parser(sub: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--cases", type=_cases, default=tuple(CASES[c] for c in DEFAULT_CASES),
-        help=f"comma-separated, of {', '.join(CASES)} (default: all, in that order)",
+        help=f"comma-separated, of {', '.join(CASES)} "
+        f"(default: the Java ones, {','.join(DEFAULT_CASES)})",
     )  # fmt: skip
     parser.add_argument(
         "--backlog", type=_positive(int), default=1_500_000,
-        help="messages written before each consumer case (1500000); a consumer that "
-        "runs out is rated over the windows it spent reading",
+        help="messages written before each consumer case, cpppull too (1500000); a "
+        "consumer that runs out is rated over the time it spent reading",
+    )  # fmt: skip
+    parser.add_argument(
+        "--warmup", type=float, default=5.0, metavar="SECONDS",
+        help="an unmeasured run of the C++ client before each C++ case's measured one (5)",
     )  # fmt: skip
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the raw results")
     parser.add_argument("--work-dir", type=Path, help="parent of the temporary stores")
@@ -108,6 +120,7 @@ def _document(args: argparse.Namespace, runs: list[Run], java_major: int) -> dic
         "pairs": args.pairs,
         "seconds": args.seconds,
         "backlog": args.backlog,
+        "warmup_s": args.warmup,
         "runs": [r.as_json() for r in runs],
     }
 
@@ -118,11 +131,13 @@ def run_vs_rocketmq(args: argparse.Namespace) -> int:
     Returns:
         0 on success; 2 when the release or Java cannot be used; 1 when a system failed.
     """
+    from rocklet.benchsuite.cases import CaseError
     from rocklet.benchsuite.procs import PeerStartError
     from rocklet.benchsuite.vsrmq.measure import BacklogError
     from rocklet.benchsuite.vsrmq.release import ReleaseError, RocketMqRelease, find_java
     from rocklet.benchsuite.vsrmq.results import case_markdown
     from rocklet.benchsuite.vsrmq.runner import Plan, run_plan
+    from rocklet.client.errors import ClientError
 
     def say(line: str) -> None:
         sys.stderr.write(f"{time.strftime('%H:%M:%S')} {line}\n")
@@ -137,7 +152,14 @@ def run_vs_rocketmq(args: argparse.Namespace) -> int:
         return 2
     say(_BIND_WARNING)
     plan = Plan(
-        release, args.cases, args.pairs, args.seconds, args.backlog, args.work_dir, args.keep
+        release,
+        args.cases,
+        args.pairs,
+        args.seconds,
+        args.backlog,
+        args.work_dir,
+        args.keep,
+        warmup_s=args.warmup,
     )
 
     runs: list[Run] = []
@@ -156,7 +178,7 @@ def run_vs_rocketmq(args: argparse.Namespace) -> int:
     status = 0
     try:
         run_plan(plan, say, done)
-    except (PeerStartError, BacklogError) as exc:
+    except (PeerStartError, BacklogError, CaseError, ClientError, TimeoutError) as exc:
         sys.stderr.write(f"rocklet bench vs-rocketmq: {exc}\n")
         status = 1
     except KeyboardInterrupt:

@@ -1,4 +1,4 @@
-"""One measured run: the release's Java benchmark tool against a running system.
+"""One measured run: the release's Java benchmark tool (or the C++ client) against a system.
 
 A producer run sends for the run's length to a fresh topic; its messages are what the
 broker stored there (the queues' max offsets). A consumer run first has the release's
@@ -7,7 +7,9 @@ in a new group, which reads the backlog from its start (the broker answers a new
 group's offset query with 0 while the queue's first message is in memory). The
 Consumer commits its offsets every 5 s, so its messages and the broker's CPU are both
 taken between the first and the last commit seen by polling the group's progress
-(GET_CONSUME_STATS).
+(GET_CONSUME_STATS). A C++ client case (:mod:`.cppclient`) creates its topic, writes
+the same backlog when it reads one, warms the client up, then measures one time-capped
+run of the client's driver process.
 
 Broker CPU is user + system time of every thread of the broker process
 (``/proc/<pid>/stat``); peak RSS is its VmHWM (``/proc/<pid>/status``).
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from rocklet.benchsuite.vsrmq.cppclient import cpp_job, create_topic, run_cpp
 from rocklet.benchsuite.vsrmq.release import RocketMqRelease
 from rocklet.benchsuite.vsrmq.results import Case, Run
 from rocklet.benchsuite.vsrmq.servers import RunningSystem
@@ -54,6 +57,7 @@ _CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
 #: of S seconds lasts S + this, so the line due at S is printed.
 _TAIL_S: Final = 3.0
 _POLL_S: Final = 0.25
+_REASON_CHARS: Final = 80
 _BACKLOG_TIMEOUT_S: Final = 900.0
 _PRODUCER: Final = "org.apache.rocketmq.example.benchmark.Producer"
 _CONSUMER: Final = "org.apache.rocketmq.example.benchmark.Consumer"
@@ -89,6 +93,8 @@ class RunSpec:
         seconds: How long the measured tool runs (plus a few seconds' tail).
         backlog: Messages written before a consumer case.
         work: A directory for the tool's logs.
+        warmup_s: Length of the unmeasured run of the C++ client before a C++ case's
+            measured one (0: none).
     """
 
     case: Case
@@ -96,6 +102,7 @@ class RunSpec:
     seconds: float
     backlog: int
     work: Path
+    warmup_s: float = 0.0
 
 
 class _Measured(NamedTuple):
@@ -104,6 +111,8 @@ class _Measured(NamedTuple):
     messages: int
     cpu_s: float
     notes: list[str]
+    client_cpu_s: float | None = None  # the C++ cases: the driver process's CPU
+    wall_s: float | None = None  # and the span both CPU figures cover
 
 
 class _Tool:
@@ -256,6 +265,42 @@ async def _consumer_run(
     return _Measured([tps for _, tps in lines], rate, messages, cpu, notes)
 
 
+async def _cpp_run(
+    release: RocketMqRelease, system: RunningSystem, spec: RunSpec, admin: Admin, topic: str
+) -> _Measured:
+    """A C++ client case: the topic made first, then the driver for the run's length.
+
+    An unmeasured warm-up run of the driver comes first (a fresh JVM would otherwise be
+    measured while its JIT compiles; the Java cases drop the tool's first rate line for
+    the same reason). The broker's and the client's CPU both cover the measured
+    driver's whole life (its start and the client's too); the rate is the driver's,
+    over its timed loop.
+    """
+    await create_topic(admin, topic)
+    notes = []
+    backlog = None
+    if spec.case.backlog_first:
+        backlog = await _write_backlog(release, system, spec, admin, topic)
+    if spec.warmup_s > 0:
+        # Its own group: a warm-up pull leaves the measured group's offsets at 0.
+        await run_cpp(cpp_job(spec.case, topic, spec.warmup_s), system.namesrv, spec.work / "cpp")
+    pid = system.broker.pid
+    before = broker_cpu_s(pid)
+    got = await run_cpp(cpp_job(spec.case, topic, spec.seconds), system.namesrv, spec.work / "cpp")
+    cpu = broker_cpu_s(pid) - before
+    result = got.result
+    if backlog is not None:
+        drained = int(result["messages"]) >= backlog
+        notes.append(f"backlog of {backlog:,}" + (" drained" if drained else ""))
+    if result.get("errors"):
+        # Failed sends are not counted; the first reason says which kind (a timeout?).
+        first = (result.get("error_samples") or ["?"])[0]
+        notes.append(f"{result['errors']} send errors, first: {first[:_REASON_CHARS]}")
+    return _Measured(
+        [], result["rate"], int(result["messages"]), cpu, notes, got.client_cpu_s, got.wall_s
+    )
+
+
 def commit_window(
     commits: list[tuple[float, int]], whole_run_cpu_s: float, backlog: int
 ) -> tuple[int, float, list[str]]:
@@ -295,7 +340,7 @@ async def measure_run(release: RocketMqRelease, system: RunningSystem, spec: Run
     topic = f"VsRmq_{spec.case.name}_{uuid.uuid4().hex[:8]}"
     load_before = load_1min()
     async with Admin(system.namesrv, instance_name=f"vsrmq-{uuid.uuid4().hex[:8]}") as admin:
-        body = _producer_run if spec.case.tool == "producer" else _consumer_run
+        body = {"producer": _producer_run, "consumer": _consumer_run}.get(spec.case.tool, _cpp_run)
         got = await body(release, system, spec, admin, topic)
     return Run(
         system=system.name,
@@ -309,4 +354,6 @@ async def measure_run(release: RocketMqRelease, system: RunningSystem, spec: Run
         load_after=load_1min(),
         tps_lines=got.tps,
         notes=got.notes,
+        client_cpu_s=got.client_cpu_s,
+        wall_s=got.wall_s,
     )

@@ -29,12 +29,15 @@ SYSTEMS: Final = ("rocklet", "rocketmq")
 
 @dataclass(frozen=True)
 class Case:
-    """One workload of the Java benchmark tool.
+    """One workload: of the release's Java benchmark tool, or of the official C++ client.
 
     Attributes:
         name: As given to ``--cases``.
-        tool: ``"producer"`` or ``"consumer"`` (which reads a backlog written first).
-        threads: The tool's ``-w``.
+        tool: ``"producer"`` or ``"consumer"`` (the Java tools; the consumer reads a
+            backlog written first), ``"cpp-producer"`` (the C++ client's synchronous
+            sends) or ``"cpp-pull"`` (its PullConsumer, reading a backlog written first).
+        threads: The Java tool's ``-w``; the C++ producer's sending threads (one
+            producer shared by all); 1 for the C++ PullConsumer (it pulls in one thread).
     """
 
     name: str
@@ -42,10 +45,25 @@ class Case:
     threads: int
 
     @property
+    def cpp(self) -> bool:
+        """Whether the official C++ client drives it (not the Java tools)."""
+        return self.tool.startswith("cpp-")
+
+    @property
+    def backlog_first(self) -> bool:
+        """Whether a backlog is written before the measured part (the consumer cases)."""
+        return self.tool in ("consumer", "cpp-pull")
+
+    @property
     def title(self) -> str:
         """A heading for the case's table."""
+        threads = f"{self.threads} thread{'s' * (self.threads > 1)}"
+        if self.tool == "cpp-producer":
+            return f"C++ client (rocketmq 0.4.4), send_sync, {threads} sharing one producer, 1 KiB"
+        if self.tool == "cpp-pull":
+            return "C++ client (rocketmq 0.4.4), PullConsumer draining a backlog, 1 KiB"
         what = "Producer" if self.tool == "producer" else "Consumer of a backlog"
-        return f"Java benchmark {what}, {self.threads} thread{'s' * (self.threads > 1)}, 1 KiB"
+        return f"Java benchmark {what}, {threads}, 1 KiB"
 
 
 CASES: Final = {
@@ -55,6 +73,9 @@ CASES: Final = {
         Case("producer1", "producer", 1),
         Case("consumer1", "consumer", 1),
         Case("consumer16", "consumer", 16),
+        Case("cpp1", "cpp-producer", 1),
+        Case("cpp8", "cpp-producer", 8),
+        Case("cpppull", "cpp-pull", 1),
     )
 }
 DEFAULT_CASES: Final = ("producer16", "producer1", "consumer1", "consumer16")
@@ -91,6 +112,9 @@ class Run:
         load_after: And after it.
         tps_lines: Every rate the tool printed.
         notes: Anything that qualifies the figures.
+        client_cpu_s: The client process's CPU seconds (user + system) over the span
+            of ``cpu_s``; measured for the C++ cases only (None otherwise).
+        wall_s: The length of that span (the C++ cases; None otherwise).
     """
 
     system: str
@@ -104,15 +128,34 @@ class Run:
     load_after: float
     tps_lines: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    client_cpu_s: float | None = None
+    wall_s: float | None = None
 
     @property
     def cpu_us_per_msg(self) -> float | None:
         """Broker CPU microseconds per message (None without messages)."""
         return self.cpu_s * 1e6 / self.messages if self.messages > 0 else None
 
+    @property
+    def client_cpu_us_per_msg(self) -> float | None:
+        """Client CPU microseconds per message (None without them or the client's CPU)."""
+        if self.client_cpu_s is None or self.messages <= 0:
+            return None
+        return self.client_cpu_s * 1e6 / self.messages
+
+    def cores(self) -> tuple[float, float] | None:
+        """(broker, client) cores kept busy over the span, when both were measured."""
+        if self.client_cpu_s is None or not self.wall_s:
+            return None
+        return self.cpu_s / self.wall_s, self.client_cpu_s / self.wall_s
+
     def as_json(self) -> dict[str, Any]:
         """The run as plain data, with the derived CPU per message."""
-        return {**asdict(self), "cpu_us_per_msg": self.cpu_us_per_msg}
+        return {
+            **asdict(self),
+            "cpu_us_per_msg": self.cpu_us_per_msg,
+            "client_cpu_us_per_msg": self.client_cpu_us_per_msg,
+        }
 
 
 @dataclass(frozen=True)
@@ -176,17 +219,26 @@ def case_markdown(case: str, title: str, runs: Sequence[Run]) -> str:
         Markdown text ending with a newline.
     """
     mine = sorted((r for r in runs if r.case == case), key=lambda r: r.pair)
+    client = any(r.client_cpu_s is not None for r in mine)
+    extra_head = " client CPU µs/msg | cores busy, broker / client |" if client else ""
     out = [
         f"### {title} (`{case}`)",
         "",
-        "| pair | system | msg/s | messages | broker CPU µs/msg | peak RSS MiB | load 1-min |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | --- |",
+        "| pair | system | msg/s | messages | broker CPU µs/msg |"
+        f"{extra_head} peak RSS MiB | load 1-min |",
+        "| ---: | --- | ---: | ---: | ---: |" + " ---: | ---: |" * client + " ---: | --- |",
     ]
     for r in mine:
         note = f" ({'; '.join(r.notes)})" if r.notes else ""
+        cores = r.cores()
+        extra = (
+            f" {_num(r.client_cpu_us_per_msg, '.1f')} | "
+            + ("-" if cores is None else f"{cores[0]:.2f} / {cores[1]:.2f}")
+            + " |"
+        )
         out.append(
             f"| {r.pair} | {r.system}{note} | {_num(r.msgs_per_s, ',.0f')} | {r.messages:,} | "
-            f"{_num(r.cpu_us_per_msg, '.1f')} | {r.peak_rss_mib:.0f} | "
+            f"{_num(r.cpu_us_per_msg, '.1f')} |{extra * client} {r.peak_rss_mib:.0f} | "
             f"{r.load_before:.2f}→{r.load_after:.2f} |"
         )
     ratios = pair_ratios(mine)
@@ -209,5 +261,17 @@ def case_markdown(case: str, title: str, runs: Sequence[Run]) -> str:
             out.append(
                 f"Median {system}: {_num(rate, ',.0f')} msg/s, {_num(cpu, '.1f')} µs broker CPU "
                 f"per message, peak RSS {statistics.median(r.peak_rss_mib for r in rows):.0f} MiB."
+                + _busier(rows)
             )
     return "\n".join(out) + "\n"
+
+
+def _busier(rows: Sequence[Run]) -> str:
+    """Which process was kept busier, the client or the broker (medians over the runs)."""
+    cores = [c for c in (r.cores() for r in rows) if c is not None]
+    if not cores:
+        return ""
+    broker = statistics.median(c[0] for c in cores)
+    client = statistics.median(c[1] for c in cores)
+    side = "the C++ client" if client > broker else "the broker"
+    return f" Cores busy: broker {broker:.2f}, C++ client {client:.2f}; the busier side is {side}."

@@ -34,6 +34,7 @@ class Plan:
         backlog: Messages written before each consumer case.
         work_dir: Parent of the temporary directories (the system's default if None).
         keep: Keep the stores and logs.
+        warmup_s: The C++ cases' unmeasured warm-up run, seconds.
     """
 
     release: RocketMqRelease
@@ -43,6 +44,7 @@ class Plan:
     backlog: int
     work_dir: Path | None = None
     keep: bool = False
+    warmup_s: float = 0.0
 
 
 def order(pair: int) -> tuple[str, str]:
@@ -73,7 +75,9 @@ def run_plan(
 
     Raises:
         PeerStartError: A system did not come up (the runs so far are lost to the caller;
-            they were passed to ``done``).
+            they were passed to ``done``); likewise BacklogError (a backlog not written
+            in time), CaseError (the C++ client's driver failed) and TimeoutError (no
+            broker registered to create a C++ case's topic on).
     """
     runs: list[Run] = []
     total = len(plan.cases) * plan.pairs * 2
@@ -86,12 +90,10 @@ def run_plan(
                     progress(f"{step}: starting {system}")
                     running = _start(system, plan, work)
                     try:
-                        what = "writing the backlog, then " if case.tool == "consumer" else ""
-                        progress(
-                            f"{step}: {system} up; "
-                            f"{what}{plan.seconds:.0f} s of the Java {case.tool}"
-                        )
-                        spec = RunSpec(case, pair, plan.seconds, plan.backlog, work)
+                        what = "writing the backlog, then " if case.backlog_first else ""
+                        tool = "the C++ client" if case.cpp else f"the Java {case.tool}"
+                        progress(f"{step}: {system} up; {what}{plan.seconds:.0f} s of {tool}")
+                        spec = RunSpec(case, pair, plan.seconds, plan.backlog, work, plan.warmup_s)
                         run = asyncio.run(measure_run(plan.release, running, spec))
                     finally:
                         running.stop()
