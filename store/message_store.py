@@ -343,20 +343,9 @@ class MessageStore:
             if not _one_queue(msgs):
                 return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         first = msgs[0]
-        key = (first.topic, first.queue_id)
-        with self._lock:
-            if self._closed:
-                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-            if self.disk.full and self.disk.still_full():
-                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-            phy = self.commitlog.max_offset()
-            qoff = self._next_queue_offset.get(key, 0)
-            now = self.clock.now_ms()
-            enc = self._encode(msgs, phy, qoff, now)
-            if isinstance(enc, PutMessageStatus):
-                return PutResult(enc)
-            result = self._append(key, enc, qoff, phy, now, self._encode, msgs)
-        return self._flushing(result)
+        result = self._put_encoded((first.topic, first.queue_id), self._encode, msgs, True)
+        assert result is not None  # put_messages always answers
+        return result
 
     def put_raw_batch(self, raw: RawBatch) -> PutResult | None:
         """Append a batch body's messages without a Python object per message.
@@ -375,75 +364,72 @@ class MessageStore:
         """
         if self._closed:
             return None
-        key = (raw.topic, raw.queue_id)
+        return self._put_encoded((raw.topic, raw.queue_id), self._encode_raw, raw, False)
+
+    def _put_encoded(
+        self,
+        key: tuple[str, int],
+        encode: Callable[[Any, int, int, int], EncodedBatch | PutMessageStatus | None],
+        source: Any,
+        answer_unavailable: bool,
+    ) -> PutResult | None:
+        """Encode under the store lock, write, dispatch, then ask for the flush.
+
+        ``encode(source, phy, qoff, now)`` encodes the records as if appended at
+        ``phy``: a status refuses them, None leaves them to the caller (as does a
+        closed or full store unless ``answer_unavailable``). It runs again at the new
+        offset when the records roll to a new segment (once per segment); validation
+        does not depend on the offset, so it succeeds again.
+        """
         with self._lock:
             if self._closed or (self.disk.full and self.disk.still_full()):
-                return None
+                return (
+                    PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+                    if answer_unavailable
+                    else None
+                )
             phy = self.commitlog.max_offset()
             qoff = self._next_queue_offset.get(key, 0)
             now = self.clock.now_ms()
-            enc = self._encode_raw(raw, phy, qoff, now)
-            if enc is None:
-                return None
-            result = self._append(key, enc, qoff, phy, now, self._encode_raw, raw)
-        return self._flushing(result)
-
-    def _append(
-        self,
-        key: tuple[str, int],
-        enc: EncodedBatch,
-        qoff: int,
-        phy: int,
-        now: int,
-        encode: Callable[[Any, int, int, int], object],
-        source: Any,
-    ) -> PutResult:
-        """Write encoded records and dispatch them; the store lock is held.
-
-        ``encode(source, offset, qoff, now)`` encodes the same records again at another
-        offset (once per segment, when they roll to a new one); validation does not
-        depend on the offset, so it succeeds again.
-        """
-        try:
-            at = self._make_room(key, enc, qoff, phy)
-        except NoSpaceError as exc:
-            self.disk.no_room(exc.path, exc.size)
-            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        except OSError as exc:
-            log.error("creating a store file failed", error=str(exc))
-            return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-        if at is None:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        if isinstance(at, PutMessageStatus):
-            return PutResult(at)
-        if at != phy:
-            enc = cast(EncodedBatch, encode(source, at, qoff, now))
-        # Into blocks reserved when the segment was created: no room is needed.
-        self.commitlog.write(enc.data, now)
-        size = len(enc.data)
-        self._dispatch_batch(key, enc, qoff, now, at + size)
-        count = len(enc.offsets)
-        self.reput.reput_from = at + size
-        self.reput.dispatched += count
+            enc = encode(source, phy, qoff, now)
+            if type(enc) is not EncodedBatch:
+                return None if enc is None else PutResult(cast(PutMessageStatus, enc))
+            try:
+                at = self._make_room(key, enc, qoff, phy)
+            except NoSpaceError as exc:
+                self.disk.no_room(exc.path, exc.size)
+                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            except OSError as exc:
+                log.error("creating a store file failed", error=str(exc))
+                return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            if at is None:
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            if isinstance(at, PutMessageStatus):
+                return PutResult(at)
+            if at != phy:
+                enc = cast(EncodedBatch, encode(source, at, qoff, now))
+            # Into blocks reserved when the segment was created: no room is needed.
+            self.commitlog.write(enc.data, now)
+            end = at + len(enc.data)
+            self._dispatch_batch(key, enc, qoff, now, end)
+            count = len(enc.offsets)
+            self.reput.reput_from = end
+            self.reput.dispatched += count
+        durable = None
+        if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            durable = self.flush_service.request(end)
+        else:
+            self.flush_service.wakeup_if_due(end)
         return PutResult(
             PutMessageStatus.PUT_OK,
             at,
-            size,
+            len(enc.data),
             qoff if enc.queued else 0,
             count,
             now,
             tuple(enc.offsets),
+            durable,
         )
-
-    def _flushing(self, result: PutResult) -> PutResult:
-        """Ask for the flush a stored put needs (outside the store lock)."""
-        if result.status is PutMessageStatus.PUT_OK:
-            end = result.wrote_offset + result.wrote_bytes
-            if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-                result.durable = self.flush_service.request(end)
-            else:
-                self.flush_service.wakeup_if_due(end)
-        return result
 
     def _make_room(
         self, key: tuple[str, int], enc: EncodedBatch, qoff: int, phy: int

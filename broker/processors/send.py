@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from functools import partial
-from typing import Final
+from typing import Final, TypeVar
 
 import structlog
 
@@ -105,6 +104,9 @@ _BORN_HOST = "rocklet.send.born_host"
 #: Topic names known to pass ``check_topic_name`` (a regular expression per send
 #: otherwise); cleared when it reaches this size, so odd clients cannot grow it.
 _CHECKED_TOPICS_MAX = 4096
+
+#: What a stored send's answer is made from (its messages, or a raw batch's queue id).
+_T = TypeVar("_T")
 
 
 def peer_host(peer: tuple[str, int]) -> bytes:
@@ -189,7 +191,7 @@ class SendProcessor:
             return msgs  # refused
         if self._topics.unsaved or self._groups.unsaved:
             return LATER
-        return self._put(cmd, header, msgs)
+        return self._after_put(cmd, header, self._store.put_messages(msgs), self._answer, msgs)
 
     async def process(
         self, rctx: RequestContext, cmd: RemotingCommand
@@ -207,7 +209,7 @@ class SendProcessor:
         problem = await self._metadata_saved(header.topic, msgs[0].topic)
         if problem is not None:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
-        return self._put(cmd, header, msgs)
+        return self._after_put(cmd, header, self._store.put_messages(msgs), self._answer, msgs)
 
     def _prepare(
         self, rctx: RequestContext, cmd: RemotingCommand, header: SendMessageRequestHeader
@@ -220,20 +222,21 @@ class SendProcessor:
         except Refused as refused:
             return refused.answer(cmd)
 
-    def _put(
-        self, cmd: RemotingCommand, header: SendMessageRequestHeader, msgs: list[MessageToStore]
-    ) -> RemotingCommand | Deferred:
-        result = self._store.put_messages(msgs)
-        return self._after_put(cmd, header, result, partial(self._answer, cmd, msgs, result))
-
     def _after_put(
         self,
         cmd: RemotingCommand,
         header: SendMessageRequestHeader,
         result: PutResult,
-        answer_with: Callable[[ResponseCode, str | None], RemotingCommand],
+        answer_with: Callable[
+            [RemotingCommand, _T, PutResult, ResponseCode, str | None], RemotingCommand
+        ],
+        stored: _T,
     ) -> RemotingCommand | Deferred:
-        """Answer a put: refused, at once, or once the disk or a slave has it."""
+        """Answer a put: refused, at once, or once the disk or a slave has it.
+
+        ``answer_with(cmd, stored, result, code, remark)`` makes the answer (no closure
+        per send: this is the hot path).
+        """
         if result.status is not PutMessageStatus.PUT_OK:
             refused_code, why = self._refusal(result)
             return cmd.make_response(refused_code, remark=why)
@@ -241,15 +244,15 @@ class SendProcessor:
             deferred = Deferred(cmd)
 
             def answer(code: ResponseCode, remark: str | None) -> None:
-                deferred.answer(answer_with(code, remark))
+                deferred.answer(answer_with(cmd, stored, result, code, remark))
 
             outcome = self._put_wait.begin(result, waits_for_store(header.properties), answer)
             if outcome is None:
                 return deferred
-            return answer_with(*outcome)
+            return answer_with(cmd, stored, result, *outcome)
         if self._replicas is not None and self._replicas.has_slaves:
             self._replicas.notify()
-        return answer_with(ResponseCode.SUCCESS, None)
+        return answer_with(cmd, stored, result, ResponseCode.SUCCESS, None)
 
     def _answer(
         self,
@@ -427,9 +430,7 @@ class SendProcessor:
         result = self._store.put_raw_batch(raw)
         if result is None:
             return None
-        return self._after_put(
-            cmd, header, result, partial(self._raw_batch_answer, cmd, queue_id, result)
-        )
+        return self._after_put(cmd, header, result, self._raw_batch_answer, queue_id)
 
     def _raw_batch_answer(
         self,
