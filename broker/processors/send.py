@@ -186,9 +186,12 @@ class SendProcessor:
             stored = self._raw_batch(rctx, cmd, header)
             if stored is not None:
                 return stored
-        msgs = self._prepare(rctx, cmd, header)
-        if isinstance(msgs, RemotingCommand):
-            return msgs  # refused
+        try:
+            config = self._check(header)
+            queue_id = self._queue_id(header, config)
+            msgs = self._messages(header, cmd, queue_id, self._born_host(rctx), cmd.version)
+        except Refused as refused:
+            return refused.answer(cmd)
         if self._topics.unsaved or self._groups.unsaved:
             return LATER
         return self._after_put(cmd, header, self._store.put_messages(msgs), self._answer, msgs)
@@ -196,31 +199,17 @@ class SendProcessor:
     async def process(
         self, rctx: RequestContext, cmd: RemotingCommand
     ) -> RemotingCommand | Deferred:
-        """:meth:`process_now`, waiting first for new topics and groups to be saved."""
-        answer = self.process_now(rctx, cmd)
-        if answer is not LATER:
-            return answer
-        header = parse_send_header(cmd)
-        msgs = self._prepare(rctx, cmd, header)
-        if isinstance(msgs, RemotingCommand):
-            return msgs  # refused
-        # A topic or group this send relies on was just created (perhaps by this very
-        # send): it is on disk before a message is stored in it.
-        problem = await self._metadata_saved(header.topic, msgs[0].topic)
-        if problem is not None:
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
-        return self._after_put(cmd, header, self._store.put_messages(msgs), self._answer, msgs)
+        """:meth:`process_now`, once the topics and groups changed so far are on disk.
 
-    def _prepare(
-        self, rctx: RequestContext, cmd: RemotingCommand, header: SendMessageRequestHeader
-    ) -> list[MessageToStore] | RemotingCommand:
-        """The messages to store, or the answer refusing the request."""
-        try:
-            config = self._check(header)
-            queue_id = self._queue_id(header, config)
-            return self._messages(header, cmd, queue_id, self._born_host(rctx), cmd.version)
-        except Refused as refused:
-            return refused.answer(cmd)
+        A topic or group this send relies on was just created (perhaps by this very
+        send): it is on disk before a message is stored in it. Nothing was stored when
+        :meth:`process_now` said ``LATER``, so it simply runs again.
+        """
+        while (answer := self.process_now(rctx, cmd)) is LATER:
+            problem = await self._metadata_saved()
+            if problem is not None:
+                return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
+        return answer
 
     def _after_put(
         self,
@@ -545,16 +534,15 @@ class SendProcessor:
             return code, "create mapped file failed, server is busy or broken."
         return code, f"store refused the message: {result.status.value}"
 
-    async def _metadata_saved(self, topic: str, stored_topic: str) -> str | None:
-        """Wait until the send's topics (and a retry topic's group) are on disk.
+    async def _metadata_saved(self) -> str | None:
+        """Wait until every topic and group changed so far is on disk.
 
         Returns:
             ``None``, or why they could not be saved.
         """
         try:
-            await self._topics.saved(topic, stored_topic)
-            if topic.startswith(RETRY_PREFIX):
-                await self._groups.saved(topic.removeprefix(RETRY_PREFIX))
+            await self._topics.saved(*self._topics.unsaved)
+            await self._groups.saved(*self._groups.unsaved)
         except ConfigWriteError as exc:
             return f"{exc}; the message was not stored"
         return None

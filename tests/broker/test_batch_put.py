@@ -54,12 +54,15 @@ def _comparable(m: StoredMessage) -> tuple[StoredMessage, list[tuple[str, str]]]
 
 
 class _Spy:
-    """Counts the batches ``put_raw_batch`` stored."""
+    """Counts the batches ``put_raw_batch`` stored; declines the first ``decline``."""
 
-    def __init__(self, store: MessageStore) -> None:
-        self.real, self.stored = store.put_raw_batch, 0
+    def __init__(self, store: MessageStore, decline: int = 0) -> None:
+        self.real, self.stored, self.decline = store.put_raw_batch, 0, decline
 
     def __call__(self, raw: RawBatch) -> PutResult | None:
+        if self.decline:
+            self.decline -= 1
+            return None  # as put_raw_batch does for what it leaves to the decoding path
         out = self.real(raw)
         self.stored += out is not None
         return out
@@ -74,10 +77,10 @@ async def test_a_batch_stored_from_its_body_is_what_decoding_stored(
         Producer("PG", cluster.namesrv_addr) as producer,
     ):
         store = cluster.broker.ctx.store
-        spy = _Spy(store)
+        spy = _Spy(store, decline=1)
         monkeypatch.setattr(store, "put_raw_batch", spy)
-        first = await producer.send(_batch())  # creates the topic: decoded per message
-        assert spy.stored == 0
+        first = await producer.send(_batch())  # declined: decoded and stored per message
+        assert spy.stored == 0 and spy.decline == 0
         second = await producer.send(_batch())
         assert spy.stored == _FROM_BODY
         if flush is FlushDiskType.SYNC_FLUSH:  # answered once on disk
