@@ -412,16 +412,6 @@ cdef extern from "Python.h":
 cdef const char* _HEX = b"0123456789ABCDEF"
 
 
-cdef object _text_bytes(object text):
-    """ASCII text as is, other text as UTF-8; None when it has no UTF-8 form."""
-    if PyUnicode_IS_COMPACT_ASCII(text):
-        return text
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return None
-
-
 def encode_send_batch(msgs, str topic, str prefix, counter, Py_ssize_t max_size):
     """A batch body of plain messages, each with its UNIQ_KEY (``encode_batch``'s twin).
 
@@ -467,7 +457,7 @@ def encode_send_batch(msgs, str topic, str prefix, counter, Py_ssize_t max_size)
         if tags:
             if type(tags) is not str:
                 return None
-            t = _text_bytes(tags)
+            t = _utf8_or_none(tags)
             if t is None:
                 return None
             tags_parts[i] = t
@@ -475,7 +465,7 @@ def encode_send_batch(msgs, str topic, str prefix, counter, Py_ssize_t max_size)
         keys = m.keys
         if keys:
             try:
-                k = _text_bytes(" ".join(keys))
+                k = _utf8_or_none(" ".join(keys))
             except TypeError:
                 return None
             if k is None:

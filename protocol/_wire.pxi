@@ -51,3 +51,13 @@ cdef inline const char* _ptr(object piece) noexcept:
     if type(piece) is str:
         return <const char*>PyUnicode_DATA(piece)
     return PyBytes_AS_STRING(piece)
+
+
+cdef object _utf8_or_none(object text):
+    """ASCII text as is, other text as UTF-8 bytes; None when it has no UTF-8 form."""
+    if PyUnicode_IS_COMPACT_ASCII(text):
+        return text
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return None

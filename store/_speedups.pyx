@@ -52,16 +52,6 @@ cdef inline bint _has_separator(object piece) noexcept:
     return memchr(p, 1, n) != NULL or memchr(p, 2, n) != NULL
 
 
-cdef object _utf8_or_none(object text):
-    """ASCII text as is, other text as UTF-8 bytes; None when it has no UTF-8 form."""
-    if PyUnicode_IS_COMPACT_ASCII(text):
-        return text
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        return None
-
-
 def encode_each(
     msgs,
     int64_t phy,
