@@ -9,6 +9,7 @@ unusual (a value that is not a plain ``str``, text that is not UTF-8 encodable) 
 handed back to the Python twin rather than handled twice.
 """
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -33,8 +34,10 @@ def decode_binary(bytes data):
     Raises:
         FrameError: A length overruns the header (the same messages as the Python twin).
     """
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+    return _decode_binary(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+
+cdef tuple _decode_binary(const unsigned char* p, Py_ssize_t size):
     cdef Py_ssize_t pos
     cdef int32_t remark_len, ext_len, vlen
     cdef int16_t klen
@@ -75,6 +78,68 @@ def decode_binary(bytes data):
         ext[key] = PyUnicode_DecodeUTF8(<const char*>p + pos, vlen, "surrogateescape")
         pos += vlen
     return code, lang, version, opaque, flag, remark, ext
+
+
+def decode_binary_frame(
+    bytearray buf,
+    Py_ssize_t pos,
+    Py_ssize_t max_frame,
+    Py_ssize_t max_header,
+    dict languages,
+    new,
+    cls,
+    tuple slots,
+    rocketmq,
+):
+    """The whole frame at ``pos`` as a command, when it is a well-formed binary-header one.
+
+    ``FrameDecoder.next_command``'s compiled path for the usual frame: lengths within
+    the limits, serialize type ROCKETMQ, every byte received. Everything else (a frame
+    not all here, a JSON header, any bad length) is left to the Python path, which
+    waits or refuses it as it always did.
+
+    Args:
+        buf: The receive buffer.
+        pos: Where the frame starts.
+        max_frame: Largest accepted total length.
+        max_header: Largest accepted header length.
+        languages: Language number to name (unknown numbers: ``"OTHER"``).
+        new: ``object.__new__``.
+        cls: ``RemotingCommand``.
+        slots: Its member descriptors, in field order.
+        rocketmq: ``SerializeType.ROCKETMQ``.
+
+    Returns:
+        ``(command, end)``, or None for the Python path.
+
+    Raises:
+        FrameError: The binary header does not parse (as :func:`decode_binary`).
+    """
+    cdef const unsigned char* p = <const unsigned char*>PyByteArray_AS_STRING(buf)
+    cdef Py_ssize_t size = PyByteArray_GET_SIZE(buf), total, header_len, end, start
+    cdef uint32_t word
+    if pos < 0 or size - pos < 8:
+        return None
+    total = _i32(p + pos)
+    word = <uint32_t>_i32(p + pos + 4)
+    header_len = word & 0xFFFFFF
+    if total < 4 or total > max_frame or (word >> 24) != 1:
+        return None
+    if header_len > total - 4 or header_len > max_header:
+        return None
+    end = pos + 4 + total
+    if size < end:
+        return None
+    start = pos + 8
+    code, lang, version, opaque, flag, remark, ext = _decode_binary(p + start, header_len)
+    body = PyBytes_FromStringAndSize(<const char*>p + start + header_len, end - start - header_len)
+    language = languages.get(lang, "OTHER")
+    obj = new(cls)
+    values = (code, opaque, flag, remark, ext, body, language, version, rocketmq)
+    cdef Py_ssize_t i
+    for i in range(len(slots)):
+        _set(slots[i], obj, values[i])
+    return obj, end
 
 
 cdef object _utf8(object text):

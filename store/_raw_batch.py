@@ -12,14 +12,18 @@ the same pass.
 The result is byte for byte what decoding and encoding give
 (:func:`reference_messages` is that Python twin, and ``tests/store/test_raw_batch.py``
 compares them). The compiled path takes only canonical bodies (ASCII properties, no
-name twice, no DELAY, every size acceptable); for anything else, refusals included, it
-answers ``None`` and the caller runs the per-message path, which decides as it always
-has. Without the compiled module (or under ``ROCKLET_PURE_PYTHON=1``) it always
-answers ``None``.
+name twice, no DELAY or TRAN_MSG, every size acceptable); for anything else, refusals
+included, it answers ``None`` and the caller runs the per-message path, which decides
+as it always has. Without the compiled module (or under ``ROCKLET_PURE_PYTHON=1``) it
+always answers ``None``.
+
+The usual single send takes the same road as a batch of one
+(:func:`single_message_body`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 from zlib import crc32
@@ -33,7 +37,13 @@ from rocklet.store._encoder import NOT_IN_QUEUE, EncodedBatch, _tags_code, _topi
 from rocklet.store._hashing import index_key_hash
 from rocklet.store.results import MessageToStore
 
-__all__ = ["RawBatch", "encode_raw_batch", "offset_msg_ids", "reference_messages"]
+__all__ = [
+    "RawBatch",
+    "encode_raw_batch",
+    "offset_msg_ids",
+    "reference_messages",
+    "single_message_body",
+]
 
 _speedups = compiled.load("rocklet.store._speedups")
 _ROLLBACK: Final = int(SysFlag.TRANSACTION_ROLLBACK)
@@ -127,12 +137,11 @@ def encode_raw_batch(
     if _speedups is None or raw.topic == SCHEDULE_TOPIC:
         return None
     topic = _topic_part(raw.topic)
-    set_name, set_value = raw.set_property
-    if topic is None or not (_canonical(set_name) and _canonical(set_value)):
-        return None
-    if not raw.drop_property.isascii():
+    fixed = _fixed_properties(raw.drop_property, raw.set_property)
+    if topic is None or fixed is None:
         return None
     topic_part, prefix = topic
+    drop, set_name, set_value = fixed
     tran = raw.sys_flag & TRANSACTION_MASK
     queued = tran not in NOT_IN_QUEUE
     indexed = index and tran != _ROLLBACK
@@ -141,8 +150,8 @@ def encode_raw_batch(
             raw.body, phy, RECORD_OVERHEAD + len(topic_part) - 1, max_body, segment_size,
             topic_part, raw.queue_id, raw.sys_flag, raw.born_timestamp, raw.born_host,
             raw.store_host, raw.reconsume_times, store_timestamp, queue_offset, queued,
-            indexed, MESSAGE_MAGIC, raw.drop_property.encode(), set_name.encode(),
-            set_value.encode(), prefix, crc32, _tags_code, index_key_hash, _MAX_ITEMS,
+            indexed, MESSAGE_MAGIC, drop, set_name, set_value, prefix, crc32, _tags_code,
+            index_key_hash, _MAX_ITEMS,
         )  # fmt: skip
     except (OverflowError, TypeError):
         return None  # a field out of its record range: the Python path refuses it
@@ -170,6 +179,45 @@ def offset_msg_ids(store_host_hex: str, offsets: Sequence[int]) -> str:
         if ids is not None:
             return ids  # type: ignore[no-any-return]
     return ",".join([f"{store_host_hex}{offset:016X}" for offset in offsets])
+
+
+def single_message_body(body: bytes, properties: str, flag: int) -> bytes | None:
+    """One message as a batch body of one item, for :func:`encode_raw_batch`.
+
+    A plain SEND_MESSAGE (not to a retry topic, not transactional) is stored like a
+    batch of one: no properties dict and no message object on the hot path.
+
+    Args:
+        body: The message body.
+        properties: Its properties text, as the request header carries it.
+        flag: Its FLAG.
+
+    Returns:
+        The batch body; ``None`` without the compiled module (the raw path would
+        decline it anyway) or for input the per-message path must take (non-ASCII
+        properties, a field out of range).
+    """
+    if _speedups is None:
+        return None
+    try:
+        return _speedups.single_item(body, properties, flag)  # type: ignore[no-any-return]
+    except OverflowError:
+        return None  # a FLAG beyond int64: the per-message path refuses it
+
+
+@functools.lru_cache(maxsize=64)
+def _fixed_properties(
+    drop: str, set_property: tuple[str, str]
+) -> tuple[bytes, bytes, bytes] | None:
+    """The dropped name and the set property as the compiled walk takes them.
+
+    Cached: they are the broker's constants. None when the walk cannot write them as
+    they are.
+    """
+    set_name, set_value = set_property
+    if not (_canonical(set_name) and _canonical(set_value) and drop.isascii()):
+        return None
+    return drop.encode(), set_name.encode(), set_value.encode()
 
 
 def _canonical(text: str) -> bool:

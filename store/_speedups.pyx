@@ -388,7 +388,7 @@ cdef Py_ssize_t _item_props(
 
     The stored properties are what ``decode_properties`` then dropping ``drop`` and
     setting ``set_name`` give, encoded again. Only canonical text is taken here (ASCII,
-    every item one name 0x01 value, no name twice, no DELAY): anything else, and
+    every item one name 0x01 value, no name twice, no DELAY or TRAN_MSG): anything else, and
     every refusal, is left to the Python path, which reports it as it always did.
     """
     cdef Py_ssize_t starts[_MAX_ITEM_PROPS]
@@ -430,8 +430,8 @@ cdef Py_ssize_t _item_props(
         for j in range(i):
             if seps[j] - starts[j] == name_len and memcmp(p + starts[i], p + starts[j], name_len) == 0:
                 return -1
-        if _is(p + starts[i], name_len, "DELAY", 5):
-            return -1
+        if _is(p + starts[i], name_len, "DELAY", 5) or _is(p + starts[i], name_len, "TRAN_MSG", 8):
+            return -1  # a delayed or transactional message: the Python path
         if _is(p + starts[i], name_len, <const char*>drop, drop_len):
             continue
         if kept:
@@ -671,4 +671,31 @@ def offset_msg_ids(str host_hex, offsets):
         for k in range(16):
             w[k] = digits[(off >> (60 - 4 * k)) & 0xF]
         w += 16
+    return out
+
+
+def single_item(bytes body, str props, int64_t flag):
+    """One message as a batch body of one item (:mod:`rocklet.protocol.batch`'s layout).
+
+    ``_raw_batch.single_message_body``'s compiled path: a plain SEND_MESSAGE's body, its
+    properties text and FLAG, laid out so that :func:`encode_raw_batch` stores it. None
+    when the properties are not ASCII or a field does not fit the item.
+    """
+    cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body), props_len, size
+    cdef unsigned char* w
+    if not PyUnicode_IS_COMPACT_ASCII(props) or not _in32(flag):
+        return None
+    props_len = PyUnicode_GET_LENGTH(props)
+    size = 22 + body_len + props_len
+    if props_len > _MAX_PROPERTIES or size > _I32_MAX:
+        return None
+    out = PyBytes_FromStringAndSize(NULL, size)
+    w = <unsigned char*>PyBytes_AS_STRING(out)
+    _put32(w, <uint32_t>size)
+    _put64(w + 4, 0)  # MAGIC and BODYCRC: the walk does not read them
+    _put32(w + 12, <uint32_t>flag)
+    _put32(w + 16, <uint32_t>body_len)
+    memcpy(w + 20, PyBytes_AS_STRING(body), body_len)
+    _put16(w + 20 + body_len, <uint32_t>props_len)
+    memcpy(w + 22 + body_len, PyUnicode_DATA(props), props_len)
     return out

@@ -64,7 +64,7 @@ from rocklet.protocol.names import (
     check_topic_name,
 )
 from rocklet.protocol.properties import Prop, decode_properties
-from rocklet.store._raw_batch import RawBatch, offset_msg_ids
+from rocklet.store._raw_batch import RawBatch, offset_msg_ids, single_message_body
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import ZERO_HOST, MessageToStore, PutMessageStatus, PutResult
 from rocklet.transport import ProcessorRegistry, RequestContext
@@ -182,10 +182,9 @@ class SendProcessor:
         (:class:`~rocklet.broker.put_wait.PutWait`).
         """
         header = parse_send_header(cmd)
-        if header.batch:
-            stored = self._raw_batch(rctx, cmd, header)
-            if stored is not None:
-                return stored
+        stored = self._raw_put(rctx, cmd, header)
+        if stored is not None:
+            return stored
         try:
             config = self._check(header)
             queue_id = self._queue_id(header, config)
@@ -393,35 +392,50 @@ class SendProcessor:
             )
         ]
 
-    def _raw_batch(
+    def _raw_put(
         self, rctx: RequestContext, cmd: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand | Deferred | None:
-        """Store the usual batch straight from its body (no object per message).
+        """Store the usual batch, or the usual single send, straight from its bytes.
+
+        No object per message: a batch body is stored as it came, and a plain single
+        send (not to a retry topic, not transactional) as a batch of one.
 
         Returns:
-            The answer, or ``None`` when the batch takes the per-message path
+            The answer, or ``None`` when the send takes the per-message path
             (:meth:`MessageStore.put_raw_batch` says which; a topic not yet on disk does
             too), which then decides exactly as before.
         """
+        if not header.batch and (
+            header.sys_flag & _TRANSACTION_TYPE or header.topic.startswith(RETRY_PREFIX)
+        ):
+            return None  # the per-message path's own rules
         try:
             config = self._check(header)
             queue_id = self._queue_id(header, config)
-            self._batch_refusal(header, cmd.body)
+            if header.batch:
+                self._batch_refusal(header, cmd.body)
         except Refused as refused:
             return refused.answer(cmd)
         if self._topics.unsaved or self._groups.unsaved:
             return None
+        if header.batch:
+            body = cmd.body
+        else:
+            single = single_message_body(cmd.body, header.properties or "", header.flag)
+            if single is None:
+                return None
+            body = single
         raw = RawBatch(
-            header.topic, queue_id, cmd.body, header.sys_flag, header.born_timestamp,
+            header.topic, queue_id, body, header.sys_flag, header.born_timestamp,
             self._born_host(rctx), self._store_host, header.reconsume_times, Prop.WAIT,
             (Prop.CLUSTER, self._cluster),
         )  # fmt: skip
         result = self._store.put_raw_batch(raw)
         if result is None:
             return None
-        return self._after_put(cmd, header, result, self._raw_batch_answer, queue_id)
+        return self._after_put(cmd, header, result, self._raw_answer, queue_id)
 
-    def _raw_batch_answer(
+    def _raw_answer(
         self,
         cmd: RemotingCommand,
         queue_id: int,
@@ -429,7 +443,7 @@ class SendProcessor:
         code: ResponseCode,
         remark: str | None,
     ) -> RemotingCommand:
-        """:meth:`_answer` for a batch stored from its body."""
+        """:meth:`_answer` for messages stored from their bytes."""
         msg_id = offset_msg_ids(self._store_host_hex, result.record_offsets)
         fields = send_response_fields(msg_id, queue_id, result.queue_offset)
         return cmd.make_response(code, remark=remark, ext_fields=fields)

@@ -1,8 +1,9 @@
-"""SEND_BATCH_MESSAGE stored straight from its body: the records, the answer, the waits.
+"""Sends stored straight from their bytes: the records, the answer, the waits.
 
 The first batch to a new topic takes the per-message path (the topic is written to disk
 first); later ones are stored from the body (``MessageStore.put_raw_batch``). Both must
-store the same records and answer the same way.
+store the same records and answer the same way. A plain single send takes the same road
+as a batch of one; retry-topic, transactional and non-ASCII ones do not.
 """
 
 from __future__ import annotations
@@ -92,3 +93,36 @@ async def test_a_batch_stored_from_its_body_is_what_decoding_stored(
         assert second.message_queue.queue_id == raw[0].queue_id
         if second.message_queue == first.message_queue:
             assert second.queue_offset == first.queue_offset + 6
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+async def test_a_single_send_stored_from_its_bytes_is_what_decoding_stored(
+    tmp_path: Path, flush: FlushDiskType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    msg = Message("RawOne", b"one body", tags="t", keys=("k1", "k2"), flag=-7,
+                  properties={"user": "v"})  # fmt: skip
+    async with (
+        running_cluster(tmp_path, flush_disk_type=flush) as cluster,
+        Producer("PG", cluster.namesrv_addr) as producer,
+    ):
+        store = cluster.broker.ctx.store
+        spy = _Spy(store, decline=1)
+        monkeypatch.setattr(store, "put_raw_batch", spy)
+        first = await producer.send(msg)  # declined: decoded and stored per message
+        second = await producer.send(msg)
+        assert spy.stored == _FROM_BODY
+        if flush is FlushDiskType.SYNC_FLUSH:  # answered once on disk
+            assert store.flush_service.flushed_offset >= store.commitlog_max_offset()
+        decoded, raw = _records(store, first.offset_msg_id), _records(store, second.offset_msg_id)
+        assert [m.properties["UNIQ_KEY"] for m in raw] == [second.msg_id]
+        assert "WAIT" not in raw[0].properties and raw[0].properties["CLUSTER"]
+        assert [_comparable(m) for m in raw] == [_comparable(m) for m in decoded]
+        assert second.message_queue.queue_id == raw[0].queue_id
+        assert len(store.query_by_key("RawOne", "k2", 10)) == 2  # both indexed
+        # Not plain: decoded and stored per message, as before.
+        for odd in (
+            replace(msg, properties={"user": "é"}),
+            replace(msg, delay_level=1),
+        ):
+            assert (await producer.send(odd)).status.name == "SEND_OK"
+        assert spy.stored == _FROM_BODY

@@ -33,6 +33,7 @@ _CANONICAL = st.dictionaries(_NAME, _VALUE, max_size=5).map(
 _ODD = st.sampled_from(
     [
         b"DELAY\x013",
+        b"TRAN_MSG\x01true",
         b"a\x01b\x01c",
         b"a\x01x\x02a\x01y",
         b"\x01v",
@@ -107,6 +108,26 @@ def test_without_the_compiled_module_the_per_message_path_decides() -> None:
             _raw_batch.encode_raw_batch(raw, 0, 0, 1, max_body=9, segment_size=4096, index=True)
             is None
         )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.text(max_size=40), st.integers(-(2**40), 2**40))
+def test_a_single_message_is_a_batch_of_one(body: bytes, props: str, flag: int) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_raw_batch, "_speedups", _C)
+        item = _raw_batch.single_message_body(body, props, flag)
+    if props.isascii() and -(2**31) <= flag < 2**31:
+        assert item == encode_batch([BatchItem(flag, body, props.encode())])
+    else:  # left to the per-message path
+        assert item is None
+
+
+def test_a_flag_beyond_int64_is_left_to_the_per_message_path() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_raw_batch, "_speedups", _C)
+        assert _raw_batch.single_message_body(b"x", "", 2**70) is None
+        patch.setattr(_raw_batch, "_speedups", None)
+        assert _raw_batch.single_message_body(b"x", "", 0) is None
 
 
 @settings(max_examples=200, deadline=None)
