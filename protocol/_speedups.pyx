@@ -173,8 +173,54 @@ def encode_binary(int code, int lang, int version, int opaque, int flag, remark,
     Raises:
         ValueError: A name is longer than 32767 bytes in UTF-8.
     """
+    return _encode_binary(code, lang, version, opaque, flag, remark, ext, -1)
+
+
+def encode_binary_head(cmd, dict languages, int other, Py_ssize_t body_len):
+    """A binary-header command's frame up to its body: the two length words, the header.
+
+    ``encode_command_into``'s compiled path: :func:`encode_binary` and the frame's
+    prefix in one buffer.
+
+    Args:
+        cmd: The command (serialize type ROCKETMQ).
+        languages: Language name to number.
+        other: The number of an unknown language.
+        body_len: Bytes of body that follow.
+
+    Returns:
+        The bytes, or None when a field does not fit its wire type or the frame its
+        length field (the Python path then says which).
+
+    Raises:
+        ValueError: As :func:`encode_binary`.
+    """
+    cdef int64_t code, version, opaque, flag
+    try:
+        code, version, opaque, flag = cmd.code, cmd.version, cmd.opaque, cmd.flag
+    except (OverflowError, TypeError):
+        return None
+    if not (-32768 <= code <= 32767 and -32768 <= version <= 32767):
+        return None
+    if not (_in_i32(opaque) and _in_i32(flag)) or body_len < 0:
+        return None
+    lang = languages.get(cmd.language, other)
+    return _encode_binary(
+        <int>code, lang, <int>version, <int>opaque, <int>flag, cmd.remark, cmd.ext_fields,
+        body_len,
+    )
+
+
+cdef inline bint _in_i32(int64_t v) noexcept:
+    return -2147483648 <= v <= 2147483647
+
+
+cdef object _encode_binary(
+    int code, int lang, int version, int opaque, int flag, remark, ext, Py_ssize_t body_len
+):
+    """The header, after the frame's two length words unless ``body_len`` is -1."""
     cdef list pieces = []
-    cdef Py_ssize_t total = 13 + 4 + 4, n, i, klen, vlen
+    cdef Py_ssize_t total = 13 + 4 + 4, n, i, klen, vlen, header_len
     cdef Py_ssize_t ext_size = 0
     cdef object k, v
     remark_b = _utf8(remark) if remark else b""
@@ -191,8 +237,17 @@ def encode_binary(int code, int lang, int version, int opaque, int flag, remark,
         pieces.append(v)
         ext_size += 2 + klen + 4 + _size(v)
     total += ext_size
+    header_len = total
+    if body_len >= 0:
+        if header_len > 0xFFFFFF or 4 + header_len + body_len > 2147483647:
+            return None
+        total += 8
     out = PyBytes_FromStringAndSize(NULL, total)
     cdef unsigned char* w = <unsigned char*>PyBytes_AS_STRING(out)
+    if body_len >= 0:
+        _put32(w, <uint32_t>(4 + header_len + body_len))
+        _put32(w + 4, <uint32_t>((1 << 24) | header_len))
+        w += 8
     _put16(w, <uint32_t>code)
     w[2] = <unsigned char>(lang & 0xFF)
     _put16(w + 3, <uint32_t>version)
