@@ -123,12 +123,18 @@ class ConsumeQueue:
         if first_phy + first_size <= self.max_physic_offset:
             return False
         expect = queue_offset * ENTRY_SIZE
-        if not self.files.files:
+        files = self.files.files
+        if not files:
             self._start(expect)
-        elif self.files.max_offset() != expect:
-            return False
-        mf = self.files.last_or_new()
-        if len(entries) <= mf.free:
+            mf = self.files.last_or_new()
+        else:
+            # files.max_offset() and last_or_new(), inlined: every put comes here.
+            mf = files[-1]
+            if mf.from_offset + mf.wrote_position != expect:
+                return False
+            if mf.wrote_position == mf.size:
+                mf = self.files.last_or_new()
+        if len(entries) <= mf.size - mf.wrote_position:  # mf.free
             mf.append(entries)
         else:  # crosses into the next file(s); entries never straddle (sizes are k*20)
             view = memoryview(entries)

@@ -169,18 +169,26 @@ class IndexFile:
             Keys added; fewer than asked (maybe 0) once the file is full.
         """
         n = self.index_count
-        count = min(self.max_entries - n, len(hashes) - start)
+        count = len(hashes) - start
+        if count > self.max_entries - n:
+            count = self.max_entries - n
         if count <= 0:
             return 0
         if n <= 1:
             self.begin_phy, self.begin_ts = offsets[start], store_ts
+        # Clamped to [0, INT_MAX] with comparisons: min/max calls cost more per put.
         diff = (store_ts - self.begin_ts) // 1000 if self.begin_ts > 0 else 0
-        diff = min(max(diff, 0), _INT_MAX)
-        view = self.file.view
+        if diff < 0:
+            diff = 0
+        elif diff > _INT_MAX:
+            diff = _INT_MAX
+        mf = self.file
+        view = mf.view
         slots = self.slots
         read_slot, write_slot, write_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
         pos = self._entries_at + n * INDEX_ENTRY_SIZE
-        self.file.populate_ahead(pos, pos + count * INDEX_ENTRY_SIZE)
+        if pos + count * INDEX_ENTRY_SIZE > mf.populated:  # else nothing to populate
+            mf.populate_ahead(pos, pos + count * INDEX_ENTRY_SIZE)
         if _speedups is not None:
             added = _speedups.put_index_keys(
                 view, hashes, offsets, start, count, n, slots, HEADER_SIZE, pos, diff
@@ -193,7 +201,6 @@ class IndexFile:
                     view, 0, self.begin_ts, store_ts, self.begin_phy, self.end_phy,
                     self.slot_count, self.index_count,
                 )  # fmt: skip
-                mf = self.file
                 mf.wrote_position = mf.flushed_position + 1  # mark_dirty
                 return count
         new_slots = 0

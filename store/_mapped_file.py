@@ -199,8 +199,8 @@ class MappedFile:
         self.flushed_position = 0
         self._io_lock = threading.Lock()
         self._closed = False
-        #: Bytes below this were populated by :meth:`populate_ahead`.
-        self._populated = 0
+        #: Bytes below this were populated by :meth:`populate_ahead` (writers test it first).
+        self.populated = 0
 
     @property
     def end_offset(self) -> int:
@@ -295,12 +295,12 @@ class MappedFile:
             start: First byte about to be written.
             end: Byte just past the write.
         """
-        if end <= self._populated:
+        if end <= self.populated:
             return
-        first = max(self._populated, start)
+        first = max(self.populated, start)
         target = min(self.size, end + _POPULATE_WINDOW)
         self.populate(first, target - first)
-        self._populated = target
+        self.populated = target
 
     def mark_dirty(self) -> None:
         """Note a write made with :meth:`write_at` behind the position (index files)."""

@@ -136,12 +136,10 @@ def encode_raw_batch(
     """
     if _speedups is None or raw.topic == SCHEDULE_TOPIC:
         return None
-    topic = _topic_part(raw.topic)
-    fixed = _fixed_properties(raw.drop_property, raw.set_property)
-    if topic is None or fixed is None:
+    shared = _shared_fields(raw.topic, raw.drop_property, raw.set_property)
+    if shared is None:
         return None
-    topic_part, prefix = topic
-    drop, set_name, set_value = fixed
+    topic_part, prefix, drop, set_name, set_value = shared
     tran = raw.sys_flag & TRANSACTION_MASK
     queued = tran not in NOT_IN_QUEUE
     indexed = index and tran != _ROLLBACK
@@ -205,19 +203,23 @@ def single_message_body(body: bytes, properties: str, flag: int) -> bytes | None
         return None  # a FLAG beyond int64: the per-message path refuses it
 
 
-@functools.lru_cache(maxsize=64)
-def _fixed_properties(
-    drop: str, set_property: tuple[str, str]
-) -> tuple[bytes, bytes, bytes] | None:
-    """The dropped name and the set property as the compiled walk takes them.
+@functools.lru_cache(maxsize=4096)
+def _shared_fields(
+    topic: str, drop: str, set_property: tuple[str, str]
+) -> tuple[bytes, str, bytes, bytes, bytes] | None:
+    """What every record of a put shares, as the compiled walk takes it.
 
-    Cached: they are the broker's constants. None when the walk cannot write them as
-    they are.
+    The record's TOPIC field, the index prefix, the dropped name and the set property.
+    Cached: one lookup per put (the property pair is the broker's constant). None when
+    the walk cannot write them as they are.
     """
+    topic_fields = _topic_part(topic)
     set_name, set_value = set_property
-    if not (_canonical(set_name) and _canonical(set_value) and drop.isascii()):
+    if topic_fields is None or not (
+        _canonical(set_name) and _canonical(set_value) and drop.isascii()
+    ):
         return None
-    return drop.encode(), set_name.encode(), set_value.encode()
+    return (*topic_fields, drop.encode(), set_name.encode(), set_value.encode())
 
 
 def _canonical(text: str) -> bool:

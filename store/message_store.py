@@ -388,7 +388,7 @@ class MessageStore:
                     if answer_unavailable
                     else None
                 )
-            phy = self.commitlog.max_offset()
+            phy = self.commitlog.files.max_offset()  # CommitLog.max_offset, one call less
             qoff = self._next_queue_offset.get(key, 0)
             now = self.clock.now_ms()
             enc = encode(source, phy, qoff, now)
