@@ -125,7 +125,11 @@ class FrameDecoder:
             )  # fmt: skip
             if got is not None:
                 cmd, end = got
-                self._consumed(end)
+                if end == len(buf):  # _consumed's usual case, inlined
+                    buf.clear()
+                    self._pos = 0
+                else:
+                    self._consumed(end)
                 return cmd  # type: ignore[no-any-return]
         avail = len(buf) - pos
         if avail < 4:

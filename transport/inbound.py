@@ -28,7 +28,7 @@ from collections.abc import Callable, Container, Sequence
 from typing import TYPE_CHECKING
 
 from rocklet.protocol.codes import ResponseCode
-from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.command import FLAG_ONEWAY, RemotingCommand
 from rocklet.transport.deferred import Deferred
 from rocklet.transport.eager_start import start_eagerly
 from rocklet.transport.flow import NO_LIMIT, FlowLimits, ServerLoad
@@ -234,7 +234,8 @@ class InboundRequests:
             self._defer(cmd, result)
             return
         # Java never answers a request marked oneway with a processor response (§1.4).
-        if result is None or cmd.is_oneway or not self._owner.is_open:
+        # (cmd.is_oneway, without the property call: every answer passes here.)
+        if result is None or cmd.flag & FLAG_ONEWAY or not self._owner.is_open:
             return
         if isinstance(result, Reply):
             self._write(result.command, result.extra_body)

@@ -73,6 +73,8 @@ from rocklet.transport.types import LATER, Later
 
 __all__ = ["SLAVE_PUT_REFUSAL", "SendProcessor", "peer_host", "register"]
 
+_new_tuple = tuple.__new__
+
 #: A slave's answer to a send: SERVICE_NOT_AVAILABLE (14), as RocketMQ 4.9.4's store
 #: refuses puts on a slave; its remark lists "messages are put to the slave" among
 #: other causes, ours names the one that applies.
@@ -168,6 +170,7 @@ class SendProcessor:
         self._reject_transactions = reject_transactions
         self._max_message_size = max_message_size
         self._checked_topics: set[str] = set()
+        self._cluster_property = (Prop.CLUSTER, identity.cluster_name)
 
     def process_now(
         self, rctx: RequestContext, cmd: RemotingCommand
@@ -425,11 +428,13 @@ class SendProcessor:
             if single is None:
                 return None
             body = single
-        raw = RawBatch(
+        # RawBatch(...) through tuple.__new__: the NamedTuple's own __new__ is a Python
+        # function, one frame more per send.
+        raw = _new_tuple(RawBatch, (
             header.topic, queue_id, body, header.sys_flag, header.born_timestamp,
             self._born_host(rctx), self._store_host, header.reconsume_times, Prop.WAIT,
-            (Prop.CLUSTER, self._cluster),
-        )  # fmt: skip
+            self._cluster_property,
+        ))  # fmt: skip
         result = self._store.put_raw_batch(raw)
         if result is None:
             return None
