@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rocklet.benchsuite.vsrmq.cli import BACKLOG_PER_SECOND, MIN_BACKLOG, backlog_for
 from rocklet.benchsuite.vsrmq.configs import broker_conf, free_broker_port, namesrv_properties
 from rocklet.benchsuite.vsrmq.cppclient import QUEUES, cpp_job
 from rocklet.benchsuite.vsrmq.measure import commit_window
@@ -118,6 +119,15 @@ def test_a_consumer_run_counts_between_its_first_and_last_commit() -> None:
 
 
 # --- ratios, medians, tables --------------------------------------------------------------
+
+
+def test_the_default_backlog_outlasts_the_window() -> None:
+    # The fastest consumer run seen on the 2-core machine read ~120k msg/s: at the
+    # default rate a window ends before its backlog does, however long it is.
+    for seconds in (10, 30, 60):
+        assert backlog_for(seconds) >= seconds * 120_000
+    assert backlog_for(30) == 30 * BACKLOG_PER_SECOND
+    assert backlog_for(1) == MIN_BACKLOG
 
 
 def test_ratios_are_taken_within_each_pair() -> None:
