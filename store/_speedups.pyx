@@ -388,8 +388,9 @@ cdef Py_ssize_t _item_props(
 
     The stored properties are what ``decode_properties`` then dropping ``drop`` and
     setting ``set_name`` give, encoded again. Only canonical text is taken here (ASCII,
-    every item one name 0x01 value, no name twice, no DELAY or TRAN_MSG): anything else, and
-    every refusal, is left to the Python path, which reports it as it always did.
+    every item one name 0x01 value, no name twice, no DELAY or TRAN_MSG; one separator
+    may end the text): anything else, and every refusal, is left to the Python path,
+    which reports it as it always did.
     """
     cdef Py_ssize_t starts[_MAX_ITEM_PROPS]
     cdef Py_ssize_t seps[_MAX_ITEM_PROPS]
@@ -409,7 +410,9 @@ cdef Py_ssize_t _item_props(
         i += 1
     if high & 0x8080808080808080:
         return -1
-    while n and start <= n:
+    # start < n: a separator at the very end closes the last item (the C++ client ends
+    # its properties so), as decode_properties reads it.
+    while start < n:
         hit = <const unsigned char*>memchr(p + start, 2, n - start)
         end = n if hit == NULL else hit - p
         hit = <const unsigned char*>memchr(p + start, 1, end - start)

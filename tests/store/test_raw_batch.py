@@ -27,18 +27,21 @@ _CLUSTER = ("CLUSTER", "DefaultCluster")
 # twice, DELAY, a trailing separator.
 _NAME = st.sampled_from(["UNIQ_KEY", "WAIT", "TAGS", "KEYS", "CLUSTER", "a", "Zz"])
 _VALUE = st.text(alphabet="ab K1\t", min_size=1, max_size=10).filter(lambda v: v.strip())
-_CANONICAL = st.dictionaries(_NAME, _VALUE, max_size=5).map(
-    lambda d: "\x02".join(f"{k}\x01{v}" for k, v in d.items()).encode()
-)
+# Canonical, and as the C++ client writes them: one separator after the last item.
+_CANONICAL = st.builds(
+    lambda d, tail: ("\x02".join(f"{k}\x01{v}" for k, v in d.items()) + tail).encode(),
+    st.dictionaries(_NAME, _VALUE, max_size=5),
+    st.sampled_from(["", "", "\x02"]),
+).filter(lambda b: b != b"\x02")
 _ODD = st.sampled_from(
     [
         b"DELAY\x013",
         b"TRAN_MSG\x01true",
+        b"\x02",
         b"a\x01b\x01c",
         b"a\x01x\x02a\x01y",
         b"\x01v",
         b"n\x01",
-        b"a\x01b\x02",
         "TAGS\x01é".encode(),
         b"\xff\x01a",
         b"WAIT\x01true\x02\x02TAGS\x01t",
