@@ -199,8 +199,8 @@ def single_message_body(body: bytes, properties: str, flag: int) -> bytes | None
         return None
     try:
         return _speedups.single_item(body, properties, flag)  # type: ignore[no-any-return]
-    except OverflowError:
-        return None  # a FLAG beyond int64: the per-message path refuses it
+    except (OverflowError, TypeError):
+        return None  # a FLAG beyond int64, a body that is not bytes: the per-message path
 
 
 @functools.lru_cache(maxsize=4096)

@@ -125,10 +125,11 @@ def test_a_single_message_is_a_batch_of_one(body: bytes, props: str, flag: int) 
         assert item is None
 
 
-def test_a_flag_beyond_int64_is_left_to_the_per_message_path() -> None:
+def test_odd_fields_are_left_to_the_per_message_path() -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_raw_batch, "_speedups", _C)
         assert _raw_batch.single_message_body(b"x", "", 2**70) is None
+        assert _raw_batch.single_message_body(bytearray(b"x"), "", 0) is None  # type: ignore[arg-type]
         patch.setattr(_raw_batch, "_speedups", None)
         assert _raw_batch.single_message_body(b"x", "", 0) is None
 
