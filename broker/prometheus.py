@@ -49,6 +49,7 @@ from rocklet.broker.long_polling import PullHoldService
 from rocklet.broker.metrics import NULL_METRICS, MetricsSink
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.store._raw_batch import RawBatch
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import MessageToStore, PutResult
 
@@ -192,6 +193,13 @@ class MeteredMessageStore(MessageStore):
         result = super().put_messages(msgs)
         if result.ok:
             self.sink.on_put(msgs[0].topic, result.msg_count, result.wrote_bytes)
+        return result
+
+    def put_raw_batch(self, raw: RawBatch) -> PutResult | None:
+        """Append from the bytes (see :meth:`MessageStore.put_raw_batch`) and count it."""
+        result = super().put_raw_batch(raw)
+        if result is not None and result.ok:
+            self.sink.on_put(raw.topic, result.msg_count, result.wrote_bytes)
         return result
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from rocklet.client.message import Message
+from rocklet.client.producer import Producer
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.consumer import UpdateConsumerOffsetRequestHeader
@@ -65,10 +67,14 @@ async def test_puts_gets_requests_lag_and_store_gauges(tmp_path: Path) -> None:
             assert done.code == ResponseCode.SUCCESS, done.remark
             unknown = await conn.request(RemotingCommand(9999), TIMEOUT)
             assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        async with Producer("PG", cluster.namesrv_addr) as producer:
+            for _ in range(2):  # the second batch is stored straight from its body
+                await producer.send([Message("MeteredBatch", b"x" * 10) for _ in range(4)])
         samples = await scrape(port)
 
     stored_bytes = len(got.body)  # the pull returns the stored records themselves
     assert value(samples, "rocklet_messages_put_total", topic="Metered") == 3
+    assert value(samples, "rocklet_messages_put_total", topic="MeteredBatch") == 8
     assert value(samples, "rocklet_bytes_put_total", topic="Metered") == stored_bytes
     assert value(samples, "rocklet_messages_get_total", topic="Metered", group="CG") == 3
     assert value(samples, "rocklet_bytes_get_total", topic="Metered", group="CG") == stored_bytes
@@ -86,7 +92,8 @@ async def test_puts_gets_requests_lag_and_store_gauges(tmp_path: Path) -> None:
         response_code="REQUEST_CODE_NOT_SUPPORTED",
     )
     assert not_supported == 1
-    assert value(samples, "rocklet_commitlog_max_offset_bytes") == stored_bytes
+    batch_bytes = value(samples, "rocklet_bytes_put_total", topic="MeteredBatch")
+    assert value(samples, "rocklet_commitlog_max_offset_bytes") == stored_bytes + batch_bytes
     assert value(samples, "rocklet_commitlog_min_offset_bytes") == 0
     assert 0 < value(samples, "rocklet_store_disk_used_ratio") <= 1
     assert value(samples, "rocklet_store_disk_full") == 0
