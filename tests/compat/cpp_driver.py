@@ -54,6 +54,10 @@ _BODY_INLINE_MAX = 512
 _MAX_REASONS = 5
 
 
+#: Clean-ups a job leaves until its summary has been printed.
+_AFTER_DONE: list[Callable[[], None]] = []
+
+
 def emit(event: str, **fields: Any) -> None:
     """Print one event line (thread-safe; the C++ consume threads call it too)."""
     line = json.dumps({"event": event, **fields}, separators=(",", ":"))
@@ -215,7 +219,9 @@ def load(cmd: dict[str, Any]) -> dict[str, Any]:
     for thread in pool:
         thread.join()
     elapsed = time.perf_counter() - began
-    producer.shutdown()
+    # After the summary is out: the C++ client has been seen to abort in its shutdown
+    # (boost::thread_interrupted), which would otherwise lose a finished run's figures.
+    _AFTER_DONE.append(producer.shutdown)
     merged = sorted(x for per in latencies for x in per)
     return {
         "sent": len(merged),
@@ -404,6 +410,8 @@ def main() -> None:
     else:
         emit("done", **summary)
         status = 0
+        for close in _AFTER_DONE:
+            close()
     # The wheel's __del__ methods shut the clients down a second time, and the C++
     # library's static destructors have been seen to hang at exit: leave at once.
     sys.stdout.flush()
