@@ -241,28 +241,26 @@ def encode_command_into(
     body_len = len(body)
     for part in extra_body:
         body_len += len(part)
+    head = None
     if _speedups is not None and cmd.serialize_type is _ROCKETMQ:
         # Length words and binary header in one compiled step (None: a field the
         # Python path refuses with its reason).
         head = _speedups.encode_binary_head(cmd, _LANG_BY_NAME, _OTHER, body_len)
-        if head is not None:
-            out.append(head)
-            if body:
-                out.append(body)
-            if extra_body:
-                out.extend(extra_body)
-            return len(head) + body_len
-    header = encode_header(cmd)
-    header_len = len(header)
-    if header_len > _MAX_HEADER_FIELD:
-        _prefix(cmd, header, body_len)  # raises
-    prefix = _PREFIX.pack(4 + header_len + body_len, (cmd.serialize_type << 24) | header_len)
-    out.append(prefix + header)
+    if head is None:
+        header = encode_header(cmd)
+        header_len = len(header)
+        if header_len > _MAX_HEADER_FIELD:
+            _prefix(cmd, header, body_len)  # raises
+        head = (
+            _PREFIX.pack(4 + header_len + body_len, (cmd.serialize_type << 24) | header_len)
+            + header
+        )
+    out.append(head)
     if body:
         out.append(body)
     if extra_body:
         out.extend(extra_body)
-    return 8 + header_len + body_len
+    return len(head) + body_len
 
 
 def encode_command(cmd: RemotingCommand) -> bytes:

@@ -13,6 +13,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
 
@@ -40,6 +42,9 @@ def test_every_package_folder_is_listed() -> None:
     assert on_disk == listed
 
 
+# Slow tier: it builds in the checkout (setuptools' build/ and egg-info), which the other
+# interpreters' tiers, run side by side, would share.
+@pytest.mark.slow
 def test_the_wheel_has_only_rocklet_and_the_spark_shim(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
