@@ -124,7 +124,11 @@ class Producer:
         self._ids: UniqKeyGenerator | None = None
         self._fault = LatencyFaultTolerance()
         self._round_robin: dict[str, int] = {}
-        self._stype = SerializeType.MSGPACK if self.config.msgpack_headers else SerializeType.JSON
+        # RocketMQ's binary header (RocketMQSerializable) by default: brokers of both kinds
+        # read it, and it is encoded and decoded by compiled code on both ends.
+        self._stype = (
+            SerializeType.MSGPACK if self.config.msgpack_headers else SerializeType.ROCKETMQ
+        )
         self._timeout_s = self.config.send_timeout_ms / 1000
 
     # -- lifecycle ----------------------------------------------------------------

@@ -32,9 +32,9 @@ class ProducerConfig:
         max_message_size: Largest body (or batch body) accepted. Default: 4 MiB.
         instance_name: Client instance to share. Default: ``"DEFAULT"``.
         latency_fault: Avoid brokers that were slow or failing lately. Default: on.
-        msgpack_headers: Serialize request headers as msgpack (Rocklet brokers only:
-            they answer in kind and it saves a few microseconds per request; a
-            RocketMQ broker cannot read it). Default: off.
+        msgpack_headers: Serialize send headers as msgpack (Rocklet brokers only; a
+            RocketMQ broker cannot read it). Kept for compatibility: the default,
+            RocketMQ's binary header, is cheaper at both ends. Default: off.
         tls: TLS to name servers and brokers: ``True`` (verified against the
             system's CAs) or an :class:`ssl.SSLContext`
             (:func:`rocklet.client.tls_context`). Default: plain TCP.

@@ -21,7 +21,7 @@ from typing import Final, Protocol
 from rocklet.client.errors import error_for_code
 from rocklet.client.message import MessageExt
 from rocklet.protocol.bodies.queue import MessageQueue
-from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.codes import RequestCode, ResponseCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.base import Header
 from rocklet.protocol.headers.consumer import (
@@ -158,7 +158,10 @@ def pull_request(
         subscription or "*",
         sub_version,
     )
-    return RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=fields)
+    # The binary header, as sends use: compiled at both ends (the answer comes back in kind).
+    return RemotingCommand(
+        RequestCode.PULL_MESSAGE, ext_fields=fields, serialize_type=SerializeType.ROCKETMQ
+    )
 
 
 def read_pull_response(
