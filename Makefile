@@ -14,7 +14,7 @@ EXTRA_PYTHONS ?= 3.12 3.13:pure
 RUNTIME_STAMP := $(VENV)/.runtime-stamp
 DEV_STAMP     := $(VENV)/.dev-stamp
 # What the install builds from: a changed .pyx rebuilds the compiled codecs.
-BUILD_INPUTS  := pyproject.toml setup.py $(wildcard */_speedups.pyx */_wire.pxi)
+BUILD_INPUTS  := pyproject.toml setup.py $(wildcard */_speedups.pyx */*.pxi)
 
 .PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench bench-tls bench-acl bench-vs-rocketmq clean
 

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twins of the protocol's hottest functions (the ROCKETMQ binary header codec).
+"""Compiled twins of the protocol's hottest functions (header codecs, frame steps).
 
 Every function here has a pure-Python twin that stays the reference: the callers in
 :mod:`rocklet.protocol.header_codec` pick this module when it was built and
@@ -80,7 +80,7 @@ cdef tuple _decode_binary(const unsigned char* p, Py_ssize_t size):
     return code, lang, version, opaque, flag, remark, ext
 
 
-def decode_binary_frame(
+def decode_frame(
     bytearray buf,
     Py_ssize_t pos,
     Py_ssize_t max_frame,
@@ -90,13 +90,15 @@ def decode_binary_frame(
     cls,
     tuple slots,
     rocketmq,
+    json,
 ):
-    """The whole frame at ``pos`` as a command, when it is a well-formed binary-header one.
+    """The whole frame at ``pos`` as a command, when it is a usual, well-formed one.
 
     ``FrameDecoder.next_command``'s compiled path for the usual frame: lengths within
-    the limits, serialize type ROCKETMQ, every byte received. Everything else (a frame
-    not all here, a JSON header, any bad length) is left to the Python path, which
-    waits or refuses it as it always did.
+    the limits, every byte received, and a binary header, or a JSON header of the
+    usual shape (see _json_header.pxi). Everything else (a frame not all here, a JSON
+    header of another shape, any bad length) is left to the Python path, which waits,
+    decodes or refuses it as it always did.
 
     Args:
         buf: The receive buffer.
@@ -108,6 +110,7 @@ def decode_binary_frame(
         cls: ``RemotingCommand``.
         slots: Its member descriptors, in field order.
         rocketmq: ``SerializeType.ROCKETMQ``.
+        json: ``SerializeType.JSON``.
 
     Returns:
         ``(command, end)``, or None for the Python path.
@@ -117,13 +120,14 @@ def decode_binary_frame(
     """
     cdef const unsigned char* p = <const unsigned char*>PyByteArray_AS_STRING(buf)
     cdef Py_ssize_t size = PyByteArray_GET_SIZE(buf), total, header_len, end, start
-    cdef uint32_t word
+    cdef uint32_t word, stype
     if pos < 0 or size - pos < 8:
         return None
     total = _i32(p + pos)
     word = <uint32_t>_i32(p + pos + 4)
     header_len = word & 0xFFFFFF
-    if total < 4 or total > max_frame or (word >> 24) != 1:
+    stype = word >> 24
+    if total < 4 or total > max_frame or stype > 1:
         return None
     if header_len > total - 4 or header_len > max_header:
         return None
@@ -131,11 +135,19 @@ def decode_binary_frame(
     if size < end:
         return None
     start = pos + 8
-    code, lang, version, opaque, flag, remark, ext = _decode_binary(p + start, header_len)
+    if stype == 1:
+        code, lang, version, opaque, flag, remark, ext = _decode_binary(p + start, header_len)
+        language = languages.get(lang, "OTHER")
+        serialized = rocketmq
+    else:
+        fields = _decode_json(p + start, header_len)
+        if fields is None:
+            return None
+        code, opaque, flag, remark, ext, language, version = fields
+        serialized = json
     body = PyBytes_FromStringAndSize(<const char*>p + start + header_len, end - start - header_len)
-    language = languages.get(lang, "OTHER")
     obj = new(cls)
-    values = (code, opaque, flag, remark, ext, body, language, version, rocketmq)
+    values = (code, opaque, flag, remark, ext, body, language, version, serialized)
     cdef Py_ssize_t i
     for i in range(len(slots)):
         _set(slots[i], obj, values[i])
@@ -213,6 +225,9 @@ def encode_binary_head(cmd, dict languages, int other, Py_ssize_t body_len):
 
 cdef inline bint _in_i32(int64_t v) noexcept:
     return -2147483648 <= v <= 2147483647
+
+
+include "_json_header.pxi"
 
 
 cdef object _encode_binary(

@@ -64,6 +64,7 @@ _COMPACT_AT: Final = 64 * 1024
 # The compiled twin of next_command's usual frame (None: the Python path serves all).
 _speedups = compiled.load("rocklet.protocol._speedups")
 _ROCKETMQ: Final = SerializeType.ROCKETMQ
+_JSON: Final = SerializeType.JSON
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
@@ -118,10 +119,10 @@ class FrameDecoder:
         """
         buf, pos = self._buf, self._pos
         if _speedups is not None:
-            # The usual frame (binary header, all here) in one compiled step.
-            got = _speedups.decode_binary_frame(
+            # The usual frame (binary or usual JSON header, all here) in one compiled step.
+            got = _speedups.decode_frame(
                 buf, pos, self._max_frame, self._max_header, _LANG_BY_NUMBER, _new,
-                RemotingCommand, _SLOTS, _ROCKETMQ,
+                RemotingCommand, _SLOTS, _ROCKETMQ, _JSON,
             )  # fmt: skip
             if got is not None:
                 cmd, end = got
@@ -242,10 +243,14 @@ def encode_command_into(
     for part in extra_body:
         body_len += len(part)
     head = None
-    if _speedups is not None and cmd.serialize_type is _ROCKETMQ:
-        # Length words and binary header in one compiled step (None: a field the
-        # Python path refuses with its reason).
-        head = _speedups.encode_binary_head(cmd, _LANG_BY_NAME, _OTHER, body_len)
+    if _speedups is not None:
+        # Length words and header in one compiled step (None: a field the Python path
+        # refuses with its reason, or JSON text that needs escapes).
+        stype = cmd.serialize_type
+        if stype is _ROCKETMQ:
+            head = _speedups.encode_binary_head(cmd, _LANG_BY_NAME, _OTHER, body_len)
+        elif stype is _JSON:
+            head = _speedups.encode_json_head(cmd, body_len)
     if head is None:
         header = encode_header(cmd)
         header_len = len(header)

@@ -37,7 +37,7 @@ for spec in "$@"; do
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   stamp="$venv/.dev-stamp"
   stale=""
-  for input in pyproject.toml setup.py */_speedups.pyx */_wire.pxi; do
+  for input in pyproject.toml setup.py */_speedups.pyx */*.pxi; do
     [ "$input" -nt "$stamp" ] && stale=1
   done
   if [ ! -f "$stamp" ] || [ -n "$stale" ]; then
@@ -72,7 +72,9 @@ for i in "${!specs[@]}"; do
   echo "==> Python $version ($spec): exit $status"
   cat "$logs/$version.log"
   if [ "$status" -eq 0 ]; then
-    ran+=("$version ($(".venv-$version/bin/python" -V 2>&1))${spec#"$version"}")
+    note=""
+    [ "$spec" != "$version" ] && note=" pure Python"
+    ran+=("$version ($(".venv-$version/bin/python" -V 2>&1))$note")
   else
     failed="$failed $spec"
   fi
