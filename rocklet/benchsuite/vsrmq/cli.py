@@ -29,13 +29,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from rocklet.benchsuite.vsrmq.results import CASES, DEFAULT_CASES, Case, Run, parse_cases
+from rocklet.benchsuite.vsrmq.results import (
+    BACKLOG_PER_SECOND,
+    CASES,
+    CPP_PULL_BACKLOG_PER_SECOND,
+    DEFAULT_CASES,
+    MIN_BACKLOG,
+    Case,
+    Run,
+    parse_cases,
+)
 
 __all__ = ["add_vs_rocketmq_parser", "run_vs_rocketmq"]
 
@@ -97,7 +105,8 @@ def add_vs_rocketmq_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--backlog", type=_positive(int), default=None,
         help="messages written before each consumer case, cpppull too (default: "
-        f"{BACKLOG_PER_SECOND:,} per second of the run, at least {MIN_BACKLOG:,}: more "
+        f"{BACKLOG_PER_SECOND:,} per second of the run for the Java consumers, "
+        f"{CPP_PULL_BACKLOG_PER_SECOND:,} for cpppull, at least {MIN_BACKLOG:,}: more "
         "than either system reads here, so no run drains it); a consumer that runs out "
         "is rated over the time it spent reading",
     )  # fmt: skip
@@ -115,30 +124,6 @@ def add_vs_rocketmq_parser(sub: Any) -> argparse.ArgumentParser:
     return parser
 
 
-#: Consumer rate the default backlog is sized for: above the fastest run of either
-#: system on a quiet 2-core machine (~185k msg/s, one Java consumer thread), so a run's
-#: window ends before the backlog does.
-BACKLOG_PER_SECOND: Final = 240_000
-#: The default backlog's floor (short runs still read a real backlog).
-MIN_BACKLOG: Final = 1_500_000
-
-
-def backlog_for(seconds: float) -> int:
-    """The default backlog of a consumer case whose runs last ``seconds``.
-
-    A run that drains its backlog is measured over less than its window (and its rate
-    from fewer of the tool's lines), so the default writes more than a consumer reads
-    in the window: 7.2 million 1 KiB messages (~7.5 GiB, page-cached) for 30 s runs.
-
-    Args:
-        seconds: Length of each run.
-
-    Returns:
-        Messages to write first.
-    """
-    return max(MIN_BACKLOG, math.ceil(seconds * BACKLOG_PER_SECOND))
-
-
 def _document(args: argparse.Namespace, runs: list[Run], java_major: int) -> dict[str, Any]:
     return {
         "command": ["rocklet", *sys.argv[1:]],
@@ -146,7 +131,7 @@ def _document(args: argparse.Namespace, runs: list[Run], java_major: int) -> dic
         "java_major": java_major,
         "pairs": args.pairs,
         "seconds": args.seconds,
-        "backlog": backlog_for(args.seconds) if args.backlog is None else args.backlog,
+        "backlog": args.backlog,  # None: each case's default (backlog_for)
         "warmup_s": args.warmup,
         "runs": [r.as_json() for r in runs],
     }
@@ -183,7 +168,7 @@ def run_vs_rocketmq(args: argparse.Namespace) -> int:
         args.cases,
         args.pairs,
         args.seconds,
-        backlog_for(args.seconds) if args.backlog is None else args.backlog,
+        args.backlog,
         args.work_dir,
         args.keep,
         warmup_s=args.warmup,

@@ -7,14 +7,18 @@ median over the pairs.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 __all__ = [
+    "BACKLOG_PER_SECOND",
     "CASES",
+    "CPP_PULL_BACKLOG_PER_SECOND",
     "DEFAULT_CASES",
+    "MIN_BACKLOG",
     "Case",
     "PairRatio",
     "Run",
@@ -25,6 +29,18 @@ __all__ = [
 ]
 
 SYSTEMS: Final = ("rocklet", "rocketmq")
+
+#: Consumer rate the Java consumer cases' default backlog is sized for: above the
+#: fastest run of either system on a quiet 2-core machine (~185k msg/s, one Java
+#: consumer thread), so a run's window ends before the backlog does.
+BACKLOG_PER_SECOND: Final = 240_000
+#: The same for cpppull: the C++ PullConsumer reads one queue after the other in one
+#: thread, at ~30-40k msg/s on either system. Sizing it like the Java cases (7.2 million
+#: messages for 30 s) made writing the backlog the longest part of the case, and one
+#: run's client stopped after 82k messages while the page cache was still writing it out.
+CPP_PULL_BACKLOG_PER_SECOND: Final = 60_000
+#: The default backlog's floor (short runs still read a real backlog).
+MIN_BACKLOG: Final = 1_500_000
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,23 @@ class Case:
     def backlog_first(self) -> bool:
         """Whether a backlog is written before the measured part (the consumer cases)."""
         return self.tool in ("consumer", "cpp-pull")
+
+    def backlog_for(self, seconds: float) -> int:
+        """The default backlog of this case (consumer cases) for runs of ``seconds``.
+
+        A run that drains its backlog is measured over less than its window (and its
+        rate from fewer of the tool's lines), so the default writes more than a consumer
+        reads in the window: for 30 s runs, 7.2 million 1 KiB messages (~7.5 GiB,
+        page-cached) for the Java consumers and 1.8 million for cpppull.
+
+        Args:
+            seconds: Length of each run.
+
+        Returns:
+            Messages to write first.
+        """
+        rate = CPP_PULL_BACKLOG_PER_SECOND if self.tool == "cpp-pull" else BACKLOG_PER_SECOND
+        return max(MIN_BACKLOG, math.ceil(seconds * rate))
 
     @property
     def title(self) -> str:

@@ -31,7 +31,8 @@ class Plan:
         cases: In the order to run them.
         pairs: Runs of each system per case.
         seconds: Length of each measured run.
-        backlog: Messages written before each consumer case.
+        backlog: Messages written before each consumer case (None: each case's
+            :meth:`~rocklet.benchsuite.vsrmq.results.Case.backlog_for`).
         work_dir: Parent of the temporary directories (the system's default if None).
         keep: Keep the stores and logs.
         warmup_s: The C++ cases' unmeasured warm-up run, seconds.
@@ -41,7 +42,7 @@ class Plan:
     cases: tuple[Case, ...]
     pairs: int
     seconds: float
-    backlog: int
+    backlog: int | None
     work_dir: Path | None = None
     keep: bool = False
     warmup_s: float = 0.0
@@ -93,7 +94,8 @@ def run_plan(
                         what = "writing the backlog, then " if case.backlog_first else ""
                         tool = "the C++ client" if case.cpp else f"the Java {case.tool}"
                         progress(f"{step}: {system} up; {what}{plan.seconds:.0f} s of {tool}")
-                        spec = RunSpec(case, pair, plan.seconds, plan.backlog, work, plan.warmup_s)
+                        backlog = plan.backlog or case.backlog_for(plan.seconds)
+                        spec = RunSpec(case, pair, plan.seconds, backlog, work, plan.warmup_s)
                         run = asyncio.run(measure_run(plan.release, running, spec))
                     finally:
                         running.stop()
