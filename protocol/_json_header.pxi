@@ -155,10 +155,10 @@ cdef object _json_int(const unsigned char* p, Py_ssize_t* at, Py_ssize_t n):
         i += 1
     else:
         while i < n and 48 <= p[i] <= 57:
+            if i - first == _J_MAX_DIGITS:
+                return _NO  # checked before the digit is added: no int64 overflow
             value = value * 10 + (p[i] - 48)
             i += 1
-            if i - first > _J_MAX_DIGITS:
-                return _NO
     if i < n and (p[i] == 46 or p[i] == 101 or p[i] == 69 or 48 <= p[i] <= 57):
         return _NO  # a fraction or exponent (a float), or digits after a leading 0
     at[0] = i

@@ -206,6 +206,9 @@ def test_damaged_json_headers_get_the_same_answer(header: bytes, data: st.DataOb
         # Java: strings only, no remark.
         b'{"code":310,"extFields":{"a":"PG","b":"T","e":"1","i":"UNIQ_KEY\\u0001AB\\u0002"},'
         b'"flag":0,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":401}',
+        # The longest number taken: 18 digits.
+        b'{"code":1,"extFields":{"n":-999999999999999999},"flag":0,"language":"J","opaque":1,'
+        b'"version":0}',
         # Non-ASCII text, raw and escaped.
         '{"code":1,"extFields":{"t":"caf\u00e9 \\u4e2d"},"flag":0,"language":"JAVA",'
         '"opaque":1,"remark":null,"version":0}'.encode(),
@@ -229,6 +232,8 @@ def test_the_usual_client_headers_take_the_compiled_step(header: bytes) -> None:
         b'{"code":1,"extFields":{"k":true},"flag":0,"language":"J","opaque":1,"version":0}',
         b'{"code":1,"extFields":{},"flag":0,"language":"J","opaque":1}',  # no version
         b'{"code":2147483648,"extFields":{},"flag":0,"language":"J","opaque":1,"version":0}',
+        b'{"code":1,"extFields":{"n":1000000000000000000},"flag":0,"language":"J","opaque":1,'
+        b'"version":0}',  # 19 digits
         b'{"c\\u006fde":1,"extFields":{},"flag":0,"language":"J","opaque":1,"version":0}',
         b'{"code":1,"extFields":{},"flag":0,"language":"J","opaque":1,"version":0,"x":[1]}',
     ],

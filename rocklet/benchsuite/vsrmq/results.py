@@ -36,8 +36,7 @@ SYSTEMS: Final = ("rocklet", "rocketmq")
 BACKLOG_PER_SECOND: Final = 240_000
 #: The same for cpppull: the C++ PullConsumer reads one queue after the other in one
 #: thread, at ~30-40k msg/s on either system. Sizing it like the Java cases (7.2 million
-#: messages for 30 s) made writing the backlog the longest part of the case, and one
-#: run's client stopped after 82k messages while the page cache was still writing it out.
+#: messages for 30 s) made writing the backlog the longest part of the case.
 CPP_PULL_BACKLOG_PER_SECOND: Final = 60_000
 #: The default backlog's floor (short runs still read a real backlog).
 MIN_BACKLOG: Final = 1_500_000
