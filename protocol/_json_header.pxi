@@ -379,8 +379,11 @@ def encode_json_head(cmd, Py_ssize_t body_len):
     # ints and int enums (ResponseCode), as json writes them; not bools (true/false).
     if not (_plain_int(code) and _plain_int(opaque) and _plain_int(flag) and _plain_int(version)):
         return None
-    if not (_in_i32(code) and _in_i32(opaque) and _in_i32(flag) and _in_i32(version)):
-        return None
+    try:
+        if not (_in_i32(code) and _in_i32(opaque) and _in_i32(flag) and _in_i32(version)):
+            return None
+    except OverflowError:
+        return None  # beyond int64: the Python path says which field is out of range
     ext, language, remark = cmd.ext_fields, cmd.language, cmd.remark
     if type(ext) is not dict or not _plain_ascii(language):
         return None

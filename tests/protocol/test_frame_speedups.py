@@ -263,7 +263,7 @@ _json_answers = st.builds(
     code=st.one_of(
         int16, st.sampled_from(ResponseCode), st.booleans(), st.integers(-(2**40), 2**40)
     ),
-    opaque=st.one_of(int32, int32, st.integers(-(2**40), 2**40)),
+    opaque=st.one_of(int32, int32, st.integers(-(2**40), 2**40), st.integers(2**63, 2**70)),
     flag=st.sampled_from([0, 1, 2**31 - 1, -(2**31), 2**31]),
     remark=st.one_of(st.none(), _ascii, _ascii, _text),
     ext_fields=st.dictionaries(
