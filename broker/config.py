@@ -191,6 +191,9 @@ class BrokerConfig:
     #: slave: authenticate with ``accessKey``/``secretKey`` (default: false).
     ha_auth_enable: bool | None = None
     check_crc_on_recover: bool = True
+    #: Rocklet only: bytes past the commitlog's write position kept in the page cache
+    #: by a background thread (docs/operations.md); 0 turns it off.
+    commit_log_page_ahead_bytes: int = 16 * 1024 * 1024
     #: Pulls from a slave are served either way; with this on, a broker suggests the
     #: group's ``brokerId`` (or ``whichBrokerWhenConsumeSlowly`` for a lagging consumer)
     #: in each pull answer instead of always the master (docs/replication.md).
@@ -359,6 +362,7 @@ class BrokerConfig:
                 message_index_enable=self.message_index_enable,
                 check_crc_on_recover=self.check_crc_on_recover,
                 max_transfer_bytes=self.max_transfer_bytes_on_message_in_memory,
+                commitlog_page_ahead_bytes=self.commit_log_page_ahead_bytes,
             )
         except ValueError as exc:
             raise ConfigError(f"invalid store setting: {exc}") from None

@@ -30,7 +30,8 @@ from rocklet.protocol.message import (
     QUEUE_OFFSET_POS,
     STORE_TIMESTAMP_POS,
 )
-from rocklet.store._mapped_file import MappedFile, MappedFileQueue
+from rocklet.store._mapped_file import PWRITE_MIN, MappedFile, MappedFileQueue
+from rocklet.store._page_ahead import PageAhead
 
 __all__ = ["END_FILE_MIN_BLANK", "AppendResult", "AppendStatus", "CommitLog"]
 
@@ -62,11 +63,14 @@ class CommitLog:
     Args:
         directory: ``<store>/commitlog``.
         file_size: Segment size.
+        page_ahead: Bytes past the write position to keep in the page cache
+            (:mod:`rocklet.store._page_ahead`; its thread is started by the store).
     """
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, page_ahead: int = 0) -> None:
         self.files = MappedFileQueue(directory, file_size)
         self.file_size = file_size
+        self.page_ahead = PageAhead(self.files, page_ahead)
         #: Store time of the newest appended record (the checkpoint's physic time).
         self.last_store_timestamp = 0
         #: Records from here on were checked by recovery or written by this process;
@@ -172,6 +176,10 @@ class CommitLog:
         mf = self.files.files[-1]
         mf.append(data)
         self.last_store_timestamp = store_timestamp
+        # Only stores into the map fault and read around; a pwrite (batches) never
+        # does, and reading ahead for it would make the kernel fill pages twice.
+        if len(data) < PWRITE_MIN and mf.from_offset + mf.wrote_position >= self.page_ahead.due:
+            self.page_ahead.poke()
 
     @staticmethod
     def _write_blank(mf: MappedFile) -> None:

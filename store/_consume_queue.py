@@ -55,7 +55,9 @@ class ConsumeQueue:
     def __init__(self, topic: str, queue_id: int, directory: Path, entries_per_file: int) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.files = MappedFileQueue(directory, entries_per_file * ENTRY_SIZE)
+        # A few entries per read or write: read-around would fill whole windows on the
+        # writer's thread (see MappedFile's read_around).
+        self.files = MappedFileQueue(directory, entries_per_file * ENTRY_SIZE, read_around=False)
         #: End (offset + size) of the newest indexed record; replays below it are skipped.
         self.max_physic_offset = -1
         #: Byte offset of the first live entry.

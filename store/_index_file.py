@@ -87,7 +87,7 @@ class IndexFile:
             install_file(reserved, path)
         elif not existed:
             allocate_file(path, size)
-        self.file = MappedFile(path, size, 0)
+        self.file = MappedFile(path, size, 0, read_around=False)  # slot and entry reads
         self._entries_at = HEADER_SIZE + slots * 4
         self.begin_ts: int
         self.end_ts: int

@@ -29,6 +29,7 @@ from rocklet.store.directory import StoreDamagedError
 
 __all__ = [
     "ALLOCATING_SUFFIX",
+    "PWRITE_MIN",
     "MappedFile",
     "MappedFileQueue",
     "NoSpaceError",
@@ -42,11 +43,15 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 #: Appends this large go through ``pwrite`` rather than the map (see ``append``).
-_PWRITE_MIN = 4096
+PWRITE_MIN = 4096
 #: Bytes pre-faulted past a sequential write (see ``populate_ahead``).
 _POPULATE_WINDOW = 1 << 20
 #: ``MADV_POPULATE_WRITE`` (Linux 5.14+; Python 3.11's mmap lacks the name).
 _POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23) if sys.platform == "linux" else None
+#: ``posix_fadvise``'s WILLNEED (absent on macOS and Windows: no page-ahead there).
+_WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
+#: ``MADV_RANDOM``: no read-around on faults (see ``MappedFile``'s ``read_around``).
+_RANDOM = getattr(mmap, "MADV_RANDOM", None)
 #: Python's mmap keeps a dup of the file's descriptor unless told not to (3.13+):
 #: without it a mapped file holds one descriptor (ours, for pwrite and fdatasync),
 #: not two. Nothing here uses what it would disable (``size()``, ``resize()``).
@@ -177,9 +182,16 @@ class MappedFile:
         path: File path; created (sparse) with ``size`` bytes if missing.
         size: Fixed size in bytes.
         from_offset: Global offset of the first byte.
+        read_around: Let a fault read the pages around it ahead (the kernel's default).
+            Off for files read and written a few entries at a time (consume queues,
+            index): a fault into a fresh page then maps that page alone instead of
+            filling the device's whole read-ahead window (often 8 MiB, 15-25 ms) on
+            the writer's thread.
     """
 
-    def __init__(self, path: Path, size: int, from_offset: int) -> None:
+    def __init__(
+        self, path: Path, size: int, from_offset: int, *, read_around: bool = True
+    ) -> None:
         self.path = path
         self.size = size
         self.from_offset = from_offset
@@ -192,6 +204,8 @@ class MappedFile:
             os.close(fd)
             raise
         self._fd = fd
+        if not read_around and _RANDOM is not None:
+            self._mm.madvise(_RANDOM)
         self.view = memoryview(self._mm)
         #: Bytes written (the next append position).
         self.wrote_position = 0
@@ -245,7 +259,7 @@ class MappedFile:
         """
         pos = self.wrote_position
         size = len(data)
-        if size >= _PWRITE_MIN:
+        if size >= PWRITE_MIN:
             # Stores into fresh pages of a shared map take one write fault each
             # (page_mkwrite, no fault-around), ~2x the cost of copying the same bytes
             # with pwrite into the page cache the map shares; a full disk is then an
@@ -301,6 +315,28 @@ class MappedFile:
         target = min(self.size, end + _POPULATE_WINDOW)
         self.populate(first, target - first)
         self.populated = target
+
+    def load_ahead(self, start: int, length: int) -> None:
+        """Ask the kernel to bring ``[start, start+length)`` into the page cache. Any thread.
+
+        ``posix_fadvise(WILLNEED)`` reads (or, for unwritten blocks, zero-fills) the
+        missing pages in the calling thread with the GIL released, and leaves cached
+        pages alone. Used ahead of the writer (:mod:`rocklet.store._page_ahead`).
+
+        Args:
+            start: First byte.
+            length: Bytes.
+        """
+        if _WILLNEED is None:
+            return
+        with self._io_lock:  # a private descriptor: close may not reuse ours meanwhile
+            if self._closed:
+                return
+            fd = os.dup(self._fd)
+        try:
+            os.posix_fadvise(fd, start, length, _WILLNEED)
+        finally:
+            os.close(fd)
 
     def mark_dirty(self) -> None:
         """Note a write made with :meth:`write_at` behind the position (index files)."""
@@ -403,11 +439,13 @@ class MappedFileQueue:
     Args:
         directory: Where the files live (created if missing).
         file_size: Size of each file.
+        read_around: Passed to each :class:`MappedFile`.
     """
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, *, read_around: bool = True) -> None:
         self.directory = directory
         self.file_size = file_size
+        self.read_around = read_around
         self.files: list[MappedFile] = []
         #: Files removed from the queue whose maps were still exported.
         self.pending_destroy: list[MappedFile] = []
@@ -455,7 +493,7 @@ class MappedFileQueue:
                     f"to {int(path.name) - 1}, before {path.name}): restore it from a backup "
                     "before starting; offsets past it would be read from the wrong file"
                 )
-            mf = MappedFile(path, self.file_size, int(path.name))
+            mf = MappedFile(path, self.file_size, int(path.name), read_around=self.read_around)
             mf.wrote_position = mf.flushed_position = self.file_size
             self.files.append(mf)
 
@@ -499,7 +537,7 @@ class MappedFileQueue:
             self.directory.mkdir(parents=True, exist_ok=True)
             allocate_file(path, self.file_size)
         try:
-            mf = MappedFile(path, self.file_size, from_offset)
+            mf = MappedFile(path, self.file_size, from_offset, read_around=self.read_around)
         except BaseException:
             path.unlink(missing_ok=True)  # never leave a file the queue does not hold
             raise

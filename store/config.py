@@ -82,6 +82,10 @@ class StoreConfig:
         message_index_enable: ``messageIndexEnable``.
         check_crc_on_recover: ``checkCRCOnRecover``.
         max_transfer_bytes: Default ``max_bytes`` of a read (256 KiB in memory).
+        commitlog_page_ahead_bytes: Rocklet only: bytes past the commitlog's write
+            position a background thread keeps in the page cache (16 MiB; 0 = off), so
+            appends never wait for the kernel to fill a read-ahead window
+            (:mod:`rocklet.store._page_ahead`).
     """
 
     store_path: Path
@@ -108,6 +112,7 @@ class StoreConfig:
     message_index_enable: bool = True
     check_crc_on_recover: bool = True
     max_transfer_bytes: int = 256 * 1024
+    commitlog_page_ahead_bytes: int = 16 * 1024 * 1024
     delay_levels_ms: tuple[int, ...] = field(init=False)
     delete_hours: frozenset[int] = field(init=False)
 
@@ -128,6 +133,8 @@ class StoreConfig:
             # Larger than a segment is allowed (RocketMQ's golden settings do it): such
             # a message is refused at put time because it cannot fit.
             raise ValueError("max_message_size_bytes must be positive")
+        if not 0 <= self.commitlog_page_ahead_bytes <= 1 << 30:
+            raise ValueError("commitlog_page_ahead_bytes must be in [0, 1 GiB]")
         if self.flush_interval_ms <= 0 or self.flush_consume_queue_interval_ms <= 0:
             raise ValueError("flush intervals must be positive")
         ratios = (

@@ -79,7 +79,11 @@ class MessageStore:
         self._lock = threading.RLock()
         self._closed = False
         self._dir_lock: StoreLock | None = None
-        self.commitlog = CommitLog(config.commitlog_dir, config.commitlog_file_size_bytes)
+        self.commitlog = CommitLog(
+            config.commitlog_dir,
+            config.commitlog_file_size_bytes,
+            config.commitlog_page_ahead_bytes,
+        )
         self.checkpoint = Checkpoint(root / "checkpoint")
         self.index = IndexService(
             root / "index", config.index_hash_slots, config.index_max_entries, clock
@@ -138,6 +142,7 @@ class MessageStore:
             store.disk.check()  # a store opened on a full disk refuses puts from the start
             store.flush_service.flushed_offset = store.commitlog.max_offset()
             store.flush_service.start()
+            store.commitlog.page_ahead.start()
         except BaseException:
             dir_lock.release()
             raise
@@ -255,6 +260,7 @@ class MessageStore:
             if self._closed:
                 return
             self._closed = True
+        self.commitlog.page_ahead.stop()
         try:
             self.flush_service.stop()
         except OSError:

@@ -141,3 +141,21 @@ def test_tls_bench_runs_both_modes_and_sums_up() -> None:
     # One row per case, each with plain and TLS figures.
     assert table.count("\n| ") == 3
     assert "pull consumer" in done.stdout and " TLS " in done.stdout
+
+
+def test_e2e_seconds_sets_the_latency_case_length(tmp_path: Path) -> None:
+    """``--e2e-seconds`` replaces the profile's length of the end-to-end case only."""
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "rocklet", "bench", "--smoke", "--systems", "rocklet"]
+    argv += ["--cases", "rocklet/e2e/e2e/1024", "--e2e-seconds", "1.5", "--no-chart"]
+    argv += ["--out", str(out), "--work-dir", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((out / "results.json").read_text())["runs"][0]
+    assert set(run["cases"]) == {"rocklet/e2e/e2e/1024"}
+    e2e = _case(run, "rocklet/e2e/e2e/1024")
+    assert 1.4 <= e2e["seconds"] <= 2.0  # the smoke profile's own is 0.5
+    bad = subprocess.run(
+        [*argv[:5], "--e2e-seconds", "0"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert bad.returncode == 2 and "--e2e-seconds" in bad.stderr

@@ -17,6 +17,7 @@ case, then the medians and goals), ``report.md`` (the tables of ``BENCHMARKS.md`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import shutil
 import sys
@@ -61,6 +62,12 @@ def add_bench_parser(sub: Any) -> argparse.ArgumentParser:
         "--smoke", dest="profile", action="store_const", const="smoke", help="--profile smoke"
     )
     bench.add_argument("--runs", type=int, help="repeat the whole plan N times (median)")
+    bench.add_argument(
+        "--e2e-seconds",
+        type=float,
+        help="measured seconds of the end-to-end latency cases (the profile's: 4 in full);"
+        " tails that come once per so many megabytes need 15 or more",
+    )
     bench.add_argument(
         "--systems", type=_systems, help=f"comma-separated, of: {', '.join(SYSTEMS)}"
     )
@@ -109,6 +116,11 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.runs is not None and args.runs < 1:
         sys.stderr.write("rocklet bench: --runs must be at least 1\n")
         return 2
+    if args.e2e_seconds is not None:
+        if not 0 < args.e2e_seconds <= 3600:
+            sys.stderr.write("rocklet bench: --e2e-seconds must be in (0, 3600]\n")
+            return 2
+        profile = dataclasses.replace(profile, e2e_s=args.e2e_seconds)
     systems = tuple(s for s in (args.systems or profile.systems) if s not in args.skip)
     session = Session(
         profile=profile,

@@ -206,8 +206,15 @@ async def _create_topic(namesrv: str, topic: str) -> None:
     from rocklet.client.errors import NoRouteError
 
     async with Admin(namesrv) as admin:
-        await admin.create_topic(topic, queue_nums=QUEUES)
         deadline = time.monotonic() + _ROUTE_TIMEOUT_S
+        while True:  # a broker that just started may not have registered its cluster yet
+            try:
+                await admin.create_topic(topic, queue_nums=QUEUES)
+                break
+            except NoRouteError:
+                if time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(0.05)
         while time.monotonic() < deadline:
             with contextlib.suppress(NoRouteError):
                 route = await admin.topic_route(topic)
