@@ -327,30 +327,6 @@ cdef inline Py_ssize_t _put_raw(unsigned char* o, const char* raw, Py_ssize_t n)
     return n
 
 
-cdef inline Py_ssize_t _put_int(unsigned char* o, int64_t v) noexcept:
-    cdef unsigned char digits[24]
-    cdef Py_ssize_t n = 0, k = 0
-    cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v
-    if v < 0:
-        o[k] = 45
-        k += 1
-    while True:
-        digits[n] = <unsigned char>(48 + u % 10)
-        n += 1
-        u //= 10
-        if u == 0:
-            break
-    while n:
-        n -= 1
-        o[k] = digits[n]
-        k += 1
-    return k
-
-
-cdef inline bint _plain_int(object v) noexcept:
-    return isinstance(v, int) and type(v) is not bool
-
-
 cdef inline Py_ssize_t _int_len(int64_t v) noexcept:
     cdef Py_ssize_t n = 1 if v < 0 else 0
     cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v
@@ -359,6 +335,24 @@ cdef inline Py_ssize_t _int_len(int64_t v) noexcept:
         u //= 10
         if u == 0:
             return n
+
+
+cdef inline Py_ssize_t _put_int(unsigned char* o, int64_t v) noexcept:
+    # Digits are written from the end back, so their count comes first.
+    cdef Py_ssize_t n = _int_len(v), k = n
+    cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v
+    if v < 0:
+        o[0] = 45
+    while True:
+        k -= 1
+        o[k] = <unsigned char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            return n
+
+
+cdef inline bint _plain_int(object v) noexcept:
+    return isinstance(v, int) and type(v) is not bool
 
 
 def encode_json_head(cmd, Py_ssize_t body_len):

@@ -181,6 +181,24 @@ def produce(cmd: dict[str, Any]) -> dict[str, Any]:
     return {"sent": outcomes.count(True), "errors": outcomes.count(False)}
 
 
+def _first_send(producer: Any, msg: Any, within_s: float = 15.0) -> None:
+    """Send the first message, retrying while its route lookup fails.
+
+    The client asks the name server once per send until it has a route; under load
+    that ask can time out ("No route info of this topic") although the topic is routed,
+    which must not end a benchmark run before it starts.
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            producer.send_sync(msg)
+            return
+        except Exception:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)  # the next lookup; nothing to wait on in the wheel's API
+
+
 def load(cmd: dict[str, Any]) -> dict[str, Any]:
     """Run the ``load`` job: timed sync sends from several threads."""
     producer = _producer(cmd)
@@ -189,7 +207,7 @@ def load(cmd: dict[str, Any]) -> dict[str, Any]:
     count = int(cmd.get("count", sys.maxsize // 2))
     cap_s = float(cmd.get("seconds", "inf"))
     body = _body({"body_size": int(cmd.get("body_size", 1024))})
-    producer.send_sync(_message(topic, {"body": body}))  # route lookup and connect: warm-up
+    _first_send(producer, _message(topic, {"body": body}))  # route lookup and connect: warm-up
     latencies: list[list[float]] = [[] for _ in range(threads)]
     failures = [0] * threads
     reasons: list[str] = []

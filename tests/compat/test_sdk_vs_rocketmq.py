@@ -37,7 +37,7 @@ QUEUES = 4
 
 
 async def test_sdk_sends_and_consumes_through_a_real_rocketmq(tmp_path: Path) -> None:
-    ns, broker, ns_pid, broker_pid, _ = await _rmq_up(tmp_path / "rmq", "")
+    ns, _, ns_pid, broker_pid, _ = await _rmq_up(tmp_path / "rmq", "")
     try:
         async with Admin(ns) as admin:
             await admin.create_topic(TOPIC, queue_nums=QUEUES)
@@ -92,7 +92,6 @@ async def test_sdk_sends_and_consumes_through_a_real_rocketmq(tmp_path: Path) ->
         assert sorted(tag_b) == sorted(m.body for m in batch)
     finally:
         await _rmq_down(ns_pid, broker_pid)
-    assert broker  # the broker address was reported
 
 
 def _broker_name(got: dict[str, MessageExt]) -> str:
