@@ -4,15 +4,18 @@ A store into a page of the map that is not in the page cache faults, and the ker
 then reads around the fault: it allocates, fills (zeros, for the unwritten blocks of a
 fresh segment) and maps the device's whole read-ahead window at once. With the common
 8 MiB window that is 15-25 ms on the appending thread, the event loop, once every
-~8 MiB of commitlog: the end-to-end tail. ``pwrite`` into missing pages costs the same
-allocation in smaller pieces. This thread asks for the pages ahead of the write position
-with ``posix_fadvise(WILLNEED)`` (which releases the GIL), so the writer finds them
-cached and its stores and ``pwrite`` calls only copy bytes.
+~8 MiB of commitlog: the end-to-end tail. This thread asks for the pages ahead of the
+write position with ``posix_fadvise(WILLNEED)`` (which releases the GIL), so the
+writer's stores find them cached and only copy bytes.
 
-The writer tests one integer per append (:attr:`PageAhead.due`) and wakes the thread
-when it has used half the window. Nothing here changes a byte of any file: a page the
-kernel reads ahead holds what the disk holds, and pages already cached (written) are
-left alone, so a lost race only costs the fault it tried to save.
+The writer tests one integer per small append (:attr:`PageAhead.due`) and wakes the
+thread when it has used half the window. Appends of a page or more use ``pwrite``,
+which never reads around (it allocates page by page); they do not wake the thread, as
+reading ahead for them would make the kernel fill each page twice.
+
+Nothing here changes a byte of any file: a page the kernel reads ahead holds what the
+disk holds, and pages already cached (written) are left alone, so a lost race only
+costs the fault it tried to save.
 """
 
 from __future__ import annotations
