@@ -82,7 +82,7 @@ typecheck: dev
 
 ## test: lint, type-check, then the whole pytest suite
 test: lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
 ## test-pythons: the fast tier (no Spark, no official C++ client, nothing marked slow, no
 ## adversity or replication process tiers)
