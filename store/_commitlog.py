@@ -30,7 +30,7 @@ from rocklet.protocol.message import (
     QUEUE_OFFSET_POS,
     STORE_TIMESTAMP_POS,
 )
-from rocklet.store._mapped_file import PWRITE_MIN, MappedFile, MappedFileQueue
+from rocklet.store._mapped_file import MappedFile, MappedFileQueue
 from rocklet.store._page_ahead import PageAhead
 
 __all__ = ["END_FILE_MIN_BLANK", "AppendResult", "AppendStatus", "CommitLog"]
@@ -176,10 +176,7 @@ class CommitLog:
         mf = self.files.files[-1]
         mf.append(data)
         self.last_store_timestamp = store_timestamp
-        # Only stores into the map fault and read around; a pwrite (batches) never
-        # does, and reading ahead for it would make the kernel fill pages twice.
-        if len(data) < PWRITE_MIN and mf.from_offset + mf.wrote_position >= self.page_ahead.due:
-            self.page_ahead.poke()
+        self.page_ahead.after_append(len(data), mf.from_offset + mf.wrote_position)
 
     @staticmethod
     def _write_blank(mf: MappedFile) -> None:

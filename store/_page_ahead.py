@@ -25,7 +25,7 @@ import threading
 
 import structlog
 
-from rocklet.store._mapped_file import MappedFileQueue
+from rocklet.store._mapped_file import PWRITE_MIN, MappedFileQueue
 
 __all__ = ["PageAhead"]
 
@@ -55,6 +55,15 @@ class PageAhead:
         self._wake = threading.Event()
         self._stopped = False
         self._thread: threading.Thread | None = None
+
+    def after_append(self, size: int, end: int) -> None:
+        """Note an append of ``size`` bytes ending at global offset ``end``. The writer.
+
+        Wakes the thread when a store into the map (an append below
+        :data:`~rocklet.store._mapped_file.PWRITE_MIN`) reached :attr:`due`.
+        """
+        if size < PWRITE_MIN and end >= self.due:
+            self.poke()
 
     def poke(self) -> None:
         """Wake the thread: the writer used half the window. The writer's thread."""

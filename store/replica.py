@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from rocklet.store._mapped_file import PWRITE_MIN
-
 if TYPE_CHECKING:
     from rocklet.store.message_store import MessageStore
 
@@ -143,7 +141,6 @@ def append_replica(store: MessageStore, offset: int, data: bytes) -> int:
                 f"{commitlog.max_offset()}"
             )
         view = memoryview(data)
-        small = len(view) < PWRITE_MIN  # see CommitLog.write
         while view:
             mf = files.last
             assert mf is not None
@@ -152,8 +149,7 @@ def append_replica(store: MessageStore, offset: int, data: bytes) -> int:
             n = min(len(view), mf.free)
             mf.append(view[:n])
             view = view[n:]
-        if small and commitlog.max_offset() >= commitlog.page_ahead.due:
-            commitlog.page_ahead.poke()
+        commitlog.page_ahead.after_append(len(data), commitlog.max_offset())
         reput = store.reput
         reput.partial_tail = True
         reput.run_once()

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import queue
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -71,12 +71,18 @@ def fresh_queue(directory: Path, file_size: int) -> MappedFileQueue:
     return files
 
 
-def wait_until(condition: object, timeout: float = 10.0) -> None:
-    """Wait for a readiness condition of a background thread, with a deadline."""
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)
+def rounds_of(ahead: PageAhead) -> queue.Queue[int]:
+    """A queue told ``loaded_to`` after each round the page-ahead thread runs."""
+    done: queue.Queue[int] = queue.Queue()
+    run_once = ahead.run_once
+
+    def counted() -> int:
+        asked = run_once()
+        done.put(ahead.loaded_to)
+        return asked
+
+    ahead.run_once = counted  # type: ignore[method-assign]
+    return done
 
 
 def test_one_round_loads_the_window_and_no_more(tmp_path: Path) -> None:
@@ -115,18 +121,19 @@ def test_writes_wake_the_thread_and_bytes_are_unchanged(tmp_path: Path) -> None:
     )
     with MessageStore.open(cfg) as store:
         ahead = store.commitlog.page_ahead
+        rounds = rounds_of(ahead)
         store.put_message(message(0, size=1000))
-        wait_until(lambda: ahead.rounds >= 1)
-        first = ahead.loaded_to
+        first = rounds.get(timeout=10)  # the first put found the window unloaded
         n = 1
         while store.commitlog_max_offset() < first:  # past half the window: a wake-up
             store.put_message(message(n, size=1000))
             n += 1
-        wait_until(lambda: ahead.loaded_to > first)
+        loaded = rounds.get(timeout=10)  # woken by the put that used half the window
+        assert loaded > first
         end = store.commitlog_max_offset()
         path = store.commitlog.files.files[0].path
         start = end - end % PAGE + PAGE
-        assert resident_pages(path, start, ahead.loaded_to - start - PAGE) > 0
+        assert resident_pages(path, start, loaded - start - PAGE) > 0
         stored = read_all(store, "T", 0)
         assert [m.body for m in stored] == [message(i, size=1000).body for i in range(n)]
 

@@ -202,23 +202,8 @@ class SdkClient:
 
 async def _create_topic(namesrv: str, topic: str) -> None:
     """Create ``topic`` with :data:`QUEUES` queues and wait until the name server routes it."""
+    from rocklet.benchsuite.topics import create_routed_topic
     from rocklet.client.admin import Admin
-    from rocklet.client.errors import NoRouteError
 
     async with Admin(namesrv) as admin:
-        deadline = time.monotonic() + _ROUTE_TIMEOUT_S
-        while True:  # a broker that just started may not have registered its cluster yet
-            try:
-                await admin.create_topic(topic, queue_nums=QUEUES)
-                break
-            except NoRouteError:
-                if time.monotonic() >= deadline:
-                    raise
-            await asyncio.sleep(0.05)
-        while time.monotonic() < deadline:
-            with contextlib.suppress(NoRouteError):
-                route = await admin.topic_route(topic)
-                if sum(q.write_queue_nums for q in route.queue_datas) >= QUEUES:
-                    return
-            await asyncio.sleep(0.05)  # the broker re-registers in the background
-    raise TimeoutError(f"the name server never routed {topic}")
+        await create_routed_topic(admin, topic, QUEUES, _ROUTE_TIMEOUT_S)

@@ -22,9 +22,9 @@ from typing import Any, Final, NamedTuple
 
 from rocklet.benchsuite.cases import cpp_argv, parse_cpp_output, run_children
 from rocklet.benchsuite.measure import children_cpu_seconds
+from rocklet.benchsuite.topics import create_routed_topic
 from rocklet.benchsuite.vsrmq.results import Case
 from rocklet.client.admin import Admin
-from rocklet.client.errors import ClientError, NoRouteError
 
 __all__ = ["QUEUES", "CppResult", "cpp_job", "create_topic", "run_cpp"]
 
@@ -33,7 +33,6 @@ BODY_BYTES: Final = 1024
 #: Beyond the run's length: the interpreter's start, the client's, and its shutdown.
 _SLACK_S: Final = 90.0
 _ROUTE_TIMEOUT_S: Final = 30.0
-_POLL_S: Final = 0.1
 
 
 class CppResult(NamedTuple):
@@ -51,39 +50,12 @@ class CppResult(NamedTuple):
 
 
 async def create_topic(admin: Admin, topic: str) -> None:
-    """Create ``topic`` on the system's broker and wait until the name server routes it.
-
-    A broker whose port accepts may not have registered with its name server yet (under
-    load, a second or more): until it has, the cluster is unknown and the creation is
-    retried.
+    """Create ``topic`` with :data:`QUEUES` queues on the system's broker, routed.
 
     Raises:
         TimeoutError: No broker to create it on, or no route, within the time allowed.
     """
-    deadline = time.monotonic() + _ROUTE_TIMEOUT_S
-    created: list[str] = []
-    while not created:
-        try:
-            created = await admin.create_topic(topic, queue_nums=QUEUES)
-        except NoRouteError:
-            created = []
-        if not created:
-            _check(deadline, f"no broker in the cluster to create {topic} on")
-            await asyncio.sleep(_POLL_S)  # the broker registers with the name server
-    while True:
-        try:
-            route = await admin.topic_route(topic)
-        except ClientError:
-            route = None
-        if route is not None and route.queue_datas:
-            return
-        _check(deadline, f"no route for {topic} after creating it")
-        await asyncio.sleep(_POLL_S)  # the broker registers the topic with the name server
-
-
-def _check(deadline: float, what: str) -> None:
-    if time.monotonic() > deadline:
-        raise TimeoutError(f"{what} within {_ROUTE_TIMEOUT_S:.0f} s")
+    await create_routed_topic(admin, topic, QUEUES, _ROUTE_TIMEOUT_S)
 
 
 def cpp_job(case: Case, topic: str, seconds: float) -> dict[str, Any]:
