@@ -13,6 +13,17 @@ asking:
   done), or one past the highest offset ever cached when the map is empty. That is
   what :meth:`ProcessQueue.remove` returns, as Java's ``removeMessage`` does.
 
+The map holds *runs* rather than single messages: a run is one pull's messages (a
+list in offset order), keyed by its lowest cached offset, and runs never overlap.
+Java's TreeMap pays a tree insertion per message on put and a deletion per message on
+remove; here the usual put (a pull past everything cached) adds one entry, and the
+usual remove (the listener finished a whole pull, or the head of one) drops or cuts
+one run, whatever the number of messages. Messages finished out of order, re-pulls
+that overlap the cache and batches put back by an orderly consumer take a slower path
+that rebuilds only the runs they touch; every answer (count, bytes, span, lowest and
+highest offset) is the same as a per-message sorted map's, which
+``tests/client/test_process_queue_model.py`` checks under random operations.
+
 Orderly consumption uses a twin map: :meth:`~ProcessQueue.take` moves the head batch
 into it, :meth:`~ProcessQueue.commit` forgets the batch and returns the offset after
 it, and :meth:`~ProcessQueue.make_consume_again` moves a failed batch back.
@@ -80,6 +91,28 @@ class QueuedMessage(Protocol):
 M = TypeVar("M", bound=QueuedMessage)
 
 
+class _Run(Generic[M]):
+    """Cached messages of one pull (or of merged pulls): offsets ascending, no gaps filled."""
+
+    __slots__ = ("msgs", "size")
+
+    def __init__(self, msgs: list[M], size: int) -> None:
+        self.msgs = msgs
+        self.size = size  # their body bytes
+
+
+def _increasing(offsets: list[int]) -> bool:
+    """Whether ``offsets`` (not empty) strictly increase: a pull's usual order."""
+    first = offsets[0]
+    if offsets[-1] - first == len(offsets) - 1:  # consecutive, the unfiltered pull
+        return offsets == list(range(first, first + len(offsets)))
+    return len(set(offsets)) == len(offsets) and sorted(offsets) == offsets
+
+
+def _body_bytes(msgs: Sequence[QueuedMessage]) -> int:
+    return sum(map(len, map(_BODY, msgs)))
+
+
 class ProcessQueue(Generic[M]):
     """The cached messages and consumption state of one assigned queue.
 
@@ -119,7 +152,9 @@ class ProcessQueue(Generic[M]):
         self._lock_max_live_ms = lock_max_live_ms
         self._pull_max_idle_ms = pull_max_idle_ms
         self._lock = threading.Lock()
-        self._msgs: Any = SortedDict()  # offset -> M, Java's msgTreeMap
+        # lowest offset -> _Run: Java's msgTreeMap, a run per pull instead of an entry
+        # per message (the module docstring says why)
+        self._runs: Any = SortedDict()
         self._taken: Any = SortedDict()  # offset -> M, Java's msgTreeMapTemp
         self._count = 0  # messages in both maps
         self._size = 0  # body bytes in both maps
@@ -151,7 +186,7 @@ class ProcessQueue(Generic[M]):
     def is_empty(self) -> bool:
         """Whether no message waits in the map (a taken orderly batch not counted)."""
         with self._lock:
-            return not self._msgs
+            return not self._runs
 
     def max_span(self) -> int:
         """Offset distance between the highest and lowest cached message (0 if empty).
@@ -160,9 +195,10 @@ class ProcessQueue(Generic[M]):
         later ones are done; the pull loop stops pulling past the span limit.
         """
         with self._lock:
-            if not self._msgs:
+            runs = self._runs
+            if not runs:
                 return 0
-            return int(self._msgs.peekitem(-1)[0] - self._msgs.peekitem(0)[0])
+            return int(runs.peekitem(-1)[1].msgs[-1].queue_offset - runs.peekitem(0)[0])
 
     # -- concurrent consumption -------------------------------------------------------
 
@@ -183,31 +219,28 @@ class ProcessQueue(Generic[M]):
         if not msgs:
             return False
         with self._lock:
-            tree, taken = self._msgs, self._taken
-            first, last = msgs[0].queue_offset, msgs[-1].queue_offset
+            runs, taken = self._runs, self._taken
+            offsets = list(map(_OFFSET, msgs))
+            first = offsets[0]
             if (
-                last - first == len(msgs) - 1
-                and (not tree or first > tree.keys()[-1])
+                (not runs or first > runs.peekitem(-1)[1].msgs[-1].queue_offset)
                 and (not taken or first > taken.keys()[-1])
+                and _increasing(offsets)
             ):
-                # The usual pull: consecutive offsets past everything cached, so none
-                # can be a duplicate and no per-message membership test is needed.
-                # (dict(zip()) reuses zip's pair tuple: no tuple per message.)
-                new = dict(zip(map(_OFFSET, msgs), msgs, strict=True))
+                # The usual pull: in order, past everything cached, so none can be a
+                # duplicate: one new run, no per-message work beyond its byte count.
+                run = _Run(list(msgs), _body_bytes(msgs))
+                runs[first] = run
+                self._count += len(offsets)
+                self._size += run.size
+                self.queue_offset_max = max(self.queue_offset_max, offsets[-1])
             else:
-                new = {
-                    m.queue_offset: m
-                    for m in msgs
-                    if m.queue_offset not in tree and m.queue_offset not in taken
-                }
-            if new:
-                # One bulk update: about a third of the cost of a SortedDict insert per
-                # message on the consume hot path.
-                tree.update(new)
-                self._count += len(new)
-                self._size += sum(map(len, map(_BODY, new.values())))
-                self.queue_offset_max = max(self.queue_offset_max, max(new))
-            dispatch = bool(tree) and not self.consuming
+                added = self._merge(msgs, replace=False)
+                if added:
+                    self._count += len(added)
+                    self._size += _body_bytes(added)
+                    self.queue_offset_max = max(self.queue_offset_max, *map(_OFFSET, added))
+            dispatch = bool(runs) and not self.consuming
             if dispatch:
                 self.consuming = True
             if broker_max_offset is not None:
@@ -228,31 +261,32 @@ class ProcessQueue(Generic[M]):
         """
         with self._lock:
             self.last_consume_timestamp = self._clock_ms()
-            tree = self._msgs
-            if not tree:
+            runs = self._runs
+            if not runs:
                 return -1
             if msgs:
-                self._consume_start.pop(msgs[0].queue_offset, None)
-            removed = 0
-            size = 0
-            offsets = list(map(_OFFSET, msgs))
-            keys = tree.keys()
-            if keys[: len(offsets)] == offsets:
-                # The usual case: the batch is the head of the map. One slice deletion
-                # (the keys' list cut once, then the dict entries) instead of a pop per
-                # message, each rebalancing the sorted list.
-                del keys[: len(offsets)]
-                removed = len(offsets)
-                size = sum(map(len, map(_BODY, msgs)))
-            else:
-                for msg in msgs:
-                    if tree.pop(msg.queue_offset, None) is not None:
-                        removed += 1
-                        size += len(msg.body)
-            self._count -= removed
-            self._size -= size
-            if tree:
-                return int(tree.peekitem(0)[0])
+                head = msgs[0].queue_offset
+                self._consume_start.pop(head, None)
+                run = runs.get(head)
+                n = len(msgs)
+                # The usual case: the listener finished a whole pull, or the head of
+                # one (a list compare is a pointer compare per message when they are
+                # the cached objects).
+                if run is not None and run.msgs[:n] == msgs:
+                    del runs[head]
+                    if n == len(run.msgs):
+                        removed, size = n, run.size
+                    else:
+                        removed, size = n, _body_bytes(msgs)
+                        run.msgs = run.msgs[n:]
+                        run.size -= size
+                        runs[run.msgs[0].queue_offset] = run
+                else:
+                    removed, size = self._remove_scattered(msgs)
+                self._count -= removed
+                self._size -= size
+            if runs:
+                return int(runs.peekitem(0)[0])
             return self.queue_offset_max + 1
 
     def mark_consume_start(self, msgs: Sequence[M]) -> None:
@@ -289,11 +323,14 @@ class ProcessQueue(Generic[M]):
         deadline = self._clock_ms() - consume_timeout_ms
         with self._lock:
             out: list[M] = []
-            for offset in self._msgs.islice(0, limit):
-                started = self._consume_start.get(offset)
-                if started is None or started >= deadline:
-                    break
-                out.append(self._msgs[offset])
+            for run in self._runs.values():
+                for msg in run.msgs:
+                    if len(out) >= limit:
+                        return out
+                    started = self._consume_start.get(msg.queue_offset)
+                    if started is None or started >= deadline:
+                        return out
+                    out.append(msg)
             return out
 
     def remove_if_head(self, msg: M) -> int:
@@ -307,17 +344,23 @@ class ProcessQueue(Generic[M]):
             was not the head any more (it may have finished meanwhile).
         """
         with self._lock:
-            tree = self._msgs
-            if not tree or tree.peekitem(0)[0] != msg.queue_offset:
+            runs = self._runs
+            if not runs or runs.peekitem(0)[0] != msg.queue_offset:
                 return -1
-            del tree[msg.queue_offset]
-            start = self._consume_start.pop(msg.queue_offset, None)
-            if start is not None and tree:
+            key, run = runs.peekitem(0)
+            head = run.msgs[0]
+            del runs[key]
+            if len(run.msgs) > 1:
+                run.msgs = run.msgs[1:]
+                run.size -= len(head.body)
+                runs[run.msgs[0].queue_offset] = run
+            start = self._consume_start.pop(key, None)
+            if start is not None and runs:
                 # The rest of its batch is still in the listener since the same time.
-                self._consume_start.setdefault(int(tree.peekitem(0)[0]), start)
+                self._consume_start.setdefault(int(runs.peekitem(0)[0]), start)
             self._count -= 1
-            self._size -= len(msg.body)
-            return int(tree.peekitem(0)[0]) if tree else self.queue_offset_max + 1
+            self._size -= len(head.body)
+            return int(runs.peekitem(0)[0]) if runs else self.queue_offset_max + 1
 
     # -- orderly consumption ----------------------------------------------------------
 
@@ -334,11 +377,20 @@ class ProcessQueue(Generic[M]):
         with self._lock:
             self.last_consume_timestamp = self._clock_ms()
             out: list[M] = []
-            tree = self._msgs
-            while tree and len(out) < batch_size:
-                offset, msg = tree.popitem(0)
-                self._taken[offset] = msg
-                out.append(msg)
+            runs = self._runs
+            while runs and len(out) < batch_size:
+                key, run = runs.peekitem(0)
+                want = batch_size - len(out)
+                del runs[key]
+                if want < len(run.msgs):
+                    part = run.msgs[:want]
+                    run.msgs = run.msgs[want:]
+                    run.size -= _body_bytes(part)
+                    runs[run.msgs[0].queue_offset] = run
+                    out += part
+                else:
+                    out += run.msgs
+            self._taken.update(zip(map(_OFFSET, out), out, strict=True))
             if not out:
                 self.consuming = False
             return out
@@ -369,14 +421,74 @@ class ProcessQueue(Generic[M]):
         with self._lock:
             for msg in msgs:
                 self._taken.pop(msg.queue_offset, None)
-                self._msgs[msg.queue_offset] = msg
+            if msgs:
+                self._merge(msgs, replace=True)
+
+    def _merge(self, msgs: Sequence[M], *, replace: bool) -> list[M]:
+        """Add ``msgs`` in any order, merging the runs they overlap into one.
+
+        Returns the messages whose offsets were not cached. Without ``replace``, an
+        offset already cached (in the map or taken) keeps its message; with it, the
+        map takes the new one. The lock is held by the caller.
+        """
+        runs = self._runs
+        offsets = list(map(_OFFSET, msgs))
+        low, high = min(offsets), max(offsets)
+        first = runs.bisect_right(low) - 1  # the run that may hold ``low``
+        if first < 0 or runs.peekitem(first)[1].msgs[-1].queue_offset < low:
+            first += 1
+        merged: dict[int, M] = {}
+        for key in list(runs.keys()[first : runs.bisect_right(high)]):
+            for msg in runs.pop(key).msgs:
+                merged[msg.queue_offset] = msg
+        added: list[M] = []
+        taken = self._taken
+        for offset, msg in zip(offsets, msgs, strict=True):
+            if offset in merged:
+                if replace:
+                    merged[offset] = msg
+            elif replace or offset not in taken:
+                merged[offset] = msg
+                added.append(msg)
+        if merged:
+            ordered = [merged[offset] for offset in sorted(merged)]
+            runs[ordered[0].queue_offset] = _Run(ordered, _body_bytes(ordered))
+        return added
+
+    def _remove_scattered(self, msgs: Sequence[M]) -> tuple[int, int]:
+        """Remove any cached messages among ``msgs``; returns (messages, body bytes).
+
+        The lock is held by the caller.
+        """
+        runs = self._runs
+        keys = runs.keys()
+        by_run: dict[int, set[int]] = {}
+        for msg in msgs:
+            at = runs.bisect_right(msg.queue_offset) - 1
+            if at >= 0:
+                by_run.setdefault(keys[at], set()).add(msg.queue_offset)
+        removed = size = 0
+        for key, offsets in by_run.items():
+            run = runs[key]
+            keep = [m for m in run.msgs if m.queue_offset not in offsets]
+            if len(keep) == len(run.msgs):
+                continue
+            gone = run.size - _body_bytes(keep)
+            removed += len(run.msgs) - len(keep)
+            size += gone
+            del runs[key]
+            if keep:
+                run.msgs = keep
+                run.size -= gone
+                runs[keep[0].queue_offset] = run
+        return removed, size
 
     # -- lifecycle --------------------------------------------------------------------
 
     def clear(self) -> None:
         """Forget every cached message (the queue's offset was reset)."""
         with self._lock:
-            self._msgs.clear()
+            self._runs.clear()
             self._taken.clear()
             self._consume_start.clear()
             self._count = 0
@@ -415,12 +527,14 @@ class ProcessQueue(Generic[M]):
             The snapshot.
         """
         with self._lock:
-            msgs, taken = self._msgs, self._taken
+            runs, taken = self._runs, self._taken
             return ProcessQueueInfo(
                 commit_offset=commit_offset,
-                cached_msg_min_offset=int(msgs.peekitem(0)[0]) if msgs else 0,
-                cached_msg_max_offset=int(msgs.peekitem(-1)[0]) if msgs else 0,
-                cached_msg_count=len(msgs),
+                cached_msg_min_offset=int(runs.peekitem(0)[0]) if runs else 0,
+                cached_msg_max_offset=(
+                    int(runs.peekitem(-1)[1].msgs[-1].queue_offset) if runs else 0
+                ),
+                cached_msg_count=self._count - len(taken),
                 cached_msg_size_in_mib=self._size // _MIB,
                 transaction_msg_min_offset=int(taken.peekitem(0)[0]) if taken else 0,
                 transaction_msg_max_offset=int(taken.peekitem(-1)[0]) if taken else 0,

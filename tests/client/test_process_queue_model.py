@@ -1,8 +1,8 @@
 """ProcessQueue against a plain sorted-map model, under random operations.
 
-The queue keeps its messages in a dict plus an ordered list of offsets for speed;
-whatever the order of puts, removes, takes and commits, it must answer exactly what a
-naive sorted map (``min``/``max``/``sorted`` over a dict) answers.
+The queue keeps its messages in runs (one per pull) for speed; whatever the order of
+puts, removes, takes and commits, it must answer exactly what a naive sorted map
+(``min``/``max``/``sorted`` over a dict) answers.
 """
 
 from __future__ import annotations
