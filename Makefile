@@ -16,7 +16,7 @@ DEV_STAMP     := $(VENV)/.dev-stamp
 # What the install builds from: a changed .pyx rebuilds the compiled codecs.
 BUILD_INPUTS  := pyproject.toml setup.py $(wildcard */_speedups.pyx */*.pxi)
 
-.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench bench-tls bench-acl bench-vs-rocketmq clean
+.PHONY: install dev tools bench-tools run cluster test test-pythons lint typecheck bench bench-tls bench-acl bench-vs-rocketmq prepare-pythons clean
 
 $(BIN)/python:
 	@echo "==> creating the virtual environment $(VENV) ($$($(PYTHON) --version))"
@@ -89,6 +89,10 @@ test: lint
 ## on each of $(EXTRA_PYTHONS) found through pyenv or on PATH, in .venv-<version>
 test-pythons:
 	@tools/test_pythons.sh $(EXTRA_PYTHONS)
+
+## prepare-pythons: only build those environments (CI does it while `make test` runs)
+prepare-pythons:
+	@tools/test_pythons.sh --prepare $(EXTRA_PYTHONS)
 
 ## bench-tools: the peers `make bench` starts on loopback (Debian's redis-server,
 ## rabbitmq-server, nats-server), installed with apt when missing and we are root;

@@ -4,11 +4,17 @@
 # through subprocesses and run on the default interpreter) on other Python versions,
 # each in its own .venv-<version>.
 # Interpreters come from pyenv (which keeps them on our machines) or from PATH; none is
-# downloaded. Usage: tools/test_pythons.sh 3.12 3.13:pure
+# downloaded. Usage: tools/test_pythons.sh [--prepare] 3.12 3.13:pure
+# (--prepare only builds the environments: CI does that while the default suite runs.)
 # (":pure" runs that interpreter's tier with ROCKLET_PURE_PYTHON=1: the pure-Python twins
 # of the compiled codecs, so both paths pass the tests.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+prepare_only=""
+if [ "${1:-}" = --prepare ]; then
+  prepare_only=1
+  shift
+fi
 
 find_python() {
   local version=$1 candidate
@@ -47,6 +53,10 @@ for spec in "$@"; do
   fi
   specs+=("$spec")
 done
+if [ -n "$prepare_only" ]; then
+  echo "==> environments ready: ${specs[*]}"
+  exit 0
+fi
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
