@@ -9,7 +9,11 @@ unusual (a value that is not a plain ``str``, text that is not UTF-8 encodable) 
 handed back to the Python twin rather than handled twice.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytearray cimport (
+    PyByteArray_AS_STRING,
+    PyByteArray_FromStringAndSize,
+    PyByteArray_GET_SIZE,
+)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -83,6 +87,7 @@ cdef tuple _decode_binary(const unsigned char* p, Py_ssize_t size):
 def decode_frame(
     bytearray buf,
     Py_ssize_t pos,
+    Py_ssize_t size,
     Py_ssize_t max_frame,
     Py_ssize_t max_header,
     dict languages,
@@ -103,6 +108,7 @@ def decode_frame(
     Args:
         buf: The receive buffer.
         pos: Where the frame starts.
+        size: Where the received bytes end (at most ``len(buf)``).
         max_frame: Largest accepted total length.
         max_header: Largest accepted header length.
         languages: Language number to name (unknown numbers: ``"OTHER"``).
@@ -119,8 +125,10 @@ def decode_frame(
         FrameError: The binary header does not parse (as :func:`decode_binary`).
     """
     cdef const unsigned char* p = <const unsigned char*>PyByteArray_AS_STRING(buf)
-    cdef Py_ssize_t size = PyByteArray_GET_SIZE(buf), total, header_len, end, start
+    cdef Py_ssize_t total, header_len, end, start
     cdef uint32_t word, stype
+    if size > PyByteArray_GET_SIZE(buf):
+        raise ValueError("size is past the buffer's end")
     if pos < 0 or size - pos < 8:
         return None
     total = _i32(p + pos)
@@ -152,6 +160,23 @@ def decode_frame(
     for i in range(len(slots)):
         _set(slots[i], obj, values[i])
     return obj, end
+
+
+def receive_buffer(Py_ssize_t size):
+    """``bytearray(size)`` without the zeroing: the frame decoder's own buffer.
+
+    The decoder only ever reads bytes a socket read or its own copy wrote there, so
+    the first fill need not be preceded by a memset of the whole (frame-sized) buffer.
+
+    Args:
+        size: Bytes.
+
+    Returns:
+        A bytearray of ``size`` bytes, their values unspecified.
+    """
+    if size < 0:
+        raise ValueError("negative size")
+    return PyByteArray_FromStringAndSize(NULL, size)
 
 
 cdef object _utf8(object text):

@@ -14,8 +14,18 @@ Layout of one frame (both directions, big-endian):
 The decoder is sans-IO (h11/wsproto style): :meth:`FrameDecoder.feed` takes any number
 of bytes and :meth:`FrameDecoder.next_command` returns whole commands. Lengths are
 checked against the limits, and the serialize type against the known ones, as soon as
-their 4 bytes arrive, before anything is buffered for them, so a hostile length cannot
-make us allocate.
+their 4 bytes arrive, before anything is buffered for them; a length alone makes the
+decoder set aside at most :data:`RESERVE_AHEAD` bytes.
+
+It can also be read into directly (asyncio's ``BufferedProtocol``): :meth:`~FrameDecoder.
+get_buffer` hands out free space, :meth:`~FrameDecoder.buffer_updated` says how much the
+socket wrote there, and :meth:`~FrameDecoder.settle` ends the read. With nothing pending,
+a read lands in a scratch buffer (the caller's, shared by the decoders of one thread:
+:func:`scratch_buffer` makes one) and whole frames are decoded from it where they lie;
+only a frame cut by the read's end is copied, once, into the decoder's own buffer, which
+is sized for the whole frame so the rest of it arrives in place. No bytes object per
+read, no growing buffer that copies itself as a large answer trickles in, and an idle
+connection holds no buffer at all.
 """
 
 from __future__ import annotations
@@ -39,10 +49,13 @@ from rocklet.protocol.header_codec import (
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "DEFAULT_MAX_HEADER_SIZE",
+    "RESERVE_AHEAD",
+    "SCRATCH_SIZE",
     "FrameDecoder",
     "encode_command",
     "encode_command_into",
     "encode_command_parts",
+    "scratch_buffer",
 ]
 
 #: Java's ``NettyDecoder`` default (``com.rocketmq.remoting.frameMaxLength``): 16 MiB.
@@ -58,11 +71,40 @@ _PREFIX = struct.Struct(">II")
 #: The header length shares its word with the serialize type: 24 bits.
 _MAX_HEADER_FIELD: Final = 0xFFFFFF
 _KNOWN_TYPES: Final = frozenset(t.value for t in SerializeType)
-# Compact the receive buffer once this many consumed bytes sit at its front: moving
-# the unread tail is O(tail), so doing it rarely keeps decoding linear.
-_COMPACT_AT: Final = 64 * 1024
+#: The most a frame's announced length sets aside before its bytes arrive; a longer
+#: frame's buffer grows (doubling) as they do, so a hostile length costs little.
+RESERVE_AHEAD: Final = 512 * 1024
+# Free space offered to a read when nothing says how much is coming.
+_MIN_READ: Final = 64 * 1024
+#: Size of a scratch buffer from :func:`scratch_buffer`: a read takes what the socket
+#: has, up to this.
+SCRATCH_SIZE: Final = 1024 * 1024
+_EMPTY: Final = bytearray()
+
+
+def _copy(dest: bytearray, src: bytearray, start: int, end: int) -> None:
+    """``dest[: end - start] = src[start:end]`` with one copy.
+
+    Through views: assigning to a slice of a bytearray from anything but a bytearray
+    copies the value first.
+    """
+    with memoryview(dest) as into, memoryview(src) as view:
+        into[: end - start] = view[start:end]
+
+
+def scratch_buffer() -> bytearray:
+    """A scratch buffer for the decoders of one thread (see :class:`FrameDecoder`).
+
+    Returns:
+        A new buffer of :data:`SCRATCH_SIZE` bytes.
+    """
+    return bytearray(SCRATCH_SIZE)
+
+
 # The compiled twin of next_command's usual frame (None: the Python path serves all).
 _speedups = compiled.load("rocklet.protocol._speedups")
+# A buffer for the decoder's own use: compiled, without zeroing what reads overwrite.
+_new_buffer = bytearray if _speedups is None else _speedups.receive_buffer
 _ROCKETMQ: Final = SerializeType.ROCKETMQ
 _JSON: Final = SerializeType.JSON
 
@@ -77,33 +119,138 @@ class FrameDecoder:
     Args:
         max_frame_size: Largest accepted total length (the frame's first word).
         max_header_size: Largest accepted header length.
+        scratch: Where :meth:`get_buffer` lets a read land when nothing is pending:
+            a buffer shared by decoders that never read at the same time (those of one
+            event loop). Default: none (reads go to the decoder's own buffer).
     """
 
-    __slots__ = ("_buf", "_max_frame", "_max_header", "_pos")
+    __slots__ = ("_buf", "_end", "_max_frame", "_max_header", "_pos", "_scratch")
 
     def __init__(
         self,
         *,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+        scratch: bytearray | None = None,
     ) -> None:
-        self._buf = bytearray()
+        # Bytes [_pos, _end) of _buf are received and not decoded yet. _buf is the
+        # decoder's own buffer, _EMPTY when nothing is pending, or during a read the
+        # scratch buffer.
+        self._buf = _EMPTY
         self._pos = 0
+        self._end = 0
         self._max_frame = max_frame_size
         self._max_header = max_header_size
+        self._scratch = scratch
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as commands."""
-        return len(self._buf) - self._pos
+        return self._end - self._pos
+
+    @property
+    def held(self) -> int:
+        """Size of the decoder's own buffer: 0 when nothing is pending (after a settle)."""
+        buf = self._buf
+        return 0 if buf is self._scratch else len(buf)
 
     def feed(self, data: Buffer) -> None:
-        """Append received bytes.
+        """Append received bytes (a copy).
 
         Args:
             data: Any number of bytes, in arrival order.
         """
-        self._buf += data
+        size = len(data)
+        if not size:
+            return
+        self.settle()
+        self._reserve(size)
+        end = self._end
+        # Into a view: slice assignment on the bytearray itself copies ``data`` first.
+        with memoryview(self._buf) as view:
+            view[end : end + size] = data
+        self._end = end + size
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Free space for the next read (asyncio's ``BufferedProtocol.get_buffer``).
+
+        Call :meth:`buffer_updated` with what was written there, then :meth:`settle`
+        once the commands of the read are taken (before the next read of any decoder of
+        those sharing the scratch buffer).
+
+        Args:
+            sizehint: Ignored (what is pending decides the size).
+
+        Returns:
+            A writable view of the free space.
+        """
+        scratch = self._scratch
+        if self._pos == self._end and scratch is not None:
+            self._buf = scratch
+            self._pos = self._end = 0
+            return memoryview(scratch)
+        self._reserve(self._wanted())
+        return memoryview(self._buf)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """Record that a read wrote ``nbytes`` into the last :meth:`get_buffer` space.
+
+        Args:
+            nbytes: Bytes written.
+        """
+        self._end += nbytes
+
+    def settle(self) -> None:
+        """End a read: bytes left in the scratch buffer move to the decoder's own.
+
+        Also lets go of the decoder's own buffer once everything in it is decoded.
+        """
+        buf = self._buf
+        if buf is _EMPTY:
+            return
+        pos, end = self._pos, self._end
+        if pos == end:
+            self._buf = _EMPTY
+            self._pos = self._end = 0
+        elif buf is self._scratch:
+            # Sized for the whole frame, so the rest of it is read in place.
+            pending = end - pos
+            own = _new_buffer(max(pending, self._frame_size(buf, pos)))
+            _copy(own, buf, pos, end)
+            self._buf, self._pos, self._end = own, 0, pending
+
+    def _frame_size(self, buf: bytearray, pos: int) -> int:
+        """The whole frame at ``pos`` (what of it is announced, up to RESERVE_AHEAD)."""
+        if self._end - pos < 4:
+            return 0
+        total = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+        if total < 4 or total > self._max_frame:
+            return 0  # next_command refuses it
+        return min(4 + total, RESERVE_AHEAD)
+
+    def _wanted(self) -> int:
+        """Free space worth offering the next read: the rest of the pending frame.
+
+        Only the rest: what follows the frame goes to the scratch buffer next time.
+        """
+        rest = self._frame_size(self._buf, self._pos) - (self._end - self._pos)
+        return rest if rest > 0 else _MIN_READ
+
+    def _reserve(self, room: int) -> None:
+        """Make ``room`` free bytes after ``_end`` in the decoder's own buffer."""
+        buf, pos, end = self._buf, self._pos, self._end
+        if buf is not _EMPTY and buf is not self._scratch and len(buf) - end >= room:
+            return
+        pending = end - pos
+        size = len(buf) if buf is not self._scratch else 0
+        if pending + room > size:
+            # Grow by doubling at least, so a frame longer than RESERVE_AHEAD arriving
+            # in small reads is copied O(log n) times, not once per read.
+            size = max(pending + room, 2 * size)
+        own = _new_buffer(size)
+        if pending:
+            _copy(own, buf, pos, end)
+        self._buf, self._pos, self._end = own, 0, pending
 
     def next_command(self) -> RemotingCommand | None:
         """Return the next whole command, or ``None`` when more bytes are needed.
@@ -117,22 +264,18 @@ class FrameDecoder:
                 as their bytes arrive. The decoder is then unusable; close the
                 connection.
         """
-        buf, pos = self._buf, self._pos
+        buf, pos, size = self._buf, self._pos, self._end
         if _speedups is not None:
             # The usual frame (binary or usual JSON header, all here) in one compiled step.
             got = _speedups.decode_frame(
-                buf, pos, self._max_frame, self._max_header, _LANG_BY_NUMBER, _new,
+                buf, pos, size, self._max_frame, self._max_header, _LANG_BY_NUMBER, _new,
                 RemotingCommand, _SLOTS, _ROCKETMQ, _JSON,
             )  # fmt: skip
             if got is not None:
                 cmd, end = got
-                if end == len(buf):  # _consumed's usual case, inlined
-                    buf.clear()
-                    self._pos = 0
-                else:
-                    self._consumed(end)
+                self._consumed(end)
                 return cmd  # type: ignore[no-any-return]
-        avail = len(buf) - pos
+        avail = size - pos
         if avail < 4:
             return None
         if avail < 8:
@@ -150,11 +293,10 @@ class FrameDecoder:
         if header_len > self._max_header:
             raise FrameError(f"header length {header_len} exceeds the limit {self._max_header}")
         end = pos + 4 + total
-        if len(buf) < end:
+        if size < end:
             return None
         start = pos + 8
-        # Through a memoryview: slicing the bytearray and then converting would copy
-        # twice. The view must be released before the buffer is resized below.
+        # Through a memoryview: slicing the bytearray and then converting would copy twice.
         with memoryview(buf) as view:
             header = bytes(view[start : start + header_len])
             body = bytes(view[start + header_len : end])
@@ -162,14 +304,11 @@ class FrameDecoder:
         return decode_header(stype, header, body)
 
     def _consumed(self, end: int) -> None:
-        """Move past a frame that ended at ``end``, compacting the buffer now and then."""
-        buf = self._buf
-        if end == len(buf):
-            buf.clear()
-            self._pos = 0
-        elif end >= _COMPACT_AT:
-            del buf[:end]
-            self._pos = 0
+        """Move past a frame that ended at ``end``."""
+        if end == self._end:
+            self._pos = self._end = 0
+            if self._buf is not self._scratch:
+                self._buf = _EMPTY  # nothing pending: an idle decoder holds no buffer
         else:
             self._pos = end
 

@@ -1,10 +1,12 @@
 """The one asyncio transport for remoting connections, both outgoing and accepted.
 
-A :class:`Connection` is an :class:`asyncio.Protocol` around the sans-IO
-:class:`~rocklet.protocol.frame.FrameDecoder`. It is used by the SDK (connections to name
-servers and brokers), by the broker for its own outgoing requests (registration with
-name servers, broker-to-client requests such as NOTIFY_CONSUMER_IDS_CHANGED) and by the
-remoting server for every accepted socket.
+A :class:`Connection` is an asyncio protocol around the sans-IO
+:class:`~rocklet.protocol.frame.FrameDecoder`, read as a ``BufferedProtocol``: the
+socket writes straight into the decoder's buffer (a scratch buffer shared by the
+thread's connections when nothing is pending), with no bytes object per read. It is used
+by the SDK (connections to name servers and brokers), by the broker for its own outgoing
+requests (registration with name servers, broker-to-client requests such as
+NOTIFY_CONSUMER_IDS_CHANGED) and by the remoting server for every accepted socket.
 
 What it does, and why:
 
@@ -34,6 +36,7 @@ What it does, and why:
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Container, Sequence
 from typing import Final, cast
 
@@ -44,6 +47,7 @@ from rocklet.protocol.frame import (
     FrameDecoder,
     encode_command_into,
     encode_command_parts,
+    scratch_buffer,
 )
 from rocklet.transport.errors import ConnectionClosedError, RequestTimeoutError
 from rocklet.transport.flow import (
@@ -91,7 +95,18 @@ _HOLD_WRITE: Final = 1
 _HOLD_BUSY: Final = 2
 
 
-class Connection(asyncio.Protocol):
+_threads = threading.local()
+
+
+def _thread_scratch() -> bytearray:
+    """The read scratch buffer of this thread's connections (one event loop's)."""
+    scratch: bytearray | None = getattr(_threads, "scratch", None)
+    if scratch is None:
+        scratch = _threads.scratch = scratch_buffer()
+    return scratch
+
+
+class Connection(asyncio.BufferedProtocol):
     """One remoting connection: send requests, answer the peer's requests.
 
     Create one with :func:`open_connection`, or let the remoting server create one per
@@ -141,7 +156,7 @@ class Connection(asyncio.Protocol):
         self._flush_at = _COALESCE_LIMIT if high_water is None else min(high_water, _COALESCE_LIMIT)
         self._flush_scheduled = False
         self._receiving = False
-        self._decoder = FrameDecoder(max_frame_size=max_frame_size)
+        self._decoder = FrameDecoder(max_frame_size=max_frame_size, scratch=_thread_scratch())
         self._high_water = high_water
         self._linger_s = linger_s
         self._transport: asyncio.Transport | None = None
@@ -404,7 +419,7 @@ class Connection(asyncio.Protocol):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    # -- asyncio.Protocol ---------------------------------------------------------
+    # -- asyncio protocol -----------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Attach the socket (called by asyncio)."""
@@ -418,8 +433,22 @@ class Connection(asyncio.Protocol):
         if self._status is ConnectionStatus.CONNECTING:
             self._status = ConnectionStatus.OPEN
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the next read goes (called by asyncio)."""
+        return self._decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """Decode the frames a read completed and route them (called by asyncio)."""
+        decoder = self._decoder
+        decoder.buffer_updated(nbytes)
+        try:
+            if self._status is ConnectionStatus.OPEN:
+                self._turn()
+        finally:
+            decoder.settle()  # before any other read: the scratch buffer is shared
+
     def data_received(self, data: bytes) -> None:
-        """Decode frames and route them (called by asyncio)."""
+        """Decode frames and route them (for callers that hand over bytes)."""
         if self._status is not ConnectionStatus.OPEN:
             return
         self._decoder.feed(data)
@@ -575,7 +604,7 @@ class Connection(asyncio.Protocol):
         self._outbox_bytes += encode_command_into(self._outbox, cmd, extra_body)
         if self._outbox_bytes >= self._flush_at:
             self._flush()
-        # data_received flushes when it has decoded the whole read; other writers
+        # buffer_updated flushes when it has decoded the whole read; other writers
         # (tasks, timers) share one flush at the end of this loop iteration.
         elif not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True

@@ -49,7 +49,7 @@ class SniffingListener:
     def __init__(
         self,
         sock: socket.socket,
-        factory: Callable[[], asyncio.Protocol],
+        factory: Callable[[], asyncio.BaseProtocol],
         tls: ServerTls,
         name: str,
     ) -> None:
@@ -68,7 +68,7 @@ class SniffingListener:
         cls,
         host: str,
         port: int,
-        factory: Callable[[], asyncio.Protocol],
+        factory: Callable[[], asyncio.BaseProtocol],
         tls: ServerTls,
         *,
         name: str,
@@ -150,9 +150,9 @@ class SniffingListener:
         handshake_timeout_s: float | None,
     ) -> None:
         """Make the transport (after the TLS handshake, with a context) and the protocol."""
-        made: list[asyncio.Protocol] = []
+        made: list[asyncio.BaseProtocol] = []
 
-        def factory() -> asyncio.Protocol:
+        def factory() -> asyncio.BaseProtocol:
             made.append(self._factory())
             return made[-1]
 

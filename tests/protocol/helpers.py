@@ -1,4 +1,4 @@
-"""Shared decoder checks: every decoding test feeds its bytes three ways (h11's ``tr``).
+"""Shared decoder checks: every decoding test feeds its bytes four ways (h11's ``tr``).
 
 A decoder that only works when a frame arrives in one piece, or that eats into the
 next frame, fails here even if the whole-buffer case passes.
@@ -11,11 +11,14 @@ from typing import Any, Final
 import pytest
 
 from rocklet.protocol import FrameDecoder, FrameError, RemotingCommand, encode_command
+from rocklet.protocol.frame import scratch_buffer
 
 #: A valid frame used as "the start of the next frame" after the bytes under test.
 _NEXT_FRAME: Final = encode_command(
     RemotingCommand(code=34, opaque=7, ext_fields={"k": "v"}, body=b"next-frame-body")
 )
+#: Read sizes of the buffered way (cycled): a byte, a few, a length word's worth, a page.
+_READ_SIZES: Final = (1, 3, 8, 4096, 5, 65536)
 #: Cuts of the next frame that stay incomplete: inside the total length, the whole
 #: length word, both length words, and everything but the last byte.
 _TRAILING_CUTS: Final = (1, 4, 8, len(_NEXT_FRAME) - 1)
@@ -64,6 +67,9 @@ def assert_decodes(data: bytes, expected: list[RemotingCommand], **limits: Any) 
     3. With trailing bytes of an incomplete next frame: ``expected`` comes out, the
        trailing bytes stay buffered untouched, and completing them yields the next
        frame's command.
+    4. Read into, as a ``BufferedProtocol`` transport does (:func:`read_into`), in reads
+       of many sizes, with another decoder sharing the scratch buffer reading its own
+       stream between them: ``expected`` comes out and nothing is left held.
 
     Args:
         data: Whole frames, back to back.
@@ -73,6 +79,7 @@ def assert_decodes(data: bytes, expected: list[RemotingCommand], **limits: Any) 
     assert decode_all(data, **limits) == expected
     _assert_byte_by_byte(data, expected, **limits)
     _assert_trailing_untouched(data, expected, **limits)
+    _assert_read_into(data, expected, **limits)
 
 
 def _assert_byte_by_byte(data: bytes, expected: list[RemotingCommand], **limits: Any) -> None:
@@ -103,6 +110,47 @@ def _assert_trailing_untouched(data: bytes, expected: list[RemotingCommand], **l
         decoder.feed(_NEXT_FRAME[cut:])
         assert decoder.next_command() == next_cmd
         assert decoder.buffered == 0
+
+
+def read_into(decoder: FrameDecoder, data: bytes, size: int) -> tuple[int, list[RemotingCommand]]:
+    """One read as a ``BufferedProtocol`` transport makes it, and the commands it completes.
+
+    Args:
+        decoder: The decoder.
+        data: Bytes the socket has; at most ``size`` of them, and at most what
+            ``get_buffer`` offers, are read.
+        size: The read's size limit.
+
+    Returns:
+        Bytes read, and the commands decoded after the read (before ``settle``).
+    """
+    with decoder.get_buffer(-1) as view:
+        n = min(len(view), len(data), size)
+        assert n > 0, "get_buffer offered no room"
+        view[:n] = data[:n]
+    decoder.buffer_updated(n)
+    try:
+        return n, list(decoder.commands())
+    finally:
+        decoder.settle()
+
+
+def _assert_read_into(data: bytes, expected: list[RemotingCommand], **limits: Any) -> None:
+    scratch = scratch_buffer()
+    decoder = FrameDecoder(scratch=scratch, **limits)
+    other = FrameDecoder(scratch=scratch)
+    (next_cmd,) = decode_all(_NEXT_FRAME)
+    got: list[RemotingCommand] = []
+    pos = step = 0
+    while pos < len(data):
+        n, commands = read_into(decoder, data[pos:], _READ_SIZES[step % len(_READ_SIZES)])
+        got += commands
+        pos += n
+        step += 1
+        # The other decoder's read lands in the same scratch buffer meanwhile.
+        assert read_into(other, _NEXT_FRAME, len(_NEXT_FRAME)) == (len(_NEXT_FRAME), [next_cmd])
+    assert got == expected
+    assert (decoder.buffered, decoder.held, other.held) == (0, 0, 0)
 
 
 def assert_refuses(data: bytes, *, at: int, match: str, **limits: Any) -> None:

@@ -97,7 +97,17 @@ def test_lengths_beyond_the_limits_are_left_to_the_python_path() -> None:
         stream = struct.pack(">ii", total, word) + header + b"\0" * 3000
         assert (
             _C.decode_frame(
-                bytearray(stream), 0, 4096, 1024, {}, object.__new__, RemotingCommand, (), 1, 0
+                bytearray(stream),
+                0,
+                len(stream),
+                4096,
+                1024,
+                {},
+                object.__new__,
+                RemotingCommand,
+                (),
+                1,
+                0,
             )
             is None
         )
@@ -169,7 +179,7 @@ def _json_frame(header: bytes, body: bytes = b"xyz") -> bytes:
 def _compiled_step(stream: bytes) -> tuple[RemotingCommand, int] | None:
     """The compiled decode of the frame at the start of ``stream`` (None: not taken)."""
     got: tuple[RemotingCommand, int] | None = _C.decode_frame(
-        bytearray(stream), 0, 4096, 1024, _LANG_BY_NUMBER, object.__new__,
+        bytearray(stream), 0, len(stream), 4096, 1024, _LANG_BY_NUMBER, object.__new__,
         RemotingCommand, _SLOTS, SerializeType.ROCKETMQ, SerializeType.JSON,
     )  # fmt: skip
     return got
