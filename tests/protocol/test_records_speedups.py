@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 import zlib
 from dataclasses import dataclass
 
@@ -140,3 +141,38 @@ def test_a_class_without_the_record_slots_is_refused() -> None:
 
     with pytest.raises(AttributeError):
         RecordScanner(Short).use_compiled(_C)
+
+
+class MsgWithNew(Msg):
+    """Msg with its own ``__new__``: the scan does not write its slots directly."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: object, **kwargs: object) -> MsgWithNew:
+        return super().__new__(cls)
+
+
+def test_a_class_the_scan_cannot_build_by_offset_gets_the_same_messages() -> None:
+    data = b"".join(
+        bytes(encode_message(topic="T", body=bytes([i]), queue_offset=i)) for i in range(5)
+    )
+    scanner = RecordScanner(MsgWithNew)
+    scanner.use_compiled(_C)
+    python = _outcome(lambda d, p, b: scan_records_py(d, p, Msg, b), data)
+    assert _outcome(scanner.scan, data) == python
+
+
+def test_scanned_messages_hold_exactly_one_reference_to_each_field() -> None:
+    # The scan writes the slots of fresh instances directly; a missing or extra
+    # reference would crash or leak. Shared fields (topic, hosts, broker name) show it.
+    broker = "broker-refcount-" + str(id(object()))
+    data = b"".join(bytes(encode_message(topic="T", body=b"x", queue_offset=i)) for i in range(50))
+    scan = _compiled().scan
+    baseline = sys.getrefcount(broker)
+    msgs, _ = scan(data, 0, broker)
+    assert sys.getrefcount(broker) == baseline + 50
+    topic = msgs[0].topic
+    assert all(m.topic is topic for m in msgs)
+    del msgs
+    gc.collect()
+    assert sys.getrefcount(broker) == baseline
