@@ -92,7 +92,7 @@ M = TypeVar("M", bound=QueuedMessage)
 
 
 class _Run(Generic[M]):
-    """Cached messages of one pull (or of merged pulls): offsets ascending, no gaps filled."""
+    """Cached messages of one pull (or of merged pulls), in ascending offset order."""
 
     __slots__ = ("msgs", "size")
 
