@@ -523,7 +523,9 @@ def scan_records(
         broker_name: The last field of every message.
 
     Returns:
-        ``(messages, where the scan stopped)``, as the Python twin.
+        ``(messages, where the scan stopped)``, as the Python twin; None when ``cls``
+        or ``props_cls`` cannot be built by writing its slots at their offsets (a
+        ``__new__`` of its own, a slot that is not a plain object slot).
 
     Raises:
         MessageFormatError: The same records and messages as the Python twin.
@@ -541,17 +543,16 @@ def scan_records(
     cdef Py_ssize_t props_at[2]
     if len(slots) != 17 or len(props_slots) != 2:
         raise ValueError("scan_records needs 17 message slots and 2 property slots")
-    cdef bint direct = (
+    if not (
         new is object.__new__
         and _slot_offsets(cls, slots, at)
         and _slot_offsets(props_cls, props_slots, props_at)
-    )
+    ):
+        return None  # a class it cannot build by offset: the caller's Python twin does
     out = []
     born_host = None
     store_host = None
     topic = None
-    raw_slot = props_slots[0]
-    parsed_slot = props_slots[1]
     while pos < end_of_data:
         if pos + _FIXED_SIZE > end_of_data:
             raise MessageFormatError(f"record at {pos} is truncated in its fixed fields")
@@ -590,51 +591,28 @@ def scan_records(
         if store_host is None or key != store_key:
             store_host = _host_of(p + 64)
             store_key = key
-        if direct:
-            props = _alloc(props_cls)
-            _put(props, props_at[0], PyBytes_FromStringAndSize(
-                <const char*>base + topic_end + 2, props_len))
-            _put(props, props_at[1], None)
-            msg = _alloc(cls)
-            _put(msg, at[0], topic)
-            _put(msg, at[1], PyBytes_FromStringAndSize(<const char*>base + body_at, body_len))
-            _put(msg, at[2], props)
-            _put(msg, at[3], _i32(p + 16))
-            _put(msg, at[4], _i32(p + 12))
-            _put(msg, at[5], _i64(p + 20))
-            _put(msg, at[6], _i64(p + 28))
-            _put(msg, at[7], sys_flag)
-            _put(msg, at[8], _i64(p + 40))
-            _put(msg, at[9], born_host)
-            _put(msg, at[10], _i64(p + 56))
-            _put(msg, at[11], store_host)
-            _put(msg, at[12], _i32(p + 72))
-            _put(msg, at[13], _i64(p + 76))
-            _put(msg, at[14], size)
-            _put(msg, at[15], _i32(p + 8))
-            _put(msg, at[16], broker_name)
-        else:
-            props = new(props_cls)
-            _set(raw_slot, props, PyBytes_FromStringAndSize(<const char*>base + topic_end + 2, props_len))
-            _set(parsed_slot, props, None)
-            msg = new(cls)
-            _set(slots[0], msg, topic)
-            _set(slots[1], msg, PyBytes_FromStringAndSize(<const char*>base + body_at, body_len))
-            _set(slots[2], msg, props)
-            _set(slots[3], msg, _i32(p + 16))
-            _set(slots[4], msg, _i32(p + 12))
-            _set(slots[5], msg, _i64(p + 20))
-            _set(slots[6], msg, _i64(p + 28))
-            _set(slots[7], msg, sys_flag)
-            _set(slots[8], msg, _i64(p + 40))
-            _set(slots[9], msg, born_host)
-            _set(slots[10], msg, _i64(p + 56))
-            _set(slots[11], msg, store_host)
-            _set(slots[12], msg, _i32(p + 72))
-            _set(slots[13], msg, _i64(p + 76))
-            _set(slots[14], msg, size)
-            _set(slots[15], msg, _i32(p + 8))
-            _set(slots[16], msg, broker_name)
+        props = _alloc(props_cls)
+        _put(props, props_at[0], PyBytes_FromStringAndSize(
+            <const char*>base + topic_end + 2, props_len))
+        _put(props, props_at[1], None)
+        msg = _alloc(cls)
+        _put(msg, at[0], topic)
+        _put(msg, at[1], PyBytes_FromStringAndSize(<const char*>base + body_at, body_len))
+        _put(msg, at[2], props)
+        _put(msg, at[3], _i32(p + 16))
+        _put(msg, at[4], _i32(p + 12))
+        _put(msg, at[5], _i64(p + 20))
+        _put(msg, at[6], _i64(p + 28))
+        _put(msg, at[7], sys_flag)
+        _put(msg, at[8], _i64(p + 40))
+        _put(msg, at[9], born_host)
+        _put(msg, at[10], _i64(p + 56))
+        _put(msg, at[11], store_host)
+        _put(msg, at[12], _i32(p + 72))
+        _put(msg, at[13], _i64(p + 76))
+        _put(msg, at[14], size)
+        _put(msg, at[15], _i32(p + 8))
+        _put(msg, at[16], broker_name)
         # Every field is a str, bytes, int, a tuple of those or the raw properties, so
         # neither object can be part of a reference cycle: the collector need not
         # track them (CPython untracks tuples and dicts of such values the same way).
