@@ -34,6 +34,7 @@ from rocklet.message_args import add_consume_parser, add_produce_parser
 from rocklet.protocol import compiled
 from rocklet.store.directory import StoreDirectoryError
 from rocklet.store_cmd import add_store_parser
+from rocklet.transport.heap import retain_freed_memory
 from rocklet.transport.loop import loop_name
 from rocklet.transport.loop import run as run_loop
 
@@ -257,6 +258,7 @@ def _run_namesrv(args: argparse.Namespace) -> int:
 
     config = namesrv_config(args)
     tls = tls_settings_of(args, config.extra)
+    _log.debug("heap", retain_freed_memory=retain_freed_memory())
     try:
         run_loop(serve_namesrv(config, tls=tls))
     except OSError as exc:
@@ -274,6 +276,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         "broker config",
         config=dataclasses.replace(config, extra=without_secrets(config.extra)),
     )
+    _log.debug("heap", retain_freed_memory=retain_freed_memory())
     try:
         if args.command == "standalone":
             run_loop(serve_standalone(config, args.namesrv_port, tls=tls))

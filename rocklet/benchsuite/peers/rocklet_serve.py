@@ -1,7 +1,7 @@
 """Run a Rocklet name server and broker in one process, bound to loopback only.
 
-The same pair as ``rocklet standalone`` (same classes, uvloop), except that both listen
-on 127.0.0.1 alone: the suite never opens a port on another interface. Usage::
+The same pair as ``rocklet standalone`` (same classes, uvloop, heap settings), except
+that both listen on 127.0.0.1 alone: the suite never opens a port on another interface. Usage::
 
     python -m rocklet.benchsuite.peers.rocklet_serve CONF NAMESRV_PORT BROKER_PORT DATA_DIR
 
@@ -22,6 +22,7 @@ from rocklet.broker.app import Broker
 from rocklet.broker.config import load_broker_config
 from rocklet.broker.namesrv import NamesrvServer
 from rocklet.logging import configure_logging
+from rocklet.transport.heap import retain_freed_memory
 from rocklet.transport.loop import run as run_loop
 
 __all__ = ["main", "serve"]
@@ -56,6 +57,7 @@ def main() -> None:
     """Parse the four positional arguments and serve."""
     conf, namesrv_port, broker_port, data_dir = sys.argv[1:5]
     configure_logging(level="WARNING")
+    retain_freed_memory()  # as the server commands do
     run_loop(serve(Path(conf), int(namesrv_port), int(broker_port), Path(data_dir)))
 
 
