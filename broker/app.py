@@ -456,7 +456,8 @@ class Broker:
         self.ctx.clients.scan_once(self.ctx.clock.now_ms())
 
     async def _deliver_delayed(self) -> None:
-        await asyncio.to_thread(self._delay.run_once, self.ctx.clock.now_ms())
+        if self._delay.has_work():  # usually not: then no worker thread is woken
+            await asyncio.to_thread(self._delay.run_once, self.ctx.clock.now_ms())
 
     async def _retain(self) -> None:
         await asyncio.to_thread(self._retention.run_once)

@@ -121,6 +121,26 @@ class DelayDeliveryService:
                 self._last_persist_ms = now_ms
             return delivered
 
+    def has_work(self) -> bool:
+        """Whether :meth:`run_once` could do anything now. Cheap; any thread.
+
+        True while a level's queue holds messages past its delivered offset (due or
+        not) or delivered offsets wait to be written. Most of the time neither holds,
+        and the broker then skips the round instead of waking a worker thread (and
+        handing it the GIL) ten times a second for nothing.
+
+        Returns:
+            Whether a round is worth running.
+        """
+        if self._dirty:
+            return True
+        store = self.store
+        for level in range(1, len(store.config.delay_levels_ms) + 1):
+            queue = (SCHEDULE_TOPIC, level - 1)
+            if queue in store.queues and self.offsets.get(level, 0) < store.max_offset(*queue):
+                return True
+        return False
+
     def _deliver_level(self, level: int, now_ms: int) -> int:
         store = self.store
         if (SCHEDULE_TOPIC, level - 1) not in store.queues:

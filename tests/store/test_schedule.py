@@ -109,3 +109,32 @@ def test_reading_while_the_service_persists_never_fails(tmp_path: Path) -> None:
             seen.add(tuple(sorted(read_delay_offsets(service.path).items())))
         writer.join()
     assert seen <= {(), ((1, 5), (2, 7))}
+
+
+def test_a_round_has_work_only_while_something_waits(tmp_path: Path) -> None:
+    """has_work: messages past a level's offset (due or not), or offsets not yet written.
+
+    The broker skips the round (and its worker thread) whenever it is False, so it must
+    never be False while a delayed message waits or delivered offsets are unwritten.
+    """
+    clock = ManualClock(1_700_000_000_000)
+    with MessageStore.open(small_config(tmp_path), clock=clock) as store:
+        service = DelayDeliveryService(store, persist_interval_ms=1000)
+        assert not service.has_work()  # no schedule queue at all
+        first = message(1, queue_id=0)
+        first.properties["DELAY"] = "2"  # level 2: 5 s
+        store.put_message(first)
+        assert service.has_work()
+        assert service.run_once(clock.now_ms() + 4999) == 0
+        assert service.has_work()  # not due yet, still waiting
+        assert service.run_once(clock.now_ms() + 5000) == 1
+        assert not service.has_work()  # delivered, and the first write is at once
+        second = message(2, queue_id=0)
+        second.properties["DELAY"] = "2"
+        store.put_message(second)
+        assert service.run_once(clock.now_ms() + 5500) == 1
+        assert service.has_work()  # delivered within the interval: its offset unwritten
+        assert read_delay_offsets(tmp_path / "config" / "delayOffset.json") == {2: 1}
+        assert service.run_once(clock.now_ms() + 6001) == 0
+        assert read_delay_offsets(tmp_path / "config" / "delayOffset.json") == {2: 2}
+        assert not service.has_work()
