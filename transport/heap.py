@@ -6,7 +6,7 @@ next request does the same. glibc's defaults give such blocks back to the kernel
 (``mmap`` above a threshold that adapts, and trimming the heap's top once more than
 twice that threshold is free), so the next request's buffer is fresh pages, and each
 4 KiB page costs a fault and the kernel's zeroing. Measured on the broker under SDK
-batch produce (256 x 1 KiB per request, 4 in flight): 0.35 page faults and 1.6-2.8 us
+batch produce (256 x 1 KiB per request, 4 in flight): 0.35 page faults and 1.7-2.8 us
 of system CPU per message with the defaults, 0 faults and 0.5-0.7 us with the
 thresholds below (BENCHMARKS.md).
 
