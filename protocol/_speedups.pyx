@@ -508,14 +508,13 @@ cdef inline void _put(object obj, Py_ssize_t offset, object value) noexcept:
 
 
 def scan_records(
-    bytes data, Py_ssize_t pos, new, cls, tuple slots, props_cls, tuple props_slots, broker_name
+    bytes data, Py_ssize_t pos, cls, tuple slots, props_cls, tuple props_slots, broker_name
 ):
     """Twin of ``rocklet.protocol.records.scan_records_py`` building by slot.
 
     Args:
         data: Back-to-back records.
         pos: Where the first record starts.
-        new: ``object.__new__``.
         cls: The message class.
         slots: Its member descriptors in ``RECORD_FIELDS`` order.
         props_cls: ``LazyProperties``.
@@ -543,11 +542,7 @@ def scan_records(
     cdef Py_ssize_t props_at[2]
     if len(slots) != 17 or len(props_slots) != 2:
         raise ValueError("scan_records needs 17 message slots and 2 property slots")
-    if not (
-        new is object.__new__
-        and _slot_offsets(cls, slots, at)
-        and _slot_offsets(props_cls, props_slots, props_at)
-    ):
+    if not (_slot_offsets(cls, slots, at) and _slot_offsets(props_cls, props_slots, props_at)):
         return None  # a class it cannot build by offset: the caller's Python twin does
     out = []
     born_host = None

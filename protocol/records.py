@@ -210,11 +210,11 @@ class RecordScanner(Generic[M]):
         """
         slots = tuple(getattr(self._cls, name) for name in RECORD_FIELDS)
         props_slots = (LazyProperties.__dict__["_raw"], LazyProperties.__dict__["_parsed"])
-        new, cls, scan = object.__new__, self._cls, native.scan_records
+        cls, scan = self._cls, native.scan_records
 
         def compiled_scan(data: bytes, pos: int, broker_name: str) -> tuple[list[M], int]:
             found: tuple[list[M], int] | None = scan(
-                data, pos, new, cls, slots, LazyProperties, props_slots, broker_name
+                data, pos, cls, slots, LazyProperties, props_slots, broker_name
             )
             if found is None:  # not buildable by slot offset: the reference loop builds it
                 return scan_records_py(data, pos, cls, broker_name)
