@@ -204,6 +204,9 @@ class BrokerConfig:
     #: A slave answers PULL_OFFSET_MOVED as is (else PULL_RETRY_IMMEDIATELY, no jump).
     offset_check_in_slave: bool = False
     long_polling_enable: bool = True
+    #: SQL92 property filters for consumers (``MessageSelector.bySql``); off by default,
+    #: as in RocketMQ (docs/filtering.md).
+    enable_property_filter: bool = False
     short_polling_time_ms: int = 1000
     max_transfer_count_on_message_in_memory: int = 32
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024

@@ -27,6 +27,7 @@ from rocklet.broker.processors.admin_store import StoreAdmin
 from rocklet.broker.processors.admin_topics import TopicAdmin
 from rocklet.broker.processors.client_manage import ClientManageProcessor
 from rocklet.broker.processors.consumer_manage import ConsumerManageProcessor
+from rocklet.broker.processors.property_filter import PropertyFilters
 from rocklet.broker.processors.pull import PullProcessor, SlaveReads, total_physical_memory
 from rocklet.broker.processors.query import QueryProcessor
 from rocklet.broker.processors.reply import ReplyProcessor
@@ -72,6 +73,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             put_wait=put_wait,
         ),
     )
+    filters = PropertyFilters(enabled=cfg.enable_property_filter)
     pull.register(
         registry,
         PullProcessor(
@@ -93,10 +95,13 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
                 // 100,
                 offset_check_in_slave=cfg.offset_check_in_slave,
             ),
+            filters=filters,
         ),
     )
     query.register(registry, QueryProcessor(store, cfg.default_query_max_num))
-    client_manage.register(registry, ClientManageProcessor(clients, groups, topics, ctx.clock))
+    client_manage.register(
+        registry, ClientManageProcessor(clients, groups, topics, ctx.clock, filters)
+    )
     consumer_manage.register(
         registry, ConsumerManageProcessor(store, ctx.offsets, ctx.locks, topics)
     )
@@ -139,9 +144,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             topics=topics,
             offsets=ctx.offsets,
             clients=clients,
-            registration=ctx.registration,
             identity=identity,
-            register_timeout_ms=cfg.register_broker_timeout_ms,
         ),
         GroupAdmin(
             store=store,

@@ -24,6 +24,7 @@ from rocklet.client.message import Message, MessageExt, SendResult, SendStatus
 from rocklet.client.producer import Producer, hash_selector
 from rocklet.client.pull_consumer import PullConsumer
 from rocklet.client.push_consumer import PushConsumer
+from rocklet.client.selector import MessageSelector
 from rocklet.client.tls import tls_context
 from rocklet.client.transaction import (
     LocalTransactionState,
@@ -42,6 +43,7 @@ __all__ = [
     "Message",
     "MessageExt",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "PullConsumer",
     "PushConsumer",

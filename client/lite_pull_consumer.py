@@ -32,6 +32,7 @@ from rocklet.client.process_queue import ProcessQueue
 from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
 from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
+from rocklet.client.selector import MessageSelector, as_selector
 from rocklet.client.tls import TlsOption
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import (
@@ -43,7 +44,6 @@ from rocklet.protocol.bodies.heartbeat import (
 )
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo
-from rocklet.protocol.filter import parse_tag_expression
 from rocklet.transport.logs import get_logger
 from rocklet.transport.tasks import BackgroundTasks
 
@@ -132,7 +132,7 @@ class LitePullConsumer(PullConsumerBase):
         self._commit_s = auto_commit_interval_s
         self._strategy = STRATEGIES[allocate] if isinstance(allocate, str) else allocate
         self._rebalance_s = rebalance_interval_s
-        self._expressions: dict[str, str] = {}
+        self._expressions: dict[str, MessageSelector] = {}
         # Made at start, when the instance's clock gives them their version.
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._assigned: list[MessageQueue] | None = None
@@ -145,8 +145,10 @@ class LitePullConsumer(PullConsumerBase):
 
     # -- setup ------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """Consume ``topic`` with the group: queues are shared by rebalance.
+
+        ``expression`` is a tag expression or ``MessageSelector.by_sql(...)``.
 
         Raises:
             ClientStateError: Queues were assigned with :meth:`assign`, or running.
@@ -155,7 +157,7 @@ class LitePullConsumer(PullConsumerBase):
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         if self._status is not ConsumerStatus.CREATED:
             raise ClientStateError("subscribe before start()")
-        self._expressions[topic] = expression
+        self._expressions[topic] = as_selector(expression)
 
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
         """Consume exactly these queues, with no rebalance.
@@ -396,19 +398,18 @@ class LitePullConsumer(PullConsumerBase):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(feed.room.wait(), _ROOM_WAIT_S)
             return
-        expression = self._expressions.get(mq.topic, "*")
+        selector = as_selector(self._expressions.get(mq.topic))
         cmd = pull_request(
             self.group,
             mq,
             feed.pull_offset,
             self._pull_batch,
-            subscription=expression,
+            subscription=selector.expression,
             suspend_ms=_LITE_SUSPEND_MS,
+            expression_type=selector.expression_type,
         )
         addr, answer = await self._pull_somewhere(mq, cmd, _LITE_SUSPEND_MS / 1000 + 15)
-        result = read_pull_response(
-            answer, mq.broker_name, tags=parse_tag_expression(expression), addr=addr
-        )
+        result = read_pull_response(answer, mq.broker_name, tags=selector.tags(), addr=addr)
         if pq.dropped:
             return
         pq.touch_pull()

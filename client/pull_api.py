@@ -38,6 +38,7 @@ from rocklet.protocol.headers.pull import (
 from rocklet.protocol.message import decode_message
 from rocklet.protocol.properties import Prop
 from rocklet.protocol.records import LazyProperties, RecordScanner
+from rocklet.protocol.sql92 import TAG
 
 __all__ = [
     "LazyProperties",
@@ -117,6 +118,7 @@ def pull_request(
     commit_offset: int | None = None,
     suspend_ms: int = 0,
     sub_version: int = 0,
+    expression_type: str = TAG,
 ) -> RemotingCommand:
     """Build a PULL_MESSAGE request.
 
@@ -129,11 +131,13 @@ def pull_request(
         mq: The queue.
         offset: The first queue offset wanted.
         max_nums: Most messages wanted.
-        subscription: The tag expression (``None`` for everything).
+        subscription: The tag expression or SQL92 selector (``None`` for everything).
         commit_offset: Piggy-backed commit of this offset (FLAG_COMMIT_OFFSET), or
             ``None``.
         suspend_ms: Long-poll hold the broker may apply (FLAG_SUSPEND); 0 for none.
         sub_version: The subscription's version.
+        expression_type: ``"TAG"`` or ``"SQL92"`` (sent only when not a tag
+            expression, as tag pulls have always been).
 
     Returns:
         The request.
@@ -158,6 +162,8 @@ def pull_request(
         subscription or "*",
         sub_version,
     )
+    if expression_type != TAG:
+        fields["expressionType"] = expression_type
     # The binary header, as sends use: compiled at both ends (the answer comes back in kind).
     return RemotingCommand(
         RequestCode.PULL_MESSAGE, ext_fields=fields, serialize_type=SerializeType.ROCKETMQ

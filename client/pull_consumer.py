@@ -23,6 +23,7 @@ from rocklet.client.lite_pull_consumer import LitePullConsumer
 from rocklet.client.pull_api import PullResult, PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
 from rocklet.client.rebalance import subscription
+from rocklet.client.selector import MessageSelector, as_selector
 from rocklet.client.tls import TlsOption
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import (
@@ -33,7 +34,6 @@ from rocklet.protocol.bodies.heartbeat import (
 )
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo
-from rocklet.protocol.filter import parse_tag_expression
 
 __all__ = ["LitePullConsumer", "PullConsumer", "PullResult", "PullStatus"]
 
@@ -96,7 +96,7 @@ class PullConsumer(PullConsumerBase):
         offset: int,
         max_nums: int = 32,
         *,
-        expression: str = "*",
+        expression: str | MessageSelector = "*",
         long_poll_ms: int = 0,
     ) -> PullResult:
         """Pull up to ``max_nums`` messages of ``mq`` from ``offset``.
@@ -105,7 +105,9 @@ class PullConsumer(PullConsumerBase):
             mq: The queue.
             offset: The first queue offset wanted.
             max_nums: Most messages (the broker caps it too).
-            expression: Tag expression; the broker and this client both filter.
+            expression: Tag expression (the broker and this client both filter) or
+                ``MessageSelector.by_sql(...)`` (the broker filters; it needs
+                ``enablePropertyFilter=true``).
             long_poll_ms: Let the broker hold the pull this long when the queue has
                 nothing new (0: answer at once). Default: 0.
 
@@ -118,13 +120,18 @@ class PullConsumer(PullConsumerBase):
             NoRouteError: The queue's broker is unknown.
         """
         self._topics.setdefault(mq.topic, self.instance.clock.now_ms())
+        selector = as_selector(expression)
         cmd = pull_request(
-            self.group, mq, offset, max_nums, subscription=expression, suspend_ms=long_poll_ms
+            self.group,
+            mq,
+            offset,
+            max_nums,
+            subscription=selector.expression,
+            suspend_ms=long_poll_ms,
+            expression_type=selector.expression_type,
         )
         addr, answer = await self._pull_somewhere(mq, cmd, self._timeout_s + long_poll_ms / 1000)
-        return read_pull_response(
-            answer, mq.broker_name, tags=parse_tag_expression(expression), addr=addr
-        )
+        return read_pull_response(answer, mq.broker_name, tags=selector.tags(), addr=addr)
 
     async def commit(self, mq: MessageQueue, offset: int) -> None:
         """Store ``offset`` as the group's position in ``mq`` on the broker (sync).

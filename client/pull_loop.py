@@ -52,6 +52,7 @@ from rocklet.protocol.bodies.heartbeat import SubscriptionData
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import MASTER_ID
 from rocklet.protocol.filter import parse_tag_expression
+from rocklet.protocol.sql92 import is_tag_type
 from rocklet.transport.logs import get_logger
 
 __all__ = ["FlowLimits", "PullLoop", "PullLoopDeps"]
@@ -143,7 +144,7 @@ class PullLoop:
         self._progress = asyncio.Event()
         #: The task running :meth:`run`, set by whoever starts it.
         self.task: asyncio.Task[Any] | None = None
-        self._tags_cache: tuple[str, frozenset[str] | None] = ("*", None)
+        self._tags_cache: tuple[tuple[str, str], frozenset[str] | None] = (("TAG", "*"), None)
         #: The broker id the last answer suggested (Java's pullFromWhichNodeTable).
         self.broker_id = MASTER_ID
         #: An address a pull could not reach, and until when it is passed over.
@@ -204,6 +205,7 @@ class PullLoop:
             commit_offset=commit,
             suspend_ms=deps.suspend_ms,
             sub_version=sub.sub_version,
+            expression_type=sub.expression_type,
         )
         timeout_s = deps.suspend_ms / 1000 + PULL_TIMEOUT_MARGIN_S
         try:
@@ -282,8 +284,10 @@ class PullLoop:
             deps.offset_store.update(mq, next_begin, increase_only=False)
 
     def _tags(self, sub: SubscriptionData) -> frozenset[str] | None:
-        expression, tags = self._tags_cache
-        if expression != sub.sub_string:
-            tags = parse_tag_expression(sub.sub_string)
-            self._tags_cache = (sub.sub_string, tags)
+        key = (sub.expression_type, sub.sub_string)
+        cached, tags = self._tags_cache
+        if cached != key:
+            # An SQL92 selector is the broker's to apply: nothing to re-check here.
+            tags = parse_tag_expression(sub.sub_string) if is_tag_type(key[0]) else None
+            self._tags_cache = (key, tags)
         return tags

@@ -48,6 +48,7 @@ from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.listeners import Listener, ListenerTable
 from rocklet.client.push_config import PushConsumerConfig
 from rocklet.client.push_runtime import PushRuntime
+from rocklet.client.selector import MessageSelector
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo
 from rocklet.transport.tasks import BackgroundTasks
@@ -92,7 +93,7 @@ class PushConsumer:
         self._on_error = on_error
         self._given_instance = instance
         self._status = ConsumerStatus.CREATED
-        self._expressions: dict[str, str] = {}
+        self._expressions: dict[str, str | MessageSelector] = {}
         self._listeners = ListenerTable(
             ConsumeResult.SUSPEND if self.config.orderly else ConsumeResult.RECONSUME_LATER,
             executor,
@@ -164,7 +165,7 @@ class PushConsumer:
     # -- lifecycle ----------------------------------------------------------------------
 
     def subscribe(
-        self, topic: str, expression: str = "*", listener: Listener | None = None
+        self, topic: str, expression: str | MessageSelector = "*", listener: Listener | None = None
     ) -> Self:
         """Subscribe ``listener`` to the messages of ``topic`` matching ``expression``.
 
@@ -173,7 +174,9 @@ class PushConsumer:
 
         Args:
             topic: The topic.
-            expression: ``"*"`` or tags joined by ``||`` (``"TagA || TagB"``).
+            expression: ``"*"``, tags joined by ``||`` (``"TagA || TagB"``), or
+                ``MessageSelector.by_sql("a > 5")`` to select by properties (the
+                brokers need ``enablePropertyFilter=true``; :meth:`start` asks them).
             listener: ``async def`` or plain function taking ``list[MessageExt]`` and
                 returning a :class:`ConsumeResult`.
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Mapping
 from rocklet.client.consume_concurrently import ConcurrentConsumeService
 from rocklet.client.consume_orderly import OrderlyConsumeService
 from rocklet.client.consume_service import make_send_back
-from rocklet.client.errors import BrokerError, TransportError
+from rocklet.client.errors import BrokerError, TransportError, error_for_code
 from rocklet.client.instance import ClientInstance
 from rocklet.client.listeners import ListenerTable
 from rocklet.client.message import MessageExt
@@ -29,10 +29,15 @@ from rocklet.client.process_queue import ProcessQueue
 from rocklet.client.pull_loop import PullLoop, PullLoopDeps
 from rocklet.client.push_config import PushConsumerConfig
 from rocklet.client.rebalance import Rebalancer, subscription
+from rocklet.client.selector import MessageSelector
+from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.heartbeat import ConsumerData, ConsumeType, MessageModel
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo, ConsumeStatus
+from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.names import retry_topic
+from rocklet.protocol.sql92 import is_tag_type
 from rocklet.transport.logs import get_logger
 from rocklet.transport.tasks import BackgroundTasks
 
@@ -48,7 +53,7 @@ class PushRuntime:
         config: The consumer's settings.
         instance: The started client instance.
         listeners: The listeners, by topic.
-        expressions: Topic -> tag expression as subscribed so far.
+        expressions: Topic -> tag expression or selector as subscribed so far.
         background: Owns the consumer's tasks and receives their failures.
     """
 
@@ -57,7 +62,7 @@ class PushRuntime:
         config: PushConsumerConfig,
         instance: ClientInstance,
         listeners: ListenerTable,
-        expressions: Mapping[str, str],
+        expressions: Mapping[str, str | MessageSelector],
         background: BackgroundTasks,
     ) -> None:
         self.config = config
@@ -146,6 +151,7 @@ class PushRuntime:
         await self.offsets.load()
         self._service.start()
         await self._fetch_routes()
+        await self._check_selectors()
         await self.instance.groups.send_heartbeat()
         await bg.run_step(self.rebalancer.rebalance)
         bg.when_asked(
@@ -177,11 +183,11 @@ class PushRuntime:
         except Exception as exc:
             self._background.report(exc, what)
 
-    def subscribe(self, expressions: Mapping[str, str]) -> None:
+    def subscribe(self, expressions: Mapping[str, str | MessageSelector]) -> None:
         """Add or replace subscriptions (their version is now, so brokers take them).
 
         Args:
-            expressions: Topic -> tag expression.
+            expressions: Topic -> tag expression or selector.
         """
         now = self.instance.clock.now_ms()
         subs = self.rebalancer.subscriptions
@@ -277,6 +283,37 @@ class PushRuntime:
                 await self.instance.routes.topic_route(topic)
             except (TransportError, BrokerError) as exc:
                 _log.warning("no route yet", group=self.config.group, topic=topic, error=str(exc))
+
+    async def _check_selectors(self) -> None:
+        """Ask a broker of each SQL92-subscribed topic whether it takes the selector.
+
+        Java's ``checkClientInBroker``: a broker without ``enablePropertyFilter`` (or
+        one that cannot compile the selector) makes :meth:`start` fail with its answer,
+        instead of a consumer that starts and then receives nothing.
+
+        Raises:
+            BrokerError: A broker refused the subscription.
+        """
+        instance = self.instance
+        for sub in list(self.rebalancer.subscriptions.values()):
+            if is_tag_type(sub.expression_type):
+                continue
+            route = await instance.routes.topic_route(sub.topic)
+            masters = [bd.master_addr for bd in route.broker_datas] if route else []
+            addr = next((a for a in masters if a), None)
+            if addr is None:
+                continue  # no broker yet: the pulls will say it
+            body = {
+                "clientId": instance.client_id,
+                "group": self.config.group,
+                "subscriptionData": sub.to_dict(),
+            }
+            cmd = RemotingCommand(
+                RequestCode.CHECK_CLIENT_CONFIG, body=fastjson.dumps(body).encode()
+            )
+            answer = await instance.invoke(addr, cmd)
+            if answer.code != ResponseCode.SUCCESS:
+                raise error_for_code(answer.code, answer.remark, addr=addr)
 
     async def _persist(self) -> None:
         await self.offsets.persist(list(self.rebalancer.process_queues))

@@ -41,6 +41,7 @@ from rocklet.client.offset_store import OffsetStore
 from rocklet.client.process_queue import ProcessQueue
 from rocklet.client.pull_api import max_offset, search_offset
 from rocklet.client.queue_locks import QueueLocks
+from rocklet.client.selector import MessageSelector, as_selector
 from rocklet.protocol.bodies.consumer import (
     ConsumerListBody,
 )
@@ -86,15 +87,26 @@ def _any_addr(bd: BrokerData) -> str | None:
     return bd.broker_addrs[min(bd.broker_addrs)] if bd.broker_addrs else None
 
 
-def subscription(topic: str, expression: str, version_ms: int) -> SubscriptionData:
-    """The subscription of ``topic`` to ``expression`` (tags joined by ``||``).
+def subscription(
+    topic: str, expression: str | MessageSelector, version_ms: int
+) -> SubscriptionData:
+    """The subscription of ``topic`` to ``expression``.
 
     Args:
         topic: The topic.
-        expression: ``"*"`` or tags joined by ``||``.
+        expression: ``"*"``, tags joined by ``||``, or a :class:`MessageSelector`.
         version_ms: The subscription's version, wall-clock ms when it was made (a
             broker keeps the subscription with the highest version).
     """
+    selector = as_selector(expression)
+    if not selector.is_tag:
+        return SubscriptionData(
+            topic=topic,
+            sub_string=selector.expression,
+            sub_version=version_ms,
+            expression_type=selector.expression_type,
+        )
+    expression = selector.expression
     tags = parse_tag_expression(expression)
     codes = tag_codes(tags)
     return SubscriptionData(

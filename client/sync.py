@@ -35,6 +35,7 @@ from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.message import Message, MessageExt, SendResult
 from rocklet.client.producer import MessageQueueSelector
 from rocklet.client.push_consumer import PushConsumer as _AsyncPushConsumer
+from rocklet.client.selector import MessageSelector
 from rocklet.client.transaction import (
     CheckListener,
     LocalTransaction,
@@ -234,7 +235,7 @@ class PushConsumer(_Facade):
     def subscribe(
         self,
         topic: str,
-        expression: str = "*",
+        expression: str | MessageSelector = "*",
         listener: Callable[[list[MessageExt]], ConsumeResult] | None = None,
     ) -> Self:
         """Subscribe a plain-function listener to ``topic`` messages matching ``expression``.

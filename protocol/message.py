@@ -58,6 +58,8 @@ __all__ = [
     "iter_messages",
     "java_string_hash",
     "pack_host",
+    "record_properties",
+    "record_properties_text",
     "record_size",
     "unpack_host",
 ]
@@ -411,6 +413,59 @@ def decode_message(data: bytes | bytearray | memoryview, pos: int = 0) -> Stored
         topic=topic,
         properties=props,
     )
+
+
+# Plain ints: IntFlag's operators are Python-level calls (this runs per filtered record).
+_BORN_V6: Final = int(SysFlag.BORNHOST_V6)
+_STORE_V6: Final = int(SysFlag.STOREHOST_V6)
+
+
+def record_properties(record: bytes | bytearray | memoryview) -> dict[str, str]:
+    """The properties of one whole stored record, without decoding the rest.
+
+    Args:
+        record: Exactly one record (as a consume queue entry's offset and size give it).
+
+    Returns:
+        Names to values, as :func:`~rocklet.protocol.properties.decode_properties`.
+
+    Raises:
+        MessageFormatError: A length runs past the record.
+    """
+    return decode_properties(record_properties_text(record))
+
+
+def record_properties_text(record: bytes | bytearray | memoryview) -> str:
+    """The encoded properties string of one whole stored record (UTF-8, replacing).
+
+    What a broker-side property filter reads for every candidate record: only the
+    lengths before the properties are followed.
+
+    Args:
+        record: Exactly one record.
+
+    Returns:
+        ``name 0x01 value`` items joined by ``0x02``.
+
+    Raises:
+        MessageFormatError: A length runs past the record.
+    """
+    end = len(record)
+    try:
+        (sys_flag,) = _I32.unpack_from(record, 36)
+        p = 48 + (20 if sys_flag & _BORN_V6 else 8) + 8
+        p += (20 if sys_flag & _STORE_V6 else 8) + 12
+        (body_len,) = _I32.unpack_from(record, p)
+        p += 4 + body_len
+        (topic_len,) = _I8.unpack_from(record, p)
+        p += 1 + topic_len
+        (props_len,) = _I16.unpack_from(record, p)
+    except struct.error as exc:
+        raise MessageFormatError(f"record is malformed: {exc}") from None
+    p += 2
+    if body_len < 0 or topic_len < 0 or props_len < 0 or p + props_len > end:
+        raise MessageFormatError("a length runs past the record")
+    return bytes(record[p : p + props_len]).decode("utf-8", "replace")
 
 
 def iter_messages(data: bytes | bytearray | memoryview) -> Iterator[StoredMessage]:

@@ -10,7 +10,7 @@ fails is skipped like a blank entry and logged, never served (RocketMQ sends the
 from __future__ import annotations
 
 import struct
-from collections.abc import Set
+from collections.abc import Callable, Set
 
 import structlog
 
@@ -41,6 +41,7 @@ def get_messages(
     max_count: int,
     max_bytes: int,
     tag_codes: Set[int] | None,
+    record_filter: Callable[[memoryview], bool] | None = None,
 ) -> GetResult:
     """Read up to ``max_count`` records of one queue from ``offset``.
 
@@ -55,6 +56,9 @@ def get_messages(
         max_count: Most records.
         max_bytes: Most bytes (the first record always fits).
         tag_codes: Tags codes to accept, or None for all.
+        record_filter: Called with each whole record that passed ``tag_codes``; a
+            record it returns False for is skipped like a filtered entry (the SQL92
+            property filter, ``isMatchedByCommitLog``).
 
     Returns:
         The result (views into the mapped commitlog).
@@ -75,7 +79,7 @@ def get_messages(
         return _empty(GetMessageStatus.OFFSET_FOUND_NULL, cq.roll_next_file(offset), lo, hi)
     buffers: list[memoryview] = []
     total = 0
-    if tag_codes is None:
+    if tag_codes is None and record_filter is None:
         count = max(1, min(max_count, len(block) // ENTRY_SIZE))
         total, done = _read_run(block, count, max_bytes, commitlog, buffers, cq.queue_id, offset)
         if done:
@@ -117,7 +121,10 @@ def get_messages(
             _skip_damaged(cq, offset + scanned - 1, phy)
             commitlog.damaged_reads += 1
             continue
-        buffers.append(seg_view[pos : pos + size])
+        record = seg_view[pos : pos + size]
+        if record_filter is not None and not record_filter(record):
+            continue
+        buffers.append(record)
         offsets.append(offset + scanned - 1)
         total += size
     if buffers:

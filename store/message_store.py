@@ -540,6 +540,7 @@ class MessageStore:
         max_count: int,
         max_bytes: int | None = None,
         tag_codes: Set[int] | None = None,
+        record_filter: Callable[[memoryview], bool] | None = None,
     ) -> GetResult:
         """Read records of one queue (``getMessage``). Any thread; takes the store lock.
 
@@ -550,6 +551,8 @@ class MessageStore:
             max_count: Most records.
             max_bytes: Most bytes (default ``config.max_transfer_bytes``).
             tag_codes: Accepted tags codes, or None for all.
+            record_filter: Whether a whole record (past ``tag_codes``) is wanted, or
+                None for all (the SQL92 property filter).
 
         Returns:
             The result; its buffers are views into the mapped commitlog.
@@ -562,6 +565,7 @@ class MessageStore:
                 max_count,
                 self.config.max_transfer_bytes if max_bytes is None else max_bytes,
                 tag_codes,
+                record_filter,
             )
 
     def read_record(self, offset: int) -> memoryview | None:

@@ -25,6 +25,8 @@ import structlog
 from rocklet.broker.clients import ClientChannel, ClientManager
 from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.groups import SubscriptionGroupManager
+from rocklet.broker.processors.property_filter import PropertyFilters
+from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.consumer import ConsumerListBody
@@ -37,6 +39,7 @@ from rocklet.protocol.headers.consumer import (
     UnregisterClientRequestHeader,
 )
 from rocklet.protocol.names import RETRY_PREFIX, check_group_name, check_topic_name
+from rocklet.protocol.sql92 import is_tag_type
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.clock import Clock
 from rocklet.transport.connection import Connection
@@ -48,8 +51,6 @@ log = structlog.get_logger(__name__)
 #: Connection attribute holding the client id of the last heartbeat on it. Its presence
 #: also means the close callback is installed (installed once per connection).
 CLIENT_ID_ATTRIBUTE: Final = "client_id"
-#: ``ExpressionType.TAG``; anything else (SQL92) needs a property filter we do not have.
-_TAG: Final = "TAG"
 
 
 class ClientManageProcessor:
@@ -60,6 +61,7 @@ class ClientManageProcessor:
         groups: Subscription group configs.
         topics: Topic configs (retry topics are created here).
         clock: Time source for the channels' last-heartbeat time.
+        filters: SQL92 property filters (CHECK_CLIENT_CONFIG asks them).
     """
 
     def __init__(
@@ -68,7 +70,9 @@ class ClientManageProcessor:
         groups: SubscriptionGroupManager,
         topics: TopicConfigManager,
         clock: Clock,
+        filters: PropertyFilters,
     ) -> None:
+        self._filters = filters
         self._clients = clients
         self._groups = groups
         self._topics = topics
@@ -153,20 +157,19 @@ class ClientManageProcessor:
     ) -> RemotingCommand:
         """Validate a Java consumer's subscription before it starts (``checkClientConfig``).
 
-        Java clients only ask for non-TAG subscriptions. Tag expressions are fine;
-        SQL92 is refused with SUBSCRIPTION_PARSE_FAILED, because this broker has no
-        property filter (a Java broker with ``enablePropertyFilter=false`` answers
-        SYSTEM_ERROR instead; both stop the client from starting).
+        Java clients ask only for non-tag subscriptions. Tag expressions are fine; an
+        SQL92 selector is SYSTEM_ERROR while ``enablePropertyFilter`` is off, and
+        SUBSCRIPTION_PARSE_FAILED (saying why) when it does not compile. Either stops
+        the Java consumer from starting.
         """
         sub = _check_body_subscription(cmd.body)
-        # ``ExpressionType.isTagType``: null, empty or exactly "TAG".
-        if sub is None or sub.expression_type in ("", _TAG):
+        if sub is None or is_tag_type(sub.expression_type):
             return cmd.make_response(ResponseCode.SUCCESS)
-        return cmd.make_response(
-            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-            remark=f"The broker does not support consumer to filter message by "
-            f"{sub.expression_type}",
-        )
+        try:
+            self._filters.check(sub.expression_type, sub.sub_string)
+        except Refused as refused:
+            return refused.answer(cmd)
+        return cmd.make_response(ResponseCode.SUCCESS)
 
     # -- helpers -------------------------------------------------------------------
     async def _consumer_groups_saved(self, data: HeartbeatData) -> str | None:

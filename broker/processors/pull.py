@@ -40,6 +40,7 @@ from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.long_polling import PullHoldService
 from rocklet.broker.metrics import NULL_METRICS, MetricsSink
 from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.broker.processors.property_filter import PropertyFilters, RecordFilter
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.status_codes import pull_response_code
 from rocklet.broker.topics import TopicConfigManager
@@ -54,6 +55,7 @@ from rocklet.protocol.headers.pull import (
     pull_response_fields,
 )
 from rocklet.protocol.names import check_group_name, check_topic_name
+from rocklet.protocol.sql92 import is_tag_type
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import GetMessageStatus, GetResult
 from rocklet.transport import ProcessorRegistry, RequestContext
@@ -126,6 +128,7 @@ class PullProcessor:
         short_polling_time_ms: ``shortPollingTimeMills``: the hold without long polling.
         max_transfer_count: ``maxTransferCountOnMessageInMemory``.
         slave_reads: ``slaveReadEnable`` and friends. Default: off.
+        filters: SQL92 property filters (``enablePropertyFilter``). Default: off.
     """
 
     def __init__(
@@ -143,6 +146,7 @@ class PullProcessor:
         short_polling_time_ms: int,
         max_transfer_count: int,
         slave_reads: SlaveReads | None = None,
+        filters: PropertyFilters | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
@@ -159,12 +163,13 @@ class PullProcessor:
         self._max_count = max_transfer_count
         self._codes_cache: dict[str | None, frozenset[int] | None] = {}
         self._slave_reads = SlaveReads() if slave_reads is None else slave_reads
+        self._filters = PropertyFilters(enabled=False) if filters is None else filters
 
     async def process(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | Reply:
         """Answer a pull, holding it while the queue has nothing new."""
         h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         try:
-            group, codes = self._check(h)
+            group, codes, wanted = self._check(h)
         except Refused as refused:
             return refused.answer(cmd)
         if self._groups.unsaved:
@@ -176,7 +181,7 @@ class PullProcessor:
         flags = h.sys_flag
         if flags & _COMMIT_OFFSET and self._is_master:
             self._offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        result = self._read(h, codes)
+        result = self._read(h, codes, wanted)
         code = pull_response_code(result.status, h.queue_offset)
         if code == ResponseCode.PULL_NOT_FOUND and flags & _SUSPEND:
             timeout_s = (
@@ -189,7 +194,7 @@ class PullProcessor:
                     h.topic, h.queue_id, h.queue_offset, timeout_s, codes
                 )
             if woken:
-                result = self._read(h, codes)
+                result = self._read(h, codes, wanted)
                 code = pull_response_code(result.status, h.queue_offset)
         metrics = self._metrics
         # The null sink ignores the counts: no summing of buffer sizes for it.
@@ -199,7 +204,7 @@ class PullProcessor:
 
     def _check(
         self, h: PullMessageRequestHeader
-    ) -> tuple[SubscriptionGroupConfig, Set[int] | None]:
+    ) -> tuple[SubscriptionGroupConfig, Set[int] | None, RecordFilter | None]:
         if not self._readable:
             raise Refused(
                 ResponseCode.NO_PERMISSION,
@@ -234,16 +239,17 @@ class PullProcessor:
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                 f"topicConfig.readQueueNums:[{topic.read_queue_nums}]",
             )
-        return group, self._subscription_codes(h)
+        return (group, *self._subscription(h))
 
-    def _subscription_codes(self, h: PullMessageRequestHeader) -> Set[int] | None:
-        if h.expression_type not in (None, "", "TAG"):
-            raise Refused(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"expression type {h.expression_type} is not supported; use TAG",
-            )
+    def _subscription(
+        self, h: PullMessageRequestHeader
+    ) -> tuple[Set[int] | None, RecordFilter | None]:
+        """The tag codes and the property filter a pull reads with."""
         if h.sys_flag & _SUBSCRIPTION:
-            return self._codes_of(h.subscription)
+            if is_tag_type(h.expression_type):
+                return self._codes_of(h.subscription), None
+            assert h.expression_type is not None  # is_tag_type(None) is True
+            return None, self._filters.from_pull(h.expression_type, h.subscription)
         # Java consumers do not send their expression: use the heartbeat's.
         sub = self._clients.subscription(h.consumer_group, h.topic)
         if sub is None:
@@ -256,7 +262,12 @@ class PullProcessor:
                 ResponseCode.SUBSCRIPTION_NOT_LATEST,
                 f"the consumer's subscription not latest, group: {h.consumer_group}",
             )
-        return frozenset(sub.code_set) if sub.tags_set else None
+        if not is_tag_type(sub.expression_type):
+            wanted = self._filters.from_heartbeat(
+                h.topic, h.consumer_group, sub.expression_type, sub.sub_string, sub.sub_version
+            )
+            return None, wanted
+        return (frozenset(sub.code_set) if sub.tags_set else None), None
 
     def _codes_of(self, subscription: str | None) -> frozenset[int] | None:
         # Every pull carries its expression; consumers send the same few again and
@@ -270,10 +281,12 @@ class PullProcessor:
         cache[subscription] = codes
         return codes
 
-    def _read(self, h: PullMessageRequestHeader, codes: Set[int] | None) -> GetResult:
+    def _read(
+        self, h: PullMessageRequestHeader, codes: Set[int] | None, wanted: RecordFilter | None
+    ) -> GetResult:
         max_count = max(1, min(h.max_msg_nums, self._max_count))
         return self._store.get_messages(
-            h.topic, h.queue_id, h.queue_offset, max_count, tag_codes=codes
+            h.topic, h.queue_id, h.queue_offset, max_count, tag_codes=codes, record_filter=wanted
         )
 
     def _suggest(self, result: GetResult, group: SubscriptionGroupConfig) -> int:

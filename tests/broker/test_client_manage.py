@@ -216,9 +216,10 @@ async def test_java_heartbeat_and_client_config_check(tmp_path: Path) -> None:
         assert cluster.broker.ctx.topics.find("%RETRY%JG") is not None
 
         assert (await conn.request(check("TAG", "a || b"), 5)).code == ResponseCode.SUCCESS
+        # enablePropertyFilter is off by default, as in RocketMQ: its answer.
         sql = await conn.request(check("SQL92", "a > 1"), 5)
-        assert sql.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
-        assert "SQL92" in (sql.remark or "")
+        assert sql.code == ResponseCode.SYSTEM_ERROR
+        assert sql.remark == "The broker does not support consumer to filter message by SQL92"
         broken = RemotingCommand(RequestCode.CHECK_CLIENT_CONFIG, body=b"{nope")
         assert (await conn.request(broken, 5)).code == ResponseCode.SYSTEM_ERROR
 

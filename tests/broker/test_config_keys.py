@@ -68,13 +68,13 @@ def test_typos_get_the_closest_known_name() -> None:
 
 def test_rocketmq_keys_rocklet_ignores_are_listed_apart() -> None:
     review = review_keys(
-        ["traceTopicEnable", "enablePropertyFilter", "brokerName", "serverWorkerThreads"],
+        ["traceTopicEnable", "enableCalcFilterBitMap", "brokerName", "serverWorkerThreads"],
         BROKER,
         ROCKETMQ_BROKER_KEYS,
     )
     assert review.unknown == {}
     assert review.not_implemented == (
-        "enablePropertyFilter",
+        "enableCalcFilterBitMap",
         "serverWorkerThreads",
         "traceTopicEnable",
     )
@@ -82,15 +82,18 @@ def test_rocketmq_keys_rocklet_ignores_are_listed_apart() -> None:
 
 def test_the_loaders_warn_and_keep_the_keys(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text("mapedFileSizeCommitLog=1048576\nenablePropertyFilter=true\nbrokerName=b\n")
+    conf.write_text(
+        "mapedFileSizeCommitLog=1048576\nenableCalcFilterBitMap=true\nbrokerName=b\n"
+        "enablePropertyFilter=true\n"
+    )
     with capture_logs() as logs:
         config = load_broker_config(conf)
-    assert config.broker_name == "b"
-    assert config.extra == {"mapedFileSizeCommitLog": "1048576", "enablePropertyFilter": "true"}
+    assert config.broker_name == "b" and config.enable_property_filter
+    assert config.extra == {"mapedFileSizeCommitLog": "1048576", "enableCalcFilterBitMap": "true"}
     warnings = [e for e in logs if e["log_level"] == "warning"]
     assert [(e.get("key"), e.get("did_you_mean"), e.get("keys")) for e in warnings] == [
         ("mapedFileSizeCommitLog", "mappedFileSizeCommitLog", None),
-        (None, None, "enablePropertyFilter"),
+        (None, None, "enableCalcFilterBitMap"),
     ]
     assert all(e["file"] == str(conf) for e in warnings)
 
