@@ -423,7 +423,8 @@ def _check_command(copy: MessageToStore, result: PutResult) -> RemotingCommand |
     The body is the copy in stored-record form with its topic and queue restored to
     REAL_TOPIC / REAL_QID, as ``Broker2Client.checkProducerTransactionState`` sends it.
     """
-    props = copy.properties
+    # The put-back copy's setWaitStoreMsgOK(false) lands in the map the check sends.
+    props = {**copy.properties, Prop.WAIT: "false"}
     try:
         real_topic, real_qid = props[Prop.REAL_TOPIC], int(props[Prop.REAL_QID])
         body = encode_message(

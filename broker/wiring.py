@@ -71,6 +71,8 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             replicas=ctx.replicas,
             sync_master=cfg.broker_role is BrokerRole.SYNC_MASTER,
             put_wait=put_wait,
+            registration=ctx.registration,
+            register_timeout_ms=cfg.register_broker_timeout_ms,
         ),
     )
     filters = PropertyFilters(enabled=cfg.enable_property_filter)
@@ -144,7 +146,9 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             topics=topics,
             offsets=ctx.offsets,
             clients=clients,
+            registration=ctx.registration,
             identity=identity,
+            register_timeout_ms=cfg.register_broker_timeout_ms,
         ),
         GroupAdmin(
             store=store,

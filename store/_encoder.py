@@ -359,7 +359,7 @@ def rewrite_delay(m: MessageToStore, levels: int) -> MessageToStore:
         The rewritten message, or ``m`` itself if it is not delayed.
     """
     level_text = m.properties.get(_DELAY)
-    if not level_text or m.topic == SCHEDULE_TOPIC:
+    if not level_text or m.topic == SCHEDULE_TOPIC or m.delay_done:
         return m
     if m.sys_flag & TRANSACTION_MASK in NOT_IN_QUEUE:
         return m

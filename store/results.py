@@ -63,6 +63,9 @@ class MessageToStore:
         store_host: 8-byte host field of the broker's reachable address.
         reconsume_times: Delivery attempts so far.
         prepared_transaction_offset: Commitlog offset of the half message, if any.
+        delay_done: Its DELAY property records a delay already served (a delivered
+            delayed message keeps DELAY, REAL_TOPIC and REAL_QID, as RocketMQ stores
+            it): the store does not delay it again.
     """
 
     topic: str
@@ -76,6 +79,7 @@ class MessageToStore:
     store_host: bytes = ZERO_HOST
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
+    delay_done: bool = False
 
 
 # Not frozen: built for every put, and a frozen dataclass's __init__ costs ~3x more.

@@ -3,8 +3,10 @@
 Per delay level L, queue L-1 of ``SCHEDULE_TOPIC_XXXX`` holds the delayed messages in
 store order with their deliver time in the consume-queue tags field. Delivery reads
 from the level's delivered offset while the deliver time has come, re-puts each message
-to its REAL_TOPIC / REAL_QID (DELAY and REAL_* removed, reconsume times kept) and
-advances the offset, persisted to ``config/delayOffset.json``.
+to its REAL_TOPIC / REAL_QID and advances the offset, persisted to
+``config/delayOffset.json``. The delivered message keeps every property, DELAY and
+REAL_* included, as RocketMQ 4.9.4 stores it (its ``messageTimeup`` serialises the
+properties before clearing DELAY), and its reconsume times.
 
 Ordering, so that no crash loses a delayed message: a level's offset moves past a
 message only once its re-put succeeded (a refused re-put is tried again next round),
@@ -173,10 +175,9 @@ class DelayDeliveryService:
 
     def _redeliver(self, view: memoryview) -> bool:
         msg = decode_message(view)
-        props = dict(msg.properties)
-        topic = props.pop(Prop.REAL_TOPIC, msg.topic)
-        queue_id = int(props.pop(Prop.REAL_QID, str(msg.queue_id)))
-        props.pop(Prop.DELAY, None)
+        props = msg.properties
+        topic = props.get(Prop.REAL_TOPIC, msg.topic)
+        queue_id = int(props.get(Prop.REAL_QID, str(msg.queue_id)))
         result = self.store.put_message(
             MessageToStore(
                 topic,
@@ -190,6 +191,7 @@ class DelayDeliveryService:
                 view[64:72].tobytes(),
                 msg.reconsume_times,
                 msg.prepared_transaction_offset,
+                delay_done=True,
             )
         )
         if not result.ok:

@@ -40,6 +40,7 @@ from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.refusal import Refused
 from rocklet.broker.put_wait import PutWait, waits_for_store
+from rocklet.broker.registration import RegistrationTracker
 from rocklet.broker.status_codes import PUT_STATUS_TO_RESPONSE
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.batch import decode_batch
@@ -138,6 +139,11 @@ class SendProcessor:
         sync_master: ``brokerRole=SYNC_MASTER``: answer once a slave has the message.
         put_wait: What a put waits for (``syncFlushTimeout``, ``slaveTimeout``), shared
             with the other processors that store on a client's behalf.
+        registration: Which topic table the name servers have: a topic a send
+            creates is registered before that send is answered.
+        register_timeout_ms: ``registerBrokerTimeoutMills``: the longest a send waits
+            for that registration (a name server that does not answer delays the first
+            send to a new topic by this much, never fails it).
     """
 
     def __init__(
@@ -153,8 +159,12 @@ class SendProcessor:
         put_wait: PutWait,
         replicas: HAMaster | None = None,
         sync_master: bool = False,
+        registration: RegistrationTracker | None = None,
+        register_timeout_ms: int = 6000,
     ) -> None:
         self._store = store
+        self._registration = RegistrationTracker.done() if registration is None else registration
+        self._register_timeout_s = register_timeout_ms / 1000
         self._replicas = replicas
         self._put_wait = put_wait
         # Under ASYNC_FLUSH without SYNC_MASTER nothing waits: one test per send.
@@ -204,13 +214,18 @@ class SendProcessor:
         """:meth:`process_now`, once the topics and groups changed so far are on disk.
 
         A topic or group this send relies on was just created (perhaps by this very
-        send): it is on disk before a message is stored in it. Nothing was stored when
-        :meth:`process_now` said ``LATER``, so it simply runs again.
+        send): it is on disk before a message is stored in it, and the name servers
+        have it before the send is answered (RocketMQ registers an auto-created topic
+        after answering, so a client's immediate route lookup can miss it). Nothing
+        was stored when :meth:`process_now` said ``LATER``, so it simply runs again.
         """
         while (answer := self.process_now(rctx, cmd)) is LATER:
             problem = await self._metadata_saved()
             if problem is not None:
                 return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
+            await self._registration.wait_for(
+                self._topics.data_version.counter, self._register_timeout_s
+            )
         return answer
 
     def _after_put(
@@ -348,7 +363,7 @@ class SendProcessor:
         topic = header.topic
         if header.batch:
             return self._batch(header, cmd.body, queue_id, born_host)
-        props = self._properties(header.properties or "")
+        props, wait = self._properties(header.properties or "")
         if header.sys_flag & _TRANSACTION_TYPE in _NOT_CONSUMABLE and (
             props.get(Prop.TRAN_MSG) != "true"
         ):
@@ -380,6 +395,13 @@ class SendProcessor:
             topic, queue_id = TRANS_HALF_TOPIC, 0
             sys_flag &= ~_TRANSACTION_TYPE
             self._topics.create_system_topic(TRANS_HALF_TOPIC, 1)
+            keep_wait = True
+        else:
+            keep_wait = delay is not None and int(delay) > 0
+        if wait is not None and keep_wait:
+            # RocketMQ leaves WAIT out of what it stores, except where its store writes
+            # the properties again: delayed and half messages keep it.
+            props[Prop.WAIT] = wait
         return [
             MessageToStore(
                 topic,
@@ -483,7 +505,7 @@ class SendProcessor:
         properties = self._properties
         out = []
         for flag, item_body, raw_props in items:
-            props = properties(raw_props)
+            props, _wait = properties(raw_props)  # batches are never delayed: WAIT goes
             if Prop.DELAY in props:
                 raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay")
             out.append(
@@ -502,11 +524,12 @@ class SendProcessor:
             )
         return out
 
-    def _properties(self, raw: str | bytes) -> dict[str, str]:
+    def _properties(self, raw: str | bytes) -> tuple[dict[str, str], str | None]:
+        """The properties to store, and the client's WAIT (left out of them)."""
         props = decode_properties(raw)
-        props.pop(Prop.WAIT, None)  # a client-side flag; RocketMQ does not store it
+        wait = props.pop(Prop.WAIT, None)  # a client-side flag, mostly not stored
         props[Prop.CLUSTER] = self._cluster  # request-reply needs it (§3.8)
-        return props
+        return props, wait
 
     def _retry_or_dlq(
         self,

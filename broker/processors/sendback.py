@@ -10,15 +10,16 @@ Follows RocketMQ 4.9's ``SendMessageProcessor.asyncConsumerSendMsgBack``
 2. ``%RETRY%<group>`` is created with the group's ``retryQueueNums`` (perm RW);
 3. the original is read back by its commit-log offset;
 4. the copy keeps the original's body, flag, sysFlag, born host and time, keys and tags,
-   gains ``RETRY_TOPIC`` (the original topic, unless already set) and
-   ``ORIGIN_MESSAGE_ID``, and its reconsume count goes up by one;
+   gains ``RETRY_TOPIC`` (the original topic, unless already set), ``WAIT=false`` and
+   ``ORIGIN_MESSAGE_ID`` (the original's offset msgId, unless already set), and its
+   reconsume count goes up by one;
 5. if the original was already consumed ``maxReconsumeTimes`` times (the group's
    ``retryMaxTimes``, or the header's value from clients at V3_4_9 or later), or the
    client asked for a negative delay level, the copy goes to ``%DLQ%<group>`` queue 0
-   undelayed; otherwise to a random retry queue with ``DELAY`` = the requested level,
-   or 3 + reconsume times when 0 was asked (the C++ client always asks 0). The store
-   parks a delayed message in ``SCHEDULE_TOPIC_XXXX`` and the broker's delay service
-   brings it back to the retry topic when it is due.
+   undelayed (``DELAY=0``, as 4.9.4 writes it); otherwise to a random retry queue with
+   ``DELAY`` = the requested level, or 3 + reconsume times when 0 was asked (the C++
+   client always asks 0). The store parks a delayed message in ``SCHEDULE_TOPIC_XXXX``
+   and the broker's delay service brings it back to the retry topic when it is due.
 
 The group and the retry / dead-letter topic, when created here, are on disk before the
 copy is stored; under SYNC_FLUSH the answer waits for the copy to reach the disk, and a
@@ -178,11 +179,14 @@ class SendBackProcessor:
             max_times = h.max_reconsume_times
         props = dict(original.properties)
         props.setdefault(Prop.RETRY_TOPIC, original.topic)
+        props[Prop.WAIT] = "false"
         if not props.get(Prop.ORIGIN_MESSAGE_ID):
-            props[Prop.ORIGIN_MESSAGE_ID] = original.uniq_key or _offset_msg_id(original)
+            # msgExt.getMsgId() of a message the broker read back: its offset msgId.
+            props[Prop.ORIGIN_MESSAGE_ID] = _offset_msg_id(original)
         if original.reconsume_times >= max_times or h.delay_level < 0:
             topic = self._topic(f"{DLQ_PREFIX}{group.group_name}", _DLQ_QUEUES).topic_name
             queue_id = 0
+            props[Prop.DELAY] = "0"
         else:
             topic = retry.topic_name
             # The group's queue count, within what an older retry topic really has.

@@ -5,10 +5,10 @@ half message is looked up by ``commitLogOffset`` and checked against the request
 (producer group, queue offset, commit-log offset, as ``checkPrepareMessage`` does).
 
 - COMMIT (8): the half is stored again on its REAL_TOPIC / REAL_QID with the transaction
-  bits of its sysFlag set to COMMIT, REAL_TOPIC / REAL_QID removed,
-  ``TRAN_PREPARED_QUEUE_OFFSET`` set to the half's queue offset and
-  ``preparedTransactionOffset`` to its commit-log offset; body, flag, hosts, born time
-  and the other properties are kept. Then an op record marks the half as resolved.
+  bits of its sysFlag set to COMMIT and ``preparedTransactionOffset`` set to its
+  commit-log offset; body, flag, hosts, born time and every property (REAL_TOPIC,
+  REAL_QID and TRAN_MSG included, as 4.9.4 stores them) are kept. Then an op record
+  marks the half as resolved.
 - ROLLBACK (12): only the op record.
 - UNKNOWN (0): nothing; a later check-back asks again (:mod:`rocklet.broker.transaction_check`).
 
@@ -153,13 +153,12 @@ class EndTransactionProcessor:
 
     def _deliver(self, half: StoredMessage, header: EndTransactionRequestHeader) -> PutResult:
         """Store the committed message on its real topic (``endMessageTransaction``)."""
-        props = dict(half.properties)
-        real_topic = props.pop(Prop.REAL_TOPIC)
+        props = half.properties
+        real_topic = props[Prop.REAL_TOPIC]
         try:
-            real_qid = int(props.pop(Prop.REAL_QID))
+            real_qid = int(props[Prop.REAL_QID])
         except (KeyError, ValueError):
             raise Refused(ResponseCode.SYSTEM_ERROR, _NOT_FOUND) from None
-        props[Prop.TRAN_PREPARED_QUEUE_OFFSET] = str(half.queue_offset)
         final = MessageToStore(
             topic=real_topic,
             queue_id=real_qid,
