@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -39,17 +40,19 @@ class RunningSystem:
         namesrv: The name server's ``host:port``.
         broker: The broker process (whose CPU and memory are measured).
         others: Other processes of the system (RocketMQ's name server).
+        broker_addr: The broker's ``host:port`` when known.
     """
 
     name: str
     namesrv: str
     broker: ServerProcess
     others: list[ServerProcess] = field(default_factory=list)
+    broker_addr: str = ""
 
-    def stop(self) -> None:
-        """Stop the broker first (it unregisters), then the rest."""
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the broker first (it unregisters), then the rest, each within ``timeout_s``."""
         for proc in (self.broker, *self.others):
-            proc.stop()
+            proc.stop(timeout_s)
 
 
 def _wait_booted(proc: ServerProcess, port: int, timeout_s: float) -> None:
@@ -76,13 +79,19 @@ def _wait_booted(proc: ServerProcess, port: int, timeout_s: float) -> None:
     )
 
 
-def start_rocketmq(release: RocketMqRelease, work: Path, timeout_s: float = 180.0) -> RunningSystem:
+def start_rocketmq(
+    release: RocketMqRelease,
+    work: Path,
+    timeout_s: float = 180.0,
+    extra_conf: Mapping[str, str] | None = None,
+) -> RunningSystem:
     """Start the release's name server and one broker with a fresh store under ``work``.
 
     Args:
         release: The checked release.
         work: An empty directory for configs, logs and the store.
         timeout_s: Per server, to come up.
+        extra_conf: broker.conf keys added after the benchmark's (they win).
 
     Returns:
         The running system.
@@ -113,9 +122,9 @@ def start_rocketmq(release: RocketMqRelease, work: Path, timeout_s: float = 180.
     _wait_booted(namesrv, ns_port, timeout_s)
     try:
         broker_port = free_broker_port()
-        (work / "broker.conf").write_text(
-            broker_conf(listen_port=broker_port, namesrv_port=ns_port, store=work / "store")
-        )
+        conf = broker_conf(listen_port=broker_port, namesrv_port=ns_port, store=work / "store")
+        conf += "".join(f"{key}={value}\n" for key, value in (extra_conf or {}).items())
+        (work / "broker.conf").write_text(conf)
         broker = ServerProcess(
             "RocketMQ broker",
             release.java_argv(
@@ -133,7 +142,9 @@ def start_rocketmq(release: RocketMqRelease, work: Path, timeout_s: float = 180.
     except BaseException:
         namesrv.stop()
         raise
-    return RunningSystem("rocketmq", f"{LOOPBACK}:{ns_port}", broker, [namesrv])
+    return RunningSystem(
+        "rocketmq", f"{LOOPBACK}:{ns_port}", broker, [namesrv], f"{LOOPBACK}:{broker_port}"
+    )
 
 
 def start_rocklet(work: Path, timeout_s: float = 60.0) -> RunningSystem:
