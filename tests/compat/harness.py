@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -248,7 +248,7 @@ class Driver:
         """Events of one kind (``sent``, ``consumed``, ...) so far."""
         return [e for e in self.events if e["event"] == kind]
 
-    async def wait_for(self, check: Callable[[Driver], T | None], timeout_s: float, what: str) -> T:
+    async def wait_for(self, check: Callable[[Self], T | None], timeout_s: float, what: str) -> T:
         """Wait until ``check(self)`` returns something other than ``None``.
 
         Raises:
@@ -267,13 +267,14 @@ class Driver:
             raise AssertionError(f"{self.name}: gave up waiting for {what}\n{self.diagnostics()}")
         return result
 
-    async def wait_event(self, kind: str, timeout_s: float) -> Event:
-        """Wait for the first event of a kind."""
+    async def wait_event(self, kind: str | tuple[str, ...], timeout_s: float) -> Event:
+        """Wait for the first event of a kind (or of any of several kinds)."""
+        kinds = (kind,) if isinstance(kind, str) else kind
 
         def first(d: Driver) -> Event | None:
-            return next(iter(d.of(kind)), None)
+            return next((e for e in d.events if e.get("event") in kinds), None)
 
-        return await self.wait_for(first, timeout_s, f"a {kind!r} event")
+        return await self.wait_for(first, timeout_s, f"an event of {kinds}")
 
     async def tell(self, line: str) -> None:
         """Write one line to the driver's stdin."""
@@ -302,13 +303,14 @@ class Driver:
     def diagnostics(self) -> str:
         """Recent events, stderr and the C++ client's log tail, for failure messages."""
         recent = "\n".join(json.dumps(e)[:300] for e in self.events[-15:])
-        stderr = _tail(self.home / f"{self.name}.stderr", 20)
+        stderr = log_tail(self.home / f"{self.name}.stderr", 20)
         logs = sorted((self.home / "logs" / "rocketmq-cpp").glob("*.log*"))
-        cpp = "\n".join(_tail(p, 25) for p in logs)
+        cpp = "\n".join(log_tail(p, 25) for p in logs)
         return f"-- events\n{recent}\n-- stderr\n{stderr}\n-- C++ log\n{cpp}"
 
 
-def _tail(path: Path, lines: int) -> str:
+def log_tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a file (each cut to 300 characters); "" if unreadable."""
     try:
         text = path.read_text(errors="replace")
     except OSError:

@@ -21,19 +21,9 @@ from pathlib import Path
 
 import pytest
 
-RELEASE = Path(os.environ.get("ROCKETMQ_HOME", "/tmp/anchor/rocketmq-4.9.4"))
-_ANCHOR_CLASSPATH = RELEASE.parent / "classpath.txt"
+from tests.java.javatier import RELEASE, extra_classpath
+
 RUN_TIMEOUT_S = 280
-
-
-def _extra_classpath() -> str:
-    if "ROCKETMQ_EXTRA_CLASSPATH" in os.environ:
-        return os.environ["ROCKETMQ_EXTRA_CLASSPATH"]
-    if any((RELEASE / "lib").glob("netty-*.jar")) or not _ANCHOR_CLASSPATH.is_file():
-        return ""
-    lib = str(RELEASE / "lib")
-    entries = _ANCHOR_CLASSPATH.read_text().strip().split(":")
-    return ":".join(e for e in entries if not e.startswith(lib))
 
 
 def _missing() -> str | None:
@@ -58,7 +48,7 @@ def test_a_short_producer_comparison_measures_both_systems(tmp_path: Path) -> No
     work.mkdir()
     argv = [
         sys.executable, "-m", "rocklet", "bench", "vs-rocketmq",
-        "--rocketmq-home", str(RELEASE), "--extra-classpath", _extra_classpath(),
+        "--rocketmq-home", str(RELEASE), "--extra-classpath", extra_classpath(),
         "--seconds", "10", "--pairs", "1", "--cases", "producer16",
         "--json", str(results), "--work-dir", str(work),
     ]  # fmt: skip
@@ -89,7 +79,7 @@ def test_the_cpp_client_cases_measure_both_systems_and_the_client(tmp_path: Path
     results = tmp_path / "vs.json"
     argv = [
         sys.executable, "-m", "rocklet", "bench", "vs-rocketmq",
-        "--rocketmq-home", str(RELEASE), "--extra-classpath", _extra_classpath(),
+        "--rocketmq-home", str(RELEASE), "--extra-classpath", extra_classpath(),
         "--seconds", "3", "--warmup", "1", "--pairs", "1", "--backlog", "3000",
         "--cases", "cpp1,cpppull", "--json", str(results), "--work-dir", str(tmp_path),
     ]  # fmt: skip

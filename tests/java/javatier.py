@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from rocklet.benchsuite.vsrmq.release import RocketMqRelease, find_java
 from rocklet.benchsuite.vsrmq.servers import start_rocketmq
-from tests.compat.harness import create_topic, running_standalone, wait_for_route
+from tests.compat.harness import Driver, create_topic, log_tail, running_standalone, wait_for_route
 
 __all__ = [
     "DRIVER_SOURCE",
@@ -177,7 +177,7 @@ class OutgoingMessage:
         return "\t".join(fields)
 
 
-class JavaClient:
+class JavaClient(Driver):
     """One running driver: its events as they arrive, and its stdin.
 
     Args:
@@ -185,61 +185,6 @@ class JavaClient:
         name: A label for failure messages; its stderr is ``home/<name>.stderr``.
         home: The driver's ``user.home`` (client logs in ``logs/rocketmqlogs``).
     """
-
-    def __init__(self, proc: asyncio.subprocess.Process, name: str, home: Path) -> None:
-        self.proc = proc
-        self.name = name
-        self.home = home
-        self.events: list[Event] = []
-        self._changed = asyncio.Condition()
-        self._eof = False
-        self._pump = asyncio.get_running_loop().create_task(self._read(), name=f"pump-{name}")
-
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        while line := await self.proc.stdout.readline():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                event = {"event": "noise", "text": line.decode(errors="replace")}
-            async with self._changed:
-                self.events.append(event)
-                self._changed.notify_all()
-        async with self._changed:
-            self._eof = True
-            self._changed.notify_all()
-
-    def of(self, kind: str) -> list[Event]:
-        """The events of one kind so far."""
-        return [e for e in self.events if e.get("event") == kind]
-
-    async def wait_for(
-        self, check: Callable[[JavaClient], T | None], timeout_s: float, what: str
-    ) -> T:
-        """Wait until ``check(self)`` is not ``None`` (or the driver's output ended).
-
-        Raises:
-            AssertionError: It never was; the message has the driver's events and logs.
-        """
-
-        def ready() -> bool:
-            return check(self) is not None or self._eof
-
-        async with self._changed:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait_for(ready), timeout_s)
-            result = check(self)
-        if result is None:
-            raise AssertionError(f"{self.name}: gave up waiting for {what}\n{self.diagnostics()}")
-        return result
-
-    async def wait_event(self, kinds: tuple[str, ...], timeout_s: float) -> Event:
-        """The first event of one of ``kinds``."""
-
-        def first(client: JavaClient) -> Event | None:
-            return next((e for e in client.events if e.get("event") in kinds), None)
-
-        return await self.wait_for(first, timeout_s, f"an event of {kinds}")
 
     async def exit_code(self, timeout_s: float) -> int:
         """Wait for the driver to exit (its output read to the end)."""
@@ -255,29 +200,18 @@ class JavaClient:
             await self.proc.stdin.wait_closed()
 
     async def kill(self) -> None:
-        """Kill the driver if it still runs, and stop reading it."""
-        if self.proc.returncode is None:
-            self.proc.kill()
-            await self.proc.wait()
-        await asyncio.wait_for(self._pump, 30)
+        """Kill the driver if it still runs, stop reading it, and close its stdin."""
+        await super().kill()
         if self.proc.stdin is not None and not self.proc.stdin.is_closing():
             self.proc.stdin.close()
 
     def diagnostics(self) -> str:
         """Recent events, stderr and the client log's tail, for failure messages."""
         recent = "\n".join(json.dumps(e)[:400] for e in self.events[-20:])
-        stderr = _tail(self.home / f"{self.name}.stderr", 20)
+        stderr = log_tail(self.home / f"{self.name}.stderr", 20)
         logs = sorted((self.home / "logs" / "rocketmqlogs").glob("*.log"))
-        client_log = "\n".join(_tail(p, 20) for p in logs)
+        client_log = "\n".join(log_tail(p, 20) for p in logs)
         return f"-- events\n{recent}\n-- stderr\n{stderr}\n-- client log\n{client_log}"
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(line[:400] for line in text.splitlines()[-lines:])
 
 
 @dataclass
