@@ -298,7 +298,10 @@ class PushRuntime:
         for sub in list(self.rebalancer.subscriptions.values()):
             if is_tag_type(sub.expression_type):
                 continue
-            route = await instance.routes.topic_route(sub.topic)
+            try:
+                route = await instance.routes.topic_route(sub.topic)
+            except (TransportError, BrokerError):
+                continue  # no route yet (logged by _fetch_routes): the pulls will say it
             masters = [bd.master_addr for bd in route.broker_datas] if route else []
             addr = next((a for a in masters if a), None)
             if addr is None:
