@@ -1,13 +1,14 @@
 """The Java compatibility tier's machinery: the release, the driver, and the two systems.
 
-The tests run ``drivers/ClientDriver.java``, compiled once per session against the
-official RocketMQ 4.9.4 client jars, as child processes printing one JSON event per
-line, against a real Rocklet (``rocklet standalone``) and a real RocketMQ 4.9.4.
+The tests run the driver in ``drivers/`` (main class ``ClientDriver``), compiled once
+per session against the official RocketMQ 4.9.4 client jars, as child processes
+printing one JSON event per line, against a real Rocklet (``rocklet standalone``) and
+a real RocketMQ 4.9.4.
 
 The release is ``$ROCKETMQ_HOME``, else ``/tmp/anchor/rocketmq-4.9.4``. A release whose
 ``lib/`` lacks netty (that snapshot has no netty, bcprov or zstd jars) gets them from
 ``$ROCKETMQ_EXTRA_CLASSPATH``, else from the ``classpath.txt`` beside it, as
-``tests/compat/test_vs_rocketmq.py`` does. :func:`missing` says plainly what is absent
+``tests/compat/test_vs_rocketmq.py`` uses too. :func:`missing` says plainly what is absent
 when the tier cannot run, and the tests skip with that reason.
 """
 
@@ -31,7 +32,7 @@ from rocklet.benchsuite.vsrmq.servers import start_rocketmq
 from tests.compat.harness import Driver, create_topic, log_tail, running_standalone, wait_for_route
 
 __all__ = [
-    "DRIVER_SOURCE",
+    "DRIVER_SOURCES",
     "RELEASE",
     "Event",
     "JavaClient",
@@ -47,7 +48,8 @@ __all__ = [
 ]
 
 RELEASE: Final = Path(os.environ.get("ROCKETMQ_HOME", "/tmp/anchor/rocketmq-4.9.4"))
-DRIVER_SOURCE: Final = Path(__file__).with_name("drivers") / "ClientDriver.java"
+#: The driver's sources (``ClientDriver`` is its main class).
+DRIVER_SOURCES: Final = Path(__file__).with_name("drivers")
 _ANCHOR_CLASSPATH: Final = RELEASE.parent / "classpath.txt"
 #: The driver's JVM: a client, not a server.
 _CLIENT_HEAP: Final = "128m"
@@ -124,13 +126,17 @@ class JavaDriver:
         return runner.java_argv(_CLIENT_HEAP, "ClientDriver", *args, props=(f"-Duser.home={home}",))
 
 
+def _sources() -> list[str]:
+    return sorted(str(p) for p in DRIVER_SOURCES.glob("*.java"))
+
+
 def compile_driver(out: Path) -> JavaDriver:
-    """Compile ``ClientDriver.java`` against the release's client jars into ``out``."""
+    """Compile the driver (``drivers/*.java``) against the release's client jars into ``out``."""
     found = release()
     javac = _javac()
     assert javac is not None
     proc = subprocess.run(
-        [javac, "-nowarn", "-d", str(out), "-cp", found.classpath(), str(DRIVER_SOURCE)],
+        [javac, "-nowarn", "-d", str(out), "-cp", found.classpath(), *_sources()],
         capture_output=True,
         text=True,
         timeout=180,
