@@ -18,6 +18,7 @@ costs one dictionary lookup; tag-only pulls never come here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Final
 
@@ -86,6 +87,19 @@ def _record_filter(selector: Selector) -> RecordFilter:
     return wanted
 
 
+@functools.lru_cache(maxsize=256)
+def _pull_filter(expression_type: str, expression: str | None) -> RecordFilter | None:
+    """The record filter of a selector carried in pulls (``None``: it does not compile).
+
+    Pull consumers send their selector with every pull: the filter is built once per
+    expression, not once per pull.
+    """
+    try:
+        return _record_filter(_compile(expression_type, expression))
+    except SelectorError:
+        return None
+
+
 class PropertyFilters:
     """Compiled SQL92 selectors of the consumers of one broker. Event loop only.
 
@@ -119,14 +133,13 @@ class PropertyFilters:
         Raises:
             Refused: SUBSCRIPTION_PARSE_FAILED, then SYSTEM_ERROR when filters are off.
         """
-        try:
-            selector = _compile(expression_type, expression)
-        except SelectorError:
+        wanted = _pull_filter(expression_type, expression)
+        if wanted is None:
             raise Refused(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                 "parse the consumer's subscription failed",
-            ) from None
-        return self._allowed(expression_type, _record_filter(selector))
+            )
+        return self._allowed(expression_type, wanted)
 
     def from_heartbeat(
         self, topic: str, group: str, expression_type: str, expression: str, version: int
