@@ -21,6 +21,7 @@ is an :class:`AclConfigError` naming the file (the secret is never in its text).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,7 +278,10 @@ def parse_acl_document(data: object, path: Path) -> AclFile:
     accounts = data.get("accounts") or []
     if not isinstance(accounts, list) or not all(isinstance(a, dict) for a in accounts):
         raise AclConfigError(f"{path}: accounts must be a list of mappings")
-    version = DataVersion()
+    # A file no admin request has edited yet carries no dataVersion: RocketMQ then
+    # reports counter 0 stamped with the time it loaded the file (mqadmin
+    # clusterAclConfigVersion prints it as the last update), not the epoch.
+    version = DataVersion(0, int(time.time() * 1000))
     versions = data.get("dataVersion")
     if isinstance(versions, list) and versions and isinstance(versions[0], dict):
         first = versions[0]

@@ -8,7 +8,9 @@ file durably; secret rotation picked up by the file watcher; no secret in the lo
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -132,9 +134,15 @@ async def test_admin_requests_are_refused_to_ordinary_accounts_and_the_topic_kee
 
 
 async def test_the_acl_admin_requests_edit_the_file_durably(tmp_path: Path) -> None:
+    started_ms = int(time.time() * 1000)
     async with acl_cluster(tmp_path) as (cluster, acl_file):
         broker = cluster.broker.addr
         async with ClientInstance(cluster.namesrv_addr, credentials=ADMIN) as admin:
+            # Before any edit: counter 0, stamped with the file's load time (RocketMQ's).
+            loaded = await raw_request(admin, broker, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
+            first = json.loads(loaded.ext_fields["version"])
+            assert first["counter"] == 0
+            assert started_ms <= first["timestamp"] <= int(time.time() * 1000)
             fields = {
                 "accessKey": "newcomer1",
                 "secretKey": "newcomer-secret",
