@@ -37,17 +37,24 @@ from rocklet.broker.ha.service import Replication, start_replication
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.long_polling import PullHoldService
-from rocklet.broker.metrics import NULL_METRICS, MetricsSink
+from rocklet.broker.metrics import NULL_METRICS
 from rocklet.broker.notify import notify_consumer_ids_changed
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.registration import NamesrvRegistrar, parse_namesrv_addrs
+from rocklet.broker.stats import BrokerStats
+from rocklet.broker.stats_sink import (
+    SAMPLE_INTERVAL_S,
+    MeteredMessageStore,
+    StatsSampler,
+    StatsSink,
+)
+from rocklet.broker.stats_store import StoreStats
 from rocklet.broker.tls_config import TlsSettings, tls_settings
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.broker.wiring import register_processors, transaction_check_service
 from rocklet.protocol.headers.namesrv import RegisterBrokerRequestHeader
 from rocklet.protocol.message import pack_host
 from rocklet.store.directory import StoreLock, check_writable
-from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import RetentionService
 from rocklet.store.schedule import DelayDeliveryService
 from rocklet.transport import ProcessorRegistry, RemotingServer
@@ -59,7 +66,7 @@ if TYPE_CHECKING:
 
     from rocklet.broker.acl.accounts import Account
     from rocklet.broker.acl.files import AclFiles
-    from rocklet.broker.prometheus import BrokerMetrics, MeteredMessageStore, MetricsServer
+    from rocklet.broker.prometheus import BrokerMetrics, MetricsServer
 
 __all__ = ["Broker", "claim_store_directory"]
 
@@ -178,6 +185,8 @@ class Broker:
         self.acl: AclFiles | None = None
         #: This broker's side of master-slave replication.
         self.replication: Replication | None = None
+        #: Takes the statistics' snapshots (a test with a manual clock calls ``sample``).
+        self.stats_sampler: StatsSampler | None = None
 
     @classmethod
     async def start(
@@ -217,24 +226,27 @@ class Broker:
         tls = tls_settings(config.extra, {}) if tls is None else tls
         server_tls, namesrv_tls = tls.server_tls(), tls.client_context()
         metrics: BrokerMetrics | None = None
-        store_cls: type[MessageStore] = MessageStore
         if config.metrics_port is not None:
-            prometheus = _prometheus()
-            metrics, store_cls = prometheus.BrokerMetrics(), prometheus.MeteredMessageStore
+            metrics = _prometheus().BrokerMetrics()
         acl_files = _acl().open_acl_files(config.acl_path) if config.acl_enable else None
         if store_lock is None:
             store_lock = await claim_store_directory(config.store_path_root_dir, "rocklet broker")
         holds = PullHoldService()
         bridge = _ArrivalBridge(asyncio.get_running_loop(), holds)
         store = await asyncio.to_thread(
-            store_cls.open,
+            MeteredMessageStore.open,
             config.store_config(),
             listener=bridge,
             clock=clock,
             dir_lock=store_lock,
         )
-        if metrics is not None:
-            cast("MeteredMessageStore", store).sink = metrics
+        # Statistics are always kept (mqadmin reads them); Prometheus gets the same reports.
+        stats = StatsSink(
+            BrokerStats(config.broker_cluster_name),
+            StoreStats(clock.now_ms()),
+            NULL_METRICS if metrics is None else metrics,
+        )
+        cast("MeteredMessageStore", store).sink = stats
         log.info("store opened", report=store.recovery_report)
         conf_dir = config.store_path_root_dir / "config"
         topics = TopicConfigManager(
@@ -246,6 +258,7 @@ class Broker:
             default_queue_nums=config.default_topic_queue_nums,
             cluster_topic_enable=config.cluster_topic_enable,
             broker_topic_enable=config.broker_topic_enable,
+            trace_topic=config.msg_trace_topic_name if config.trace_topic_enable else None,
         )
         groups = SubscriptionGroupManager(
             conf_dir / "subscriptionGroup.json",
@@ -262,10 +275,8 @@ class Broker:
             else None
         )
         registry = ProcessorRegistry()
-        sink: MetricsSink = NULL_METRICS
         if metrics is not None:
-            registry.observer = metrics.on_request
-            sink = metrics
+            registry.observer = stats.on_request
 
         def remoting_server(port: int, name: str) -> RemotingServer:
             return RemotingServer(
@@ -316,7 +327,7 @@ class Broker:
             clock=clock,
             identity=BrokerIdentity.of(config, addr, pack_host(ip, server.port)),
             tasks=tasks,
-            metrics=sink,
+            metrics=stats,
             replicas=ha.master,
             ha_status=ha.status,
         )
@@ -339,7 +350,8 @@ class Broker:
                 ha_server_addr=f"{config.broker_ip2 or ip}:{ha.port}",
                 broker_id=config.broker_id,
             ),
-            topics.wrapper,
+            # Read at each round: UPDATE_BROKER_CONFIG may change the permission.
+            lambda: topics.for_registration(ctx.identity.permission),
             timeout_s=config.register_broker_timeout_ms / 1000,
             compressed=config.compressed_register,
             tls=namesrv_tls,
@@ -357,6 +369,8 @@ class Broker:
             await ha.metadata.sync_once()
             tasks.every(_SLAVE_SYNC_S, ha.metadata.sync_once, "slave-sync")
         broker._start_services()
+        sampler = broker.stats_sampler = StatsSampler(stats, clock)
+        tasks.every(SAMPLE_INTERVAL_S, sampler.tick, "stats-sampling")
         if metrics is not None:
             await broker._start_metrics(metrics, host)
         log.info(

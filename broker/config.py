@@ -32,11 +32,12 @@ from typing import Any, Final, Self, TypeVar
 
 from rocklet.broker.config_keys import log_key_review, review_keys
 from rocklet.broker.ha.guard import AllowList, AllowListError
-from rocklet.broker.properties_file import parse_properties
 from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS, ROCKETMQ_NAMESRV_KEYS
 from rocklet.broker.tls_keys import TLS_KEYS, USE_TLS
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.codes import RequestCode
+from rocklet.protocol.names import check_topic_name
+from rocklet.protocol.properties_text import parse_properties
 from rocklet.store.config import (
     DEFAULT_DELAY_LEVELS,
     FlushDiskType,
@@ -59,6 +60,7 @@ __all__ = [
     "parse_properties",
     "property_name",
     "property_names",
+    "typed_properties",
     "with_overrides",
 ]
 
@@ -104,8 +106,39 @@ def property_name(field_name: str) -> str:
     return head + "".join(part.capitalize() for part in rest)
 
 
+#: Fields that are not properties: unknown keys, and where the config was read from.
+_NOT_PROPERTIES: Final = frozenset({"extra", "config_file"})
+
+
 def _property_fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
-    return {property_name(f.name): f for f in dataclasses.fields(cls) if f.name != "extra"}
+    return {
+        property_name(f.name): f for f in dataclasses.fields(cls) if f.name not in _NOT_PROPERTIES
+    }
+
+
+def typed_properties(config: BrokerConfig | NamesrvConfig) -> dict[str, str]:
+    """The config's fields as property names and text, as ``MixAll.object2Properties``.
+
+    Args:
+        config: A broker or name server configuration.
+
+    Returns:
+        Property name to text, in field order; unset optional fields, ``extra`` and
+        secrets (fields hidden from ``repr``, such as ``secretKey``) left out.
+    """
+    out: dict[str, str] = {}
+    for spec in dataclasses.fields(config):
+        value = getattr(config, spec.name)
+        if spec.name in _NOT_PROPERTIES or value is None or not spec.repr:
+            continue
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, enum.Enum):
+            text = str(value.value)
+        else:
+            text = str(value)
+        out[property_name(spec.name)] = text
+    return out
 
 
 def property_names(cls: type[BrokerConfig] | type[NamesrvConfig]) -> frozenset[str]:
@@ -239,6 +272,10 @@ class BrokerConfig:
     notify_consumer_ids_changed_enable: bool = True
     #: Store replies of request-reply on their topic too (besides pushing them).
     store_reply_message_enable: bool = True
+    #: Create the message-trace topic (``msgTraceTopicName``, 1 queue) at start, for
+    #: clients that send traces (``enableMsgTrace``).
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     #: Rocklet only: serve Prometheus metrics on this port (0 = any free port);
     #: ``None`` (the default) = no metrics endpoint.
     metrics_port: int | None = None
@@ -252,9 +289,16 @@ class BrokerConfig:
     secret_key: str | None = field(default=None, repr=False)
     #: Properties RocketMQ does not define here (kept, never interpreted).
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: Not a property: the file this config was read from (``-c``), where
+    #: UPDATE_BROKER_CONFIG saves changes; ``None``: defaults and overrides only.
+    config_file: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
+        if check_topic_name(self.msg_trace_topic_name) is not None:
+            raise ConfigError(
+                f"msgTraceTopicName is not a valid topic name: {self.msg_trace_topic_name!r}"
+            )
         if self.ha_listen_port is not None:
             _check_port("haListenPort", self.ha_listen_port)
         if self.fast_listen_port is not None and self.fast_listen_port != -1:
@@ -413,6 +457,10 @@ class NamesrvConfig:
     #: ``conf/plain_acl.yml`` in the working directory without ROCKETMQ_HOME.
     acl_file: Path | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: Not a property: the file this config was read from (``-c``), where
+    #: UPDATE_NAMESRV_CONFIG saves changes (RocketMQ's ``configStorePath``); ``None``:
+    #: changes stay in memory.
+    config_file: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
@@ -590,6 +638,9 @@ def with_overrides(config: _C, overrides: Mapping[str, object]) -> _C:
         spec = fields.get(key) or by_prop.get(key)
         if spec is None or spec.name == "extra":
             raise ConfigError(f"unknown configuration key: {key}")
+        if spec.name == "config_file":
+            changes[spec.name] = value
+            continue
         if isinstance(value, str):
             value = _convert(key, value.strip(), hints[spec.name])
         changes[spec.name] = value
@@ -629,7 +680,7 @@ def load_broker_config(
     env = os.environ if environ is None else environ
     if "namesrvAddr" not in props and env.get("NAMESRV_ADDR"):
         props["namesrvAddr"] = env["NAMESRV_ADDR"]
-    config = BrokerConfig.from_properties(props)
+    config = dataclasses.replace(BrokerConfig.from_properties(props), config_file=path)
     unset = {k: v for k, v in (defaults or {}).items() if property_name(k) not in props}
     return with_overrides(with_overrides(config, unset), overrides or {})
 
@@ -655,7 +706,8 @@ def load_namesrv_config(
         known = property_names(NamesrvConfig) | TLS_KEYS
         review = review_keys(props, known, ROCKETMQ_NAMESRV_KEYS)
         log_key_review(review, str(path))
-    return with_overrides(NamesrvConfig.from_properties(props), overrides or {})
+    config = dataclasses.replace(NamesrvConfig.from_properties(props), config_file=path)
+    return with_overrides(config, overrides or {})
 
 
 def _read_properties(path: Path) -> dict[str, str]:

@@ -1,8 +1,10 @@
 """Who this broker is and what it may serve: facts fixed once it listens.
 
+Only the permission changes afterwards (UPDATE_BROKER_CONFIG ``brokerPermission``).
+
 Nearly every processor needs a few of these (the broker's name in remarks, whether it
 takes writes, the host field of stored records), so they travel together as one small
-frozen bundle instead of each processor reaching into the whole configuration.
+bundle instead of each processor reaching into the whole configuration.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ _READ = int(Perm.READ)
 _WRITE = int(Perm.WRITE)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class BrokerIdentity:
     """The running broker's name, address and permissions.
 
@@ -28,7 +30,8 @@ class BrokerIdentity:
         addr: ``ip:port`` clients reach this broker at (advertised).
         store_host: ``addr`` packed as a stored record's 8-byte host field.
         is_master: Whether this broker is a master (a slave takes no writes).
-        permission: ``brokerPermission`` (PermName bits).
+        permission: ``brokerPermission`` (PermName bits); changed in place, on the event
+            loop, by UPDATE_BROKER_CONFIG.
     """
 
     cluster_name: str

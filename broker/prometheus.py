@@ -3,9 +3,9 @@
 Counters are fed by three small hooks, and everything else is read when Prometheus
 scrapes, so an idle broker pays nothing:
 
-- puts: :class:`MeteredMessageStore` counts every successful store write per topic
-  (messages and stored bytes), on whatever thread wrote, like RocketMQ's
-  ``StoreStatsService`` (``putMessageTopicTimesTotal`` / ``SizeTotal``);
+- puts: :class:`rocklet.broker.stats_sink.MeteredMessageStore` reports every successful
+  store write per topic (messages and stored bytes), on whatever thread wrote, like
+  RocketMQ's ``StoreStatsService`` (``putMessageTopicTimesTotal`` / ``SizeTotal``);
 - gets: the pull processor reports the messages it answers per group and topic
   (``BrokerStatsManager`` ``GROUP_GET_NUMS`` / ``GROUP_GET_SIZE``);
 - requests: :func:`rocklet.transport.dispatch.dispatch` reports each request's code,
@@ -18,15 +18,17 @@ are computed by :class:`BrokerStateCollector` at scrape time. The HTTP endpoint
 (:class:`MetricsServer`) runs on the broker's event loop, so the collector reads the
 offset table and the hold service on the loop that owns them.
 
-TPS is not exported as a gauge: ``rate(rocklet_messages_put_total[1m])`` gives it
-over any window, which is what RocketMQ's 10 s / 1 min / 10 min figures approximate.
+The broker's own statistics (:mod:`rocklet.broker.stats_sink`) receive every report
+first and pass it on to :class:`BrokerMetrics`. TPS is not exported as a gauge:
+``rate(rocklet_messages_put_total[1m])`` gives it over any window, which is what
+RocketMQ's 10 s / 1 min / 10 min figures approximate (GET_BROKER_RUNTIME_INFO has those).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Final
 
 import structlog
@@ -46,14 +48,11 @@ from prometheus_client.core import (
 )
 
 from rocklet.broker.long_polling import PullHoldService
-from rocklet.broker.metrics import NULL_METRICS, MetricsSink
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.protocol.codes import RequestCode, ResponseCode
-from rocklet.store._raw_batch import RawBatch
 from rocklet.store.message_store import MessageStore
-from rocklet.store.results import MessageToStore, PutResult
 
-__all__ = ["BrokerMetrics", "BrokerStateCollector", "MeteredMessageStore", "MetricsServer"]
+__all__ = ["BrokerMetrics", "BrokerStateCollector", "MetricsServer"]
 
 log = structlog.get_logger(__name__)
 
@@ -175,32 +174,6 @@ class BrokerMetrics:
     def expose(self) -> bytes:
         """Every metric of the registry in Prometheus' text format (collectors run now)."""
         return generate_latest(self.registry)
-
-
-class MeteredMessageStore(MessageStore):
-    """The message store, counting each successful put in :attr:`sink`.
-
-    Used in place of :class:`MessageStore` when metrics are on; set :attr:`sink` right
-    after :meth:`~MessageStore.open` (recovery writes nothing through ``put_messages``).
-    A delayed message counts under its own topic when sent and again when delivered
-    (both are real writes; RocketMQ files the first under ``SCHEDULE_TOPIC_XXXX``).
-    """
-
-    sink: MetricsSink = NULL_METRICS
-
-    def put_messages(self, msgs: Sequence[MessageToStore]) -> PutResult:
-        """Append a batch (see :meth:`MessageStore.put_messages`) and count it."""
-        result = super().put_messages(msgs)
-        if result.ok:
-            self.sink.on_put(msgs[0].topic, result.msg_count, result.wrote_bytes)
-        return result
-
-    def put_raw_batch(self, raw: RawBatch) -> PutResult | None:
-        """Append from the bytes (see :meth:`MessageStore.put_raw_batch`) and count it."""
-        result = super().put_raw_batch(raw)
-        if result is not None and result.ok:
-            self.sink.on_put(raw.topic, result.msg_count, result.wrote_bytes)
-        return result
 
 
 class BrokerStateCollector:

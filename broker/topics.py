@@ -55,6 +55,8 @@ class TopicConfigManager:
         default_queue_nums: ``defaultTopicQueueNums`` (8), TBW102's queue count.
         cluster_topic_enable: ``clusterTopicEnable``: the cluster topic is read-write.
         broker_topic_enable: ``brokerTopicEnable``: the broker topic is read-write.
+        trace_topic: ``msgTraceTopicName`` when ``traceTopicEnable`` is on: created with
+            one read-write queue, as RocketMQ does; ``None``: no trace topic.
         on_change: Called after any change, e.g. to re-register with name servers.
     """
 
@@ -69,6 +71,7 @@ class TopicConfigManager:
         default_queue_nums: int = 8,
         cluster_topic_enable: bool = True,
         broker_topic_enable: bool = True,
+        trace_topic: str | None = None,
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self._path = path
@@ -95,6 +98,8 @@ class TopicConfigManager:
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
             TopicConfig(f"{cluster_name}_REPLY_TOPIC", 1, 1),
         ]
+        if trace_topic is not None:
+            system.append(TopicConfig(trace_topic, 1, 1))
         if auto_create:
             system.append(
                 TopicConfig(AUTO_CREATE_TOPIC, default_queue_nums, default_queue_nums, _RW | 1)
@@ -130,6 +135,34 @@ class TopicConfigManager:
     def wrapper(self) -> TopicConfigSerializeWrapper:
         """Return the table with its data version (GET_ALL_TOPIC_CONFIG, registration)."""
         return TopicConfigSerializeWrapper(dict(self._table), self.data_version)
+
+    def for_registration(self, broker_permission: int) -> TopicConfigSerializeWrapper:
+        """The table as the name servers are sent it (``registerBrokerAll``).
+
+        A broker without read or write permission registers every topic with its own
+        permission instead of the topic's, so routes show a drained broker at once.
+
+        Args:
+            broker_permission: ``brokerPermission`` now.
+        """
+        wrapper = self.wrapper()
+        if broker_permission & _RW == _RW:
+            return wrapper
+        table = {
+            name: TopicConfig(name, c.read_queue_nums, c.write_queue_nums, perm=broker_permission)
+            for name, c in wrapper.topic_config_table.items()
+        }
+        return TopicConfigSerializeWrapper(table, wrapper.data_version)
+
+    def bump_version(self) -> None:
+        """Start a new data version without a topic change, and re-register at once.
+
+        UPDATE_BROKER_CONFIG does this when ``brokerPermission`` changes, so name
+        servers take the new permissions even if they skip unchanged versions.
+        """
+        self.data_version = self.data_version.next_version(self._clock.now_ms())
+        if self.on_change is not None:
+            self.on_change()
 
     def create_for_send(
         self, topic: str, default_topic: str, queue_nums: int

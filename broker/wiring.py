@@ -11,6 +11,10 @@ from rocklet.broker.config import BrokerRole
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.processors import (
     admin,
+    admin_clients,
+    admin_config,
+    admin_maintenance,
+    admin_stats,
     admin_store,
     client_manage,
     consumer_manage,
@@ -21,8 +25,12 @@ from rocklet.broker.processors import (
     sendback,
     transaction,
 )
+from rocklet.broker.processors.admin_clients import ClientAdmin
+from rocklet.broker.processors.admin_config import ConfigAdmin
 from rocklet.broker.processors.admin_groups import GroupAdmin
+from rocklet.broker.processors.admin_maintenance import MaintenanceAdmin
 from rocklet.broker.processors.admin_runtime import RuntimeAdmin
+from rocklet.broker.processors.admin_stats import StatsAdmin
 from rocklet.broker.processors.admin_store import StoreAdmin
 from rocklet.broker.processors.admin_topics import TopicAdmin
 from rocklet.broker.processors.client_manage import ClientManageProcessor
@@ -35,6 +43,7 @@ from rocklet.broker.processors.send import SendProcessor
 from rocklet.broker.processors.sendback import SendBackProcessor
 from rocklet.broker.processors.transaction import EndTransactionProcessor
 from rocklet.broker.put_wait import PutWait
+from rocklet.broker.stats_sink import stats_of
 from rocklet.broker.transaction_check import TransactionCheckService
 from rocklet.store.config import FlushDiskType
 from rocklet.transport import ProcessorRegistry
@@ -58,6 +67,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
         flush_service=ctx.store.flush_service,
     )
     store, topics, groups, clients = ctx.store, ctx.topics, ctx.groups, ctx.clients
+    stats = stats_of(ctx.metrics, identity.cluster_name, ctx.clock)
     send.register(
         registry,
         SendProcessor(
@@ -76,6 +86,12 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
         ),
     )
     filters = PropertyFilters(enabled=cfg.enable_property_filter)
+    # Both are changed in place by UPDATE_BROKER_CONFIG (ConfigAdmin).
+    slave_reads = SlaveReads(
+        slave_read_enable=cfg.slave_read_enable,
+        memory_lag_bytes=total_physical_memory() * cfg.access_message_in_memory_max_ratio // 100,
+        offset_check_in_slave=cfg.offset_check_in_slave,
+    )
     pull.register(
         registry,
         PullProcessor(
@@ -90,13 +106,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             long_polling=cfg.long_polling_enable,
             short_polling_time_ms=cfg.short_polling_time_ms,
             max_transfer_count=cfg.max_transfer_count_on_message_in_memory,
-            slave_reads=SlaveReads(
-                slave_read_enable=cfg.slave_read_enable,
-                memory_lag_bytes=total_physical_memory()
-                * cfg.access_message_in_memory_max_ratio
-                // 100,
-                offset_check_in_slave=cfg.offset_check_in_slave,
-            ),
+            slave_reads=slave_reads,
             filters=filters,
         ),
     )
@@ -157,12 +167,48 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             offsets=ctx.offsets,
             clients=clients,
             identity=identity,
+            stats=stats.broker,
         ),
         RuntimeAdmin(
-            config=cfg, store=store, clients=clients, clock=ctx.clock, ha_status=ctx.ha_status
+            config=cfg,
+            store=store,
+            clients=clients,
+            clock=ctx.clock,
+            ha_status=ctx.ha_status,
+            store_stats=stats.store,
         ),
     )
     admin_store.register(registry, StoreAdmin(store))
+    admin_config.register(
+        registry,
+        ConfigAdmin(
+            config=cfg,
+            identity=identity,
+            topics=topics,
+            registration=ctx.registration,
+            register_timeout_ms=cfg.register_broker_timeout_ms,
+            slave_reads=slave_reads,
+            filters=filters,
+            clock=ctx.clock,
+        ),
+    )
+    admin_clients.register(registry, ClientAdmin(clients=clients, store=store, identity=identity))
+    admin_maintenance.register(
+        registry,
+        MaintenanceAdmin(store=store, topics=topics, clients=clients, identity=identity),
+    )
+    admin_stats.register(
+        registry,
+        StatsAdmin(
+            stats=stats.broker,
+            store=store,
+            topics=topics,
+            groups=groups,
+            offsets=ctx.offsets,
+            clients=clients,
+            identity=identity,
+        ),
+    )
 
 
 def transaction_check_service(ctx: BrokerContext) -> TransactionCheckService:

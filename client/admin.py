@@ -21,7 +21,14 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from rocklet.client.errors import BrokerError, ClientStateError, NoRouteError, error_for_code
+from rocklet.client.admin_reset import reset_offline
+from rocklet.client.errors import (
+    BrokerError,
+    ClientStateError,
+    ConsumerNotOnlineError,
+    NoRouteError,
+    error_for_code,
+)
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import MessageExt
 from rocklet.client.tls import TlsOption
@@ -297,6 +304,9 @@ class Admin:
 
         Each broker of the topic commits the new offsets and tells the group's online
         consumers (RESET_CONSUMER_CLIENT_OFFSET), as ``mqadmin resetOffsetByTime`` does.
+        A broker with none of the group's consumers online answers CONSUMER_NOT_ONLINE;
+        the offsets on it are then committed from here, queue by queue, as the tool
+        falls back to (:func:`rocklet.client.admin_reset.reset_offline`).
 
         Args:
             group: Consumer group.
@@ -314,12 +324,18 @@ class Admin:
         route = await self._route(topic)
         addrs = [a for b in route.broker_datas if (a := b.master_addr) is not None]
         header = ResetOffsetRequestHeader(topic, group, timestamp_ms, force)
-        answers = await self._each(
-            addrs, lambda a: self._call(a, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
-        )
+
+        async def one(addr: str) -> dict[MessageQueue, int]:
+            try:
+                answer = await self._call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+            except ConsumerNotOnlineError:
+                call = self._call
+                return await reset_offline(call, addr, group, topic, timestamp_ms, force=force)
+            return dict(ResetOffsetBody.from_json(answer.body).offset_table)
+
         table: dict[MessageQueue, int] = {}
-        for answer in answers:
-            table.update(ResetOffsetBody.from_json(answer.body).offset_table)
+        for part in await self._each(addrs, one):
+            table.update(part)
         return dict(sorted(table.items()))
 
     async def consumer_connections(self, group: str) -> ConsumerConnection:

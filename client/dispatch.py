@@ -11,6 +11,7 @@ code  request                         handled by
 ====  ==============================  =====================================================
 40    NOTIFY_CONSUMER_IDS_CHANGED     ``ConsumerHandle.rebalance_soon`` (oneway)
 307   GET_CONSUMER_RUNNING_INFO       ``ConsumerHandle.running_info`` (answered with a body)
+309   CONSUME_MESSAGE_DIRECTLY        a push consumer's listener, on one message (a body)
 220   RESET_CONSUMER_CLIENT_OFFSET    ``ConsumerHandle.reset_offset`` (oneway from Java)
 39    CHECK_TRANSACTION_STATE         ``ProducerHandle.check_transaction_state`` (oneway)
 326   PUSH_REPLY_MESSAGE_TO_CLIENT    the waiting request future (answered SUCCESS)
@@ -27,12 +28,14 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from rocklet.client.consume_directly import DirectConsumer
 from rocklet.client.handles import ConsumerHandle, ProducerHandle
 from rocklet.client.message import MessageExt
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.consumer import (
+    ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
@@ -87,6 +90,7 @@ class ServerRequestDispatcher:
         self._handlers: dict[int, _Handler] = {
             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: self._notify_ids_changed,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self._running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self._consume_directly,
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._reset_offset,
             RequestCode.CHECK_TRANSACTION_STATE: self._check_transaction,
             RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: self._push_reply,
@@ -132,6 +136,18 @@ class ServerRequestDispatcher:
             )
         info = await consumer.running_info()
         return cmd.make_response(ResponseCode.SUCCESS, body=info.to_json())
+
+    async def _consume_directly(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        header = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(cmd.ext_fields)
+        consumer = self._groups.consumer(header.consumer_group)
+        if not isinstance(consumer, DirectConsumer):  # no such group, or not a push consumer
+            return cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                remark=f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        msg = MessageExt.from_stored(decode_message(cmd.body), broker_name=header.broker_name or "")
+        result = await consumer.consume_message_directly(msg, header.broker_name)
+        return cmd.make_response(ResponseCode.SUCCESS, body=result.to_json())
 
     async def _reset_offset(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)

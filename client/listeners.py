@@ -100,6 +100,21 @@ class ListenerTable:
         """Whether some listener is a plain function."""
         return any(not is_async for _, is_async in self._listeners.values())
 
+    async def call_plain(self, msgs: list[MessageExt]) -> object:
+        """Run the batch's listener and return whatever it returned.
+
+        Exceptions propagate and nothing is counted: CONSUME_MESSAGE_DIRECTLY (309)
+        reports them as they are (:mod:`rocklet.client.consume_directly`).
+        """
+        entry = self._listeners.get(msgs[0].topic)
+        if entry is None:
+            entry = next(iter(self._listeners.values()))
+        listener, is_async = entry
+        if is_async:
+            return await cast(Awaitable[object], listener(msgs))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._get_executor(), listener, msgs)
+
     async def call(self, msgs: list[MessageExt]) -> ConsumeResult:
         """Run the listener of the batch's topic; failures become ``failure``.
 

@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Mapping
 
 from rocklet.client.consume_concurrently import ConcurrentConsumeService
+from rocklet.client.consume_directly import consume_directly
 from rocklet.client.consume_orderly import OrderlyConsumeService
 from rocklet.client.consume_service import make_send_back
 from rocklet.client.errors import BrokerError, TransportError, error_for_code
@@ -32,6 +33,7 @@ from rocklet.client.rebalance import Rebalancer, subscription
 from rocklet.client.selector import MessageSelector
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.heartbeat import ConsumerData, ConsumeType, MessageModel
+from rocklet.protocol.bodies.maintenance import ConsumeMessageDirectlyResult
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo, ConsumeStatus
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -242,6 +244,14 @@ class PushRuntime:
         """Jump to the given offsets (RESET_CONSUMER_CLIENT_OFFSET from the broker)."""
         if not self._stopped:  # a reset must not re-add queues while shutting down
             await self.rebalancer.reset(offsets)
+
+    async def consume_message_directly(
+        self, msg: MessageExt, broker_name: str | None
+    ) -> ConsumeMessageDirectlyResult:
+        """Run the listener on one message (CONSUME_MESSAGE_DIRECTLY from an admin tool)."""
+        return await consume_directly(
+            self._listeners, msg, orderly=self.config.orderly, retry_topic=self._retry_topic
+        )
 
     # -- pull loops and the consume service -----------------------------------------
 

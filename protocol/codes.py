@@ -108,15 +108,25 @@ class RequestCode(IntEnum):
     GET_TOPICS_BY_CLUSTER = 224
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
+    GET_SYSTEM_TOPIC_LIST_FROM_BROKER = 305  #: admin: the broker's system topic names
+    CLEAN_EXPIRED_CONSUMEQUEUE = 306  #: admin: drop queues pointing at deleted data
     GET_CONSUMER_RUNNING_INFO = 307  #: broker -> client: running info snapshot
-    CONSUME_MESSAGE_DIRECTLY = 309
+    CONSUME_MESSAGE_DIRECTLY = 309  #: admin -> broker -> client: consume one message
     SEND_MESSAGE_V2 = 310  #: send with single-letter header keys (Java, ali-ons)
+    VIEW_BROKER_STATS_DATA = 315  #: admin: one statistic's minute/hour/day figures
+    CLEAN_UNUSED_TOPIC = 316  #: admin: drop queues of topics the broker no longer has
+    GET_BROKER_CONSUME_STATS = 317  #: admin: every group's progress on the broker
+    UPDATE_NAMESRV_CONFIG = 318  #: admin -> name server: properties text in the body
+    GET_NAMESRV_CONFIG = 319  #: admin -> name server: its configuration as properties text
     SEND_BATCH_MESSAGE = 320  #: batch send with the V2 header (Java)
+    QUERY_CONSUME_QUEUE = 321  #: admin: raw consume-queue entries
     QUERY_DATA_VERSION = 322
     SEND_REPLY_MESSAGE = 324  #: request-reply: the replier's send
     SEND_REPLY_MESSAGE_V2 = 325  #: the same with the V2 header
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326  #: broker -> requesting client
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_ALL_PRODUCER_INFO = 328  #: admin: every producer channel by group
+    DELETE_EXPIRED_COMMITLOG = 329  #: admin: run commitlog retention now
     #: Rocklet only: check the broker's store files (``rocklet admin storeCheck``).
     #: Rocklet's own codes are 40000-40999, a range RocketMQ does not use (4.9.4 ends
     #: at 329; 5.x adds 1001-1018, 2001-2004, 3001-3010 and 200050-200151).

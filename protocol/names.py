@@ -27,6 +27,7 @@ __all__ = [
     "MAX_GROUP_LENGTH",
     "MAX_TOPIC_LENGTH",
     "OFFSET_MOVED_EVENT",
+    "ORDER_TOPIC_CONFIG",
     "RETRY_PREFIX",
     "SCHEDULE_TOPIC",
     "SELF_TEST_TOPIC",
@@ -52,6 +53,9 @@ OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
 #: A consumer group's retry topic is ``%RETRY%<group>``, its dead-letter topic ``%DLQ%<group>``.
 RETRY_PREFIX: Final = "%RETRY%"
 DLQ_PREFIX: Final = "%DLQ%"
+#: The name server's KV namespace of ordered topics' ``brokerName:queueNums`` lists
+#: (``NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG``).
+ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
 
 #: The characters RocketMQ allows, as its remarks quote them.
 VALID_NAME_PATTERN: Final = "^[%|a-zA-Z0-9_-]+$"

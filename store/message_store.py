@@ -597,9 +597,11 @@ class MessageStore:
             end_ms: Latest store time.
 
         Returns:
-            Views of the matching records, newest first.
+            Views of the matching records in commitlog order, as RocketMQ's
+            ``queryMessage`` sorts them. With more than ``max_num`` matches the newest
+            ``max_num`` are kept (the index is walked newest first, as there).
         """
-        out: list[memoryview] = []
+        out: list[tuple[int, memoryview]] = []
         with self._lock:
             candidates = self.index.query(topic, key, max(max_num * 4, 64), begin_ms, end_ms)
             for phy in candidates:
@@ -616,10 +618,11 @@ class MessageStore:
                     and begin_ms <= msg.store_timestamp <= end_ms
                     and (key in msg.keys or msg.uniq_key == key)
                 ):
-                    out.append(view)
+                    out.append((phy, view))
                     if len(out) >= max_num:
                         break
-        return out
+        out.sort(key=lambda hit: hit[0])
+        return [view for _, view in out]
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         """A queue's min offset (0 if unknown). Any thread; takes the store lock."""

@@ -27,7 +27,7 @@ from rocklet.store._dispatch_request import DispatchRequest, check_record
 from rocklet.store._time import local_hour
 from rocklet.store.message_store import MessageStore
 
-__all__ = ["DiskUsage", "RetentionService"]
+__all__ = ["DiskUsage", "RetentionService", "clean_logics"]
 
 log = structlog.get_logger(__name__)
 
@@ -68,8 +68,13 @@ class RetentionService:
         u = self.disk_usage(self.store.config.store_path)
         return u.used / u.total if u.total else 0.0
 
-    def run_once(self) -> int:
+    def run_once(self, *, manual: bool = False) -> int:
         """One retention pass. Takes the store lock.
+
+        Args:
+            manual: Delete expired segments whatever the hour (``mqadmin
+                deleteExpiredCommitLog``); a segment is still kept until it is
+                ``file_reserved_time_hours`` old.
 
         Returns:
             Commitlog segments deleted.
@@ -77,7 +82,7 @@ class RetentionService:
         cfg = self.store.config
         now = self.store.clock.now_ms()
         ratio = self._usage_ratio()
-        time_up = local_hour(now) in cfg.delete_hours
+        time_up = manual or local_hour(now) in cfg.delete_hours
         # An unknown usage (-1) reclaims too, as RocketMQ's isSpaceToDelete does.
         space_up = ratio > cfg.disk_max_used_space_ratio or ratio < 0
         reserved_ms = cfg.file_reserved_time_hours * 3_600_000
@@ -101,7 +106,7 @@ class RetentionService:
                     if not expired:
                         ratio = self._usage_ratio()  # forced: stop once below the ratio
             files.retry_destroy()
-            self._clean_logics()
+            clean_logics(self.store)
         if deleted:
             self.store.disk.check()  # sends refused for a full disk resume now
         return deleted
@@ -118,9 +123,14 @@ class RetentionService:
         req = check_record(mf.view, 0, check_crc=False)
         return req.store_timestamp if isinstance(req, DispatchRequest) else None
 
-    def _clean_logics(self) -> None:
-        cl_min = self.store.commitlog.min_offset()
-        for cq in list(self.store.queues.values()):
-            cq.delete_expired(cl_min)
-            cq.files.retry_destroy()
-        self.store.index.delete_expired(cl_min)
+
+def clean_logics(store: MessageStore) -> None:
+    """Drop consume-queue and index files that only point below the commitlog's min.
+
+    Store lock held. Also trims each queue's min offset to its first live entry.
+    """
+    cl_min = store.commitlog.min_offset()
+    for cq in list(store.queues.values()):
+        cq.delete_expired(cl_min)
+        cq.files.retry_destroy()
+    store.index.delete_expired(cl_min)

@@ -34,6 +34,7 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import ProtocolError
 from rocklet.protocol.frame import FrameDecoder
 from rocklet.protocol.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     DeleteKVConfigRequestHeader,
@@ -71,7 +72,12 @@ from rocklet.protocol.headers import (
     ViewMessageRequestHeader,
     WipeWritePermOfBrokerRequestHeader,
 )
+from rocklet.protocol.headers.admin import QueryConsumeQueueRequestHeader
 from rocklet.protocol.headers.namesrv import AddWritePermOfBrokerRequestHeader
+from rocklet.protocol.headers.stats import (
+    GetConsumeStatsInBrokerHeader,
+    ViewBrokerStatsDataRequestHeader,
+)
 from rocklet.protocol.properties import encode_properties
 from tests.conftest import CAPTURES
 
@@ -176,6 +182,10 @@ _HEADERS: Final[dict[Target, dict[int, type[Header]]]] = {
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
         RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader,
         RequestCode.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
+        RequestCode.VIEW_BROKER_STATS_DATA: ViewBrokerStatsDataRequestHeader,
+        RequestCode.GET_BROKER_CONSUME_STATS: GetConsumeStatsInBrokerHeader,
+        RequestCode.QUERY_CONSUME_QUEUE: QueryConsumeQueueRequestHeader,
     },
     "namesrv": {
         RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
@@ -208,10 +218,17 @@ _NO_HEADER: Final[dict[Target, tuple[int, ...]]] = {
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.UPDATE_BROKER_CONFIG,
         RequestCode.ROCKLET_STORE_CHECK,
+        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
+        RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
+        RequestCode.CLEAN_UNUSED_TOPIC,
+        RequestCode.GET_ALL_PRODUCER_INFO,
+        RequestCode.DELETE_EXPIRED_COMMITLOG,
     ),
     "namesrv": (
         RequestCode.GET_BROKER_CLUSTER_INFO,
         RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        RequestCode.GET_NAMESRV_CONFIG,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
     ),
 }
 _V2_CODES: Final = (
@@ -265,6 +282,7 @@ def _bodies() -> dict[int, bytes]:
             "FuzzGroup"
         ).to_json(),
         RequestCode.UPDATE_BROKER_CONFIG: b"brokerName=broker-a\n",
+        RequestCode.UPDATE_NAMESRV_CONFIG: b"productEnvName=fuzz\nserverWorkerThreads=8\n",
         RequestCode.REGISTER_BROKER: RegisterBrokerBody(
             TopicConfigSerializeWrapper(
                 {"FuzzTopic": TopicConfig("FuzzTopic", 4, 4)}, DataVersion(1, 1)

@@ -93,6 +93,22 @@ def test_the_checker_sees_relative_and_nested_imports() -> None:
     assert sorted(seen) == ["broker", "client", "store"]
 
 
+def test_the_admin_cli_imports_no_server_code() -> None:
+    # ``rocklet admin`` administers servers over the wire, like mqadmin: it may use the
+    # SDK and the protocol, never the broker's or the store's modules.
+    root = ROOT / "rocklet" / "admin"
+    wrong: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for sub in _ours("rocklet.admin.verb", "rocklet.admin", node):
+                    if sub in ("broker", "store", "spark"):
+                        wrong.setdefault(sub, set()).add(path.name)
+    assert list(root.glob("verbs*.py")), "the admin package moved: update this test"
+    assert not wrong, wrong
+
+
 def test_every_mapped_package_is_checked() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     mapped = pyproject["tool"]["setuptools"]["package-dir"]

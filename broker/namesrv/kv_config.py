@@ -6,12 +6,9 @@ Namespaces of string pairs; ``ORDER_TOPIC_CONFIG`` is the one RocketMQ itself re
 
 from __future__ import annotations
 
-from typing import Final
+from rocklet.protocol.names import ORDER_TOPIC_CONFIG
 
 __all__ = ["ORDER_TOPIC_CONFIG", "KVConfigManager"]
-
-#: ``NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG``.
-ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
 
 
 class KVConfigManager:

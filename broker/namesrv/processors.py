@@ -3,12 +3,15 @@
 Each processor reads a typed header, consults the :class:`RouteInfoManager` or the
 :class:`KVConfigManager` and answers with the bodies docs/protocol.md describes. Header
 and body errors propagate to the dispatcher, which answers SYSTEM_ERROR with the reason.
+GET/UPDATE_NAMESRV_CONFIG are served by :class:`NamesrvConfiguration` (what each key
+does, what is saved where: :mod:`rocklet.broker.namesrv.configuration`); the processors
+read the config in force from it on every request.
 
 RocketMQ's name server takes any text; this one checks what it keeps or is asked for.
 A topic RocketMQ's name rules reject cannot be routed: a route query answers
-TOPIC_NOT_EXIST, a delete SYSTEM_ERROR, with the rule as the remark; a registration
-keeps the broker and its other topics, leaves such topics out, and says which in the
-remark of its SUCCESS (a broker with one odd topic still gets routed). A KV entry needs
+TOPIC_NOT_EXIST (the rule, then RocketMQ's FAQ line), a delete SYSTEM_ERROR (the rule);
+a registration keeps the broker and its other topics, leaves such topics out, and says
+which in the remark of its SUCCESS (a broker with one odd topic still gets routed). A KV entry needs
 a namespace and a key; ``ORDER_TOPIC_CONFIG`` entries are a topic and the
 ``brokerName:queueNums;...`` list clients parse. Text without a UTF-8 form never gets
 here: the typed headers and the body parser refuse it.
@@ -23,8 +26,10 @@ from typing import Final
 import structlog
 
 from rocklet.broker.config import NamesrvConfig
+from rocklet.broker.namesrv.configuration import NamesrvConfiguration
 from rocklet.broker.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
 from rocklet.broker.namesrv.route_info import RouteInfoManager
+from rocklet.broker.tls_keys import SECRET_KEYS
 from rocklet.protocol.bodies.cluster import KVTable, TopicList
 from rocklet.protocol.bodies.register import RegisterBrokerBody
 from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
@@ -32,6 +37,8 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.base import shown
 from rocklet.protocol.headers.namesrv import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
@@ -45,6 +52,8 @@ from rocklet.protocol.headers.namesrv import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
 )
 from rocklet.protocol.names import check_topic_name
 from rocklet.transport import ProcessorRegistry, RequestContext
@@ -57,6 +66,8 @@ __all__ = ["NamesrvProcessors"]
 _V4_9_4: Final = 401
 #: Connection attribute marking that a close callback already watches it.
 _WATCHED: Final = "namesrv.broker_watch"
+#: ``FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL)``, which ends 4.9.4's TOPIC_NOT_EXIST remark.
+APPLY_TOPIC_TIP: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 _log = structlog.get_logger(__name__)
 
@@ -125,15 +136,28 @@ class NamesrvProcessors:
         kv: The KV configuration.
         config: The name server's config.
         clock: Source of registration times (monotonic milliseconds).
+        configuration: What GET/UPDATE_NAMESRV_CONFIG serve (its config is the one in
+            force). Default: one over ``config``.
     """
 
     def __init__(
-        self, routes: RouteInfoManager, kv: KVConfigManager, config: NamesrvConfig, clock: Clock
+        self,
+        routes: RouteInfoManager,
+        kv: KVConfigManager,
+        config: NamesrvConfig,
+        clock: Clock,
+        *,
+        configuration: NamesrvConfiguration | None = None,
     ) -> None:
         self._routes = routes
         self._kv = kv
-        self._config = config
+        self._configuration = configuration or NamesrvConfiguration(config)
         self._clock = clock
+
+    @property
+    def _config(self) -> NamesrvConfig:
+        # Read per request: orderMessageEnable and the like change at runtime.
+        return self._configuration.config
 
     def registry(self) -> ProcessorRegistry:
         """A registry with every name server request code.
@@ -156,6 +180,10 @@ class NamesrvProcessors:
                 RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
                 RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
                 RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+                RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm,
+                RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
+                RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
+                RequestCode.GET_NAMESRV_CONFIG: self.get_config,
             }
         )
         return registry
@@ -254,11 +282,11 @@ class NamesrvProcessors:
         route = self._routes.get_topic_route(header.topic)
         if route is None:
             # An invalid name is never routed (registrations leave it out): say why.
-            return cmd.make_response(
-                ResponseCode.TOPIC_NOT_EXIST,
-                remark=check_topic_name(header.topic)
-                or f"No topic route info in name server for the topic: {header.topic}",
+            reason = (
+                check_topic_name(header.topic)
+                or f"No topic route info in name server for the topic: {header.topic}"
             )
+            return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, remark=reason + APPLY_TOPIC_TIP)
         if self._config.order_message_enable:
             order_conf = self._kv.get(ORDER_TOPIC_CONFIG, header.topic)
             if order_conf is not None:
@@ -334,3 +362,67 @@ class NamesrvProcessors:
                 remark=f"No config item, Namespace: {header.namespace}",
             )
         return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())
+
+    async def wipe_write_perm(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """WIPE_WRITE_PERM_OF_BROKER (205): a broker group's topics lose WRITE in the routes.
+
+        Answers ``wipeTopicCount``, the topics the group serves (0 for an unknown group).
+        """
+        header = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        count = self._routes.wipe_write_perm(header.broker_name)
+        _log.info(
+            "wiped write perm of broker",
+            broker=header.broker_name,
+            by=ctx.peer_address,
+            topics=count,
+        )
+        reply = WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=reply.to_ext_fields())
+
+    async def add_write_perm(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """ADD_WRITE_PERM_OF_BROKER (327): a broker group's topics become READ|WRITE.
+
+        Answers ``addTopicCount``, the topics the group serves.
+        """
+        header = AddWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        count = self._routes.add_write_perm(header.broker_name)
+        _log.info(
+            "added write perm of broker",
+            broker=header.broker_name,
+            by=ctx.peer_address,
+            topics=count,
+        )
+        reply = AddWritePermOfBrokerResponseHeader(add_topic_count=count)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=reply.to_ext_fields())
+
+    async def get_config(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_NAMESRV_CONFIG (319): the configuration as ``key=value`` lines."""
+        return cmd.make_response(
+            ResponseCode.SUCCESS, body=self._configuration.text().encode("utf-8")
+        )
+
+    async def update_config(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_NAMESRV_CONFIG (318): set keys from a properties body, and save them.
+
+        No body changes nothing (SUCCESS), as in Java. See
+        :mod:`rocklet.broker.namesrv.configuration` for what each key does.
+        """
+        if not cmd.body:
+            return cmd.make_response(ResponseCode.SUCCESS)
+        result = await self._configuration.update(cmd.body.decode("utf-8", "replace"))
+        if result.code != ResponseCode.SUCCESS:
+            _log.warning(
+                "name server config update refused", by=ctx.peer_address, why=result.remark
+            )
+        else:
+            _log.info(
+                "name server config updated",
+                by=ctx.peer_address,
+                values={k: _secret_hidden(k, v) for k, v in result.applied.items()},
+                ignored=list(result.ignored),
+            )
+        return cmd.make_response(result.code, remark=result.remark)
+
+
+def _secret_hidden(key: str, value: str) -> str:
+    return "******" if key in SECRET_KEYS else value

@@ -18,13 +18,14 @@ Times are milliseconds of whatever clock the caller uses, consistently.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 import structlog
 
 from rocklet.protocol.bodies.cluster import ClusterInfo
-from rocklet.protocol.bodies.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
+from rocklet.protocol.bodies.route import MASTER_ID, BrokerData, Perm, QueueData, TopicRouteData
 from rocklet.protocol.bodies.topic import DataVersion, TopicConfigSerializeWrapper
 
 __all__ = ["BROKER_EXPIRED_MS", "BrokerLiveInfo", "RegisterResult", "RouteInfoManager"]
@@ -284,6 +285,45 @@ class RouteInfoManager:
     def live_brokers(self) -> dict[str, BrokerLiveInfo]:
         """Live brokers by address (a copy)."""
         return dict(self._live)
+
+    def wipe_write_perm(self, broker_name: str) -> int:
+        """Take WRITE away from every queue data of a broker group (WIPE_WRITE_PERM_OF_BROKER).
+
+        As ``RouteInfoManager.operateWritePermOfBroker``: every topic the group serves
+        counts, whether or not it could be written before. The group's next registration
+        puts its own perms back only when its topic table changed (a new data version)
+        or it registers anew, since only then is queue data rebuilt.
+
+        Args:
+            broker_name: The group.
+
+        Returns:
+            How many topics' queue data of the group were touched (0: none, or no such group).
+        """
+        return self._set_perms(broker_name, lambda perm: perm & ~int(Perm.WRITE))
+
+    def add_write_perm(self, broker_name: str) -> int:
+        """Make every queue data of a broker group READ|WRITE (ADD_WRITE_PERM_OF_BROKER).
+
+        As Java, the perm becomes exactly READ|WRITE (6): an INHERIT bit is dropped and
+        a topic the broker serves read-only becomes writable in the routes.
+
+        Args:
+            broker_name: The group.
+
+        Returns:
+            How many topics' queue data of the group were touched.
+        """
+        return self._set_perms(broker_name, lambda _perm: int(Perm.READ | Perm.WRITE))
+
+    def _set_perms(self, broker_name: str, change: Callable[[int], int]) -> int:
+        count = 0
+        for queues in self._topic_queues.values():
+            data = queues.get(broker_name)
+            if data is not None:
+                queues[broker_name] = dataclasses.replace(data, perm=change(int(data.perm)))
+                count += 1
+        return count
 
     def delete_topic(self, topic: str, cluster: str | None = None) -> None:
         """Forget a topic's queues (DELETE_TOPIC_IN_NAMESRV).

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from types import ModuleType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Final, Self
 
 from rocklet.broker.config import NamesrvConfig
+from rocklet.broker.namesrv.configuration import NamesrvConfiguration
 from rocklet.broker.namesrv.kv_config import KVConfigManager
 from rocklet.broker.namesrv.processors import NamesrvProcessors
 from rocklet.broker.namesrv.route_info import RouteInfoManager
 from rocklet.broker.tls_config import TlsSettings, tls_settings
+from rocklet.protocol.codes import RequestCode
 from rocklet.transport import RemotingServer
 from rocklet.transport.clock import Clock, SystemClock
 from rocklet.transport.connection import Connection
@@ -20,6 +22,12 @@ if TYPE_CHECKING:
     from rocklet.broker.acl.files import AclFiles
 
 __all__ = ["NamesrvServer"]
+
+#: With ``aclEnable``, besides the write requests of ``NAMESRV_CHECKED_CODES``: reading
+#: the configuration needs a valid signature (any account, as GET_BROKER_CONFIG on a
+#: broker), changing it an admin account.
+_CONFIG_READ: Final = frozenset({RequestCode.GET_NAMESRV_CONFIG})
+_CONFIG_WRITE: Final = frozenset({RequestCode.UPDATE_NAMESRV_CONFIG})
 
 
 def _acl() -> ModuleType:
@@ -49,7 +57,11 @@ class NamesrvServer:
         self.routes = RouteInfoManager()
         self.kv = KVConfigManager()
         tls = tls_settings(config.extra, {}) if tls is None else tls
-        processors = NamesrvProcessors(self.routes, self.kv, config, self._clock)
+        #: The configuration GET/UPDATE_NAMESRV_CONFIG serve (and the one in force).
+        self.configuration = NamesrvConfiguration(config)
+        processors = NamesrvProcessors(
+            self.routes, self.kv, config, self._clock, configuration=self.configuration
+        )
         self._registry = processors.registry()
         self._server = RemotingServer(
             config.listen_host,
@@ -97,6 +109,7 @@ class NamesrvServer:
         acl_files = acl.open_acl_files(base.acl_path) if acl is not None else None
         server = cls(dataclasses.replace(base, listen_port=port, listen_host=host), clock, tls)
         await server._server.start()
+        server.configuration.bind(server.port)
         server.acl = acl_files
         if acl is not None:
             # Rocklet only: RocketMQ 4.9's name server has no ACL. Writes need an
@@ -108,8 +121,8 @@ class NamesrvServer:
                 name="namesrv",
                 addr=f"{host}:{server.port}",
                 cluster="",
-                checked_codes=acl.NAMESRV_CHECKED_CODES,
-                admin_codes=acl.NAMESRV_CHECKED_CODES,
+                checked_codes=acl.NAMESRV_CHECKED_CODES | _CONFIG_READ | _CONFIG_WRITE,
+                admin_codes=acl.NAMESRV_CHECKED_CODES | _CONFIG_WRITE,
             )
         # NamesrvController schedules scanNotActiveBroker every 10 s.
         interval_s = server._config.scan_not_active_broker_interval_ms / 1000
@@ -133,8 +146,8 @@ class NamesrvServer:
 
     @property
     def config(self) -> NamesrvConfig:
-        """The configuration in use."""
-        return self._config
+        """The configuration in force (with UPDATE_NAMESRV_CONFIG's live changes)."""
+        return self.configuration.config
 
     def scan_once(self) -> int:
         """Drop brokers silent for 120 s and close their connections (one timer step).

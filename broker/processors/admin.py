@@ -7,8 +7,15 @@ here they are split by subject, each module registering its own codes:
   stats, who consumes a topic (17, 215, 21, 202, 300);
 - :mod:`rocklet.broker.processors.admin_groups`: subscription groups, consume stats, offsets
   and offset reset (200, 201, 207, 208, 43, 222);
-- :mod:`rocklet.broker.processors.admin_runtime`: runtime info, broker config, delay offsets,
-  client connections and relayed running info (28, 26, 25, 45, 203, 204, 307).
+- :mod:`rocklet.broker.processors.admin_runtime`: runtime info, delay offsets (28, 45);
+- :mod:`rocklet.broker.processors.admin_config`: the broker configuration, read and
+  updated live (26, 25);
+- :mod:`rocklet.broker.processors.admin_clients`: client connections, producers, and the
+  requests relayed to a consumer (203, 204, 328, 307, 309);
+- :mod:`rocklet.broker.processors.admin_maintenance`: system topics, consume-queue
+  clean-up and reads, retention on demand (305, 306, 316, 329, 321);
+- :mod:`rocklet.broker.processors.admin_stats`: the broker's statistics and every
+  group's progress (315, 317).
 
 The queue-offset queries RocketMQ also routes through its admin processor (29-32) and
 the queue locks (41, 42) are served by :mod:`rocklet.broker.processors.consumer_manage`.

@@ -4,24 +4,28 @@
 - GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): ``{"dataVersion":...,"subscriptionGroupTable":...}``.
 - DELETE_SUBSCRIPTIONGROUP (207): forget a group; its offsets too when ``removeOffset``.
 - GET_CONSUME_STATS (208): per read queue the broker's max offset, the group's committed
-  offset and the store time of the last consumed message. ``consumeTps`` is 0: the
-  broker does not measure consumption rates.
+  offset and the store time of the last consumed message; ``consumeTps`` is the group's
+  pull rate over the last minute, summed over the topics (``GROUP_GET_NUMS``).
 - GET_ALL_CONSUMER_OFFSET (43): the offset table as ``consumerOffset.json`` holds it,
   plus ``rockletResetStamps`` (always, so a Rocklet slave knows its master keeps them;
   RocketMQ's slave ignores the field): see :mod:`rocklet.broker.offsets`.
 - INVOKE_BROKER_TO_RESET_OFFSET (222): move a group's offsets on a topic to the first
   message stored at or after a time (-1: the end), only backwards unless ``isForce``;
   tell each online member with RESET_CONSUMER_CLIENT_OFFSET (220), and answer the new
-  table (``Broker2Client.resetOffset``).
+  table (``Broker2Client.resetOffset``). With no member online the answer is
+  CONSUMER_NOT_ONLINE and no offset moves, as in RocketMQ: ``mqadmin`` then commits the
+  offsets itself (GET_CONSUME_STATS, SEARCH_OFFSET_BY_TIMESTAMP, UPDATE_CONSUMER_OFFSET)
+  and prints its six-column table.
 
 Every change is on disk before it is answered (SYSTEM_ERROR naming the file if it could
 not be written; the change then lives in memory only until a later write succeeds).
 
-Deviations in 222: the new offsets are also committed on the broker, and with nobody
-online the answer is still SUCCESS (RocketMQ answers CONSUMER_NOT_ONLINE and its tools
-then commit the offsets one by one); the body sent to each member is the C++ list form
-when *that member* is a C++ client (RocketMQ picks the form from the admin tool's
-language).
+Deviations in 222: with members online the new offsets are also committed on the
+broker (RocketMQ leaves that to the members), so they hold even if a member misses the
+notice; and each member is told in the body form it reads (the C++ list form for a
+C++ client, Java's map form otherwise), where RocketMQ picks one form for all from the
+admin tool's language (``mqadmin ... -c``), so that either a Java or a C++ member cannot
+read the notice and keeps consuming where it was.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.offsets import RESET_STAMPS_KEY, ConsumerOffsetManager
 from rocklet.broker.processors.admin_topics import SLAVE_REFUSAL, store_time_at
 from rocklet.broker.processors.refusal import refuse_bad_group, refuse_bad_topic
+from rocklet.broker.stats import BrokerStats
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
@@ -75,6 +80,7 @@ class GroupAdmin:
         offsets: Committed consumer offsets.
         clients: Consumer channels (online members are told of an offset reset).
         identity: This broker's name and whether it is a master.
+        stats: Per-key statistics (``consumeTps``); ``None``: always 0.
     """
 
     def __init__(
@@ -86,7 +92,9 @@ class GroupAdmin:
         offsets: ConsumerOffsetManager,
         clients: ClientManager,
         identity: BrokerIdentity,
+        stats: BrokerStats | None = None,
     ) -> None:
+        self._stats = stats
         self._store = store
         self._topics = topics
         self._groups = groups
@@ -156,6 +164,7 @@ class GroupAdmin:
         topics = [header.topic] if header.topic else self._offsets.topics_of(group)
         info = self._clients.consumer_group(group)
         table: dict[MessageQueue, OffsetWrapper] = {}
+        consume_tps = 0.0
         for topic in topics:
             config = self._topics.find(topic)
             if config is None:
@@ -168,7 +177,10 @@ class GroupAdmin:
                 table[MessageQueue(topic, broker_name, queue_id)] = self._progress(
                     topic, queue_id, committed.get(queue_id, 0)
                 )
-        return cmd.make_response(ResponseCode.SUCCESS, body=ConsumeStats(table).to_json())
+            if self._stats is not None:
+                consume_tps += self._stats.group_get_tps(group, topic)
+        body = ConsumeStats(table, consume_tps).to_json()
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
 
     def _progress(self, topic: str, queue_id: int, consumer_offset: int) -> OffsetWrapper:
         store = self._store
@@ -204,6 +216,13 @@ class GroupAdmin:
                 ResponseCode.SYSTEM_ERROR,
                 remark=f"The consumer group <{header.group}> not exist",
             )
+        if info is None or not info.channels:
+            # Broker2Client.resetOffset: nothing is changed; the tool falls back.
+            return cmd.make_response(
+                ResponseCode.CONSUMER_NOT_ONLINE,
+                remark="Consumer not online, so can not reset offset, "
+                f"Group: {header.group} Topic: {header.topic} Timestamp: {header.timestamp}",
+            )
         table = self._reset_table(header, config.write_queue_nums, committed)
         for mq, offset in table.items():
             self._offsets.commit(header.group, mq.topic, mq.queue_id, offset)
@@ -214,9 +233,8 @@ class GroupAdmin:
             await self._offsets.durable()
         except ConfigWriteError as exc:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
-        if info is not None:
-            for channel in list(info.channels.values()):
-                await self._notify_reset(channel, header, table)
+        for channel in list(info.channels.values()):
+            await self._notify_reset(channel, header, table)
         return cmd.make_response(ResponseCode.SUCCESS, body=ResetOffsetBody(table).to_json())
 
     def _reset_table(
@@ -242,6 +260,7 @@ class GroupAdmin:
         header: ResetOffsetRequestHeader,
         table: dict[MessageQueue, int],
     ) -> None:
+        # The member's own language picks the form (RocketMQ: the admin tool's).
         body = ResetOffsetBody(table).to_json(list_form=channel.language == LanguageCode.CPP.name)
         request = RemotingCommand(
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=header.to_ext_fields(), body=body

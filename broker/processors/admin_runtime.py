@@ -2,83 +2,66 @@
 
 - GET_BROKER_RUNTIME_INFO (28): a ``KVTable`` with the keys ``mqadmin brokerStatus`` and
   ``clusterList`` read (``prepareRuntimeInfo`` + ``DefaultMessageStore.getRuntimeInfo``).
-  Not measured here, so reported as zeros: TPS figures, get counts and thread-pool
-  queues. ``msgPutTotalTodayNow`` counts consume-queue entries added since boot on
-  client topics (RocketMQ counts sends); both "morning" values stay 0 as in a
-  RocketMQ broker that has not yet passed midnight. The disk keys are measured at the
+  The put/get figures (``putTps``... as ``"10s 1min 10min"``, ``putMessage*``,
+  ``putLatency99``/``999``, ``msgPutTotal*`` and ``msgGetTotal*`` with their midnight
+  "morning" values) come from :class:`~rocklet.broker.stats_store.StoreStats`. Keys for
+  parts Rocklet does not have (executor queues, the transient store pool) show what an
+  idle RocketMQ broker shows (see ``_NOT_MEASURED``). ``scheduleMessageOffset_<level>``
+  is listed for the levels delayed delivery has an offset for. The disk keys are measured at the
   request; ``diskFull``, ``diskSpaceLevel`` and ``diskFullReason`` are Rocklet's
   (whether sends are refused for a full disk, and why).
   Rocklet also adds ``storeRecovery*`` keys: what the last start's recovery found and did
   (damaged commitlog ranges skipped, bytes truncated, consume-queue entries dropped or
   blanked, index files rebuilt, stray files ignored), and ``storeDamagedReads``.
-- GET_BROKER_CONFIG (26): the configuration as ``key=value`` lines (RocketMQ property
-  names), with a data version header.
-- UPDATE_BROKER_CONFIG (25): the configuration is read-only at runtime: a body that
-  only repeats current values is accepted, anything else is refused with the keys it
-  would change (RocketMQ updates and persists them).
 - GET_ALL_DELAY_OFFSET (45): the delayed-delivery progress, ``{"offsetTable":{1:n,...}}``.
-- GET_CONSUMER_CONNECTION_LIST (203) / GET_PRODUCER_CONNECTION_LIST (204): a group's
-  channels.
-- GET_CONSUMER_RUNNING_INFO (307): relayed to the consumer named by ``clientId`` and
-  its answer returned (``callConsumer``: 10 s, CONSUME_MSG_TIMEOUT when it times out).
+
+The client connection and relay codes (203, 204, 307, 309, 328) are in
+:mod:`rocklet.broker.processors.admin_clients`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import enum
 import struct
 from collections.abc import Callable
 from typing import Final
 
-from rocklet.broker.clients import ClientChannel, ClientManager
-from rocklet.broker.config import BrokerConfig, parse_properties, property_name
-from rocklet.broker.tls_keys import without_secrets
-from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
+from rocklet.broker.clients import ClientManager
+from rocklet.broker.config import BrokerConfig
+from rocklet.broker.stats_store import StoreStats
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.cluster import KVTable
-from rocklet.protocol.bodies.running import ConsumerConnection, ProducerConnection, RemoteConnection
-from rocklet.protocol.bodies.topic import DataVersion
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import OUR_VERSION, RemotingCommand
-from rocklet.protocol.headers.admin import (
-    GetBrokerConfigResponseHeader,
-    GetConsumerConnectionListRequestHeader,
-    GetProducerConnectionListRequestHeader,
-)
-from rocklet.protocol.headers.consumer import GetConsumerRunningInfoRequestHeader
 from rocklet.protocol.message import STORE_TIMESTAMP_POS
-from rocklet.protocol.names import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocklet.protocol.names import SCHEDULE_TOPIC
+from rocklet.protocol.version import version_desc
 from rocklet.store.message_store import MessageStore
 from rocklet.store.schedule import read_delay_offsets
 from rocklet.transport import ProcessorRegistry, RequestContext
 from rocklet.transport.clock import Clock
-from rocklet.transport.errors import RemotingError, RequestTimeoutError
 
-__all__ = ["RuntimeAdmin", "config_properties", "human_bytes", "register"]
+__all__ = ["RuntimeAdmin", "human_bytes", "register"]
 
-#: ``MQVersion.getVersionDesc`` of :data:`~rocklet.protocol.command.OUR_VERSION` (401).
-_VERSION_DESC: Final = "V4_9_4"
-#: ``MQVersion.Version.V3_1_8_SNAPSHOT``: older consumers cannot report running info.
-_MIN_RUNNING_INFO_VERSION: Final = 62
-#: ``Broker2Client.callClient``'s timeout.
-_RELAY_TIMEOUT_S: Final = 10.0
-#: Queues the broker fills itself; their entries are not client sends.
-_INTERNAL_TOPICS: Final = frozenset(
-    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, CHECK_MAX_TIME_TOPIC}
-)
-#: Figures RocketMQ samples and Rocklet does not: TPS windows (10 s, 1 min, 10 min),
-#: executor queues, page-cache lock time. Dispatch runs inline, so nothing is behind.
+#: Figures of parts Rocklet does not have, as an idle RocketMQ broker shows them.
+#: Requests run on the event loop, not in executor queues: the queues are empty and
+#: their capacities are RocketMQ's defaults. Dispatch runs inline, so nothing is
+#: behind. Without a transient store pool RocketMQ shows ``Integer.MAX_VALUE`` buffers
+#: left. RocketMQ never sets ``dispatchMaxBuffer``. The time of one store read
+#: (``getMessageEntireTimeMax``) and the page-cache lock are not measured.
 _NOT_MEASURED: Final = {
-    **dict.fromkeys(
-        ("putTps", "getFoundTps", "getMissTps", "getTotalTps", "getTransferedTps"),
-        "0.0 0.0 0.0",
-    ),
     **{f"{pool}ThreadPoolQueueSize": "0" for pool in ("send", "pull", "query")},
     **{f"{pool}ThreadPoolQueueHeadWaitTimeMills": "0" for pool in ("send", "pull", "query")},
+    "sendThreadPoolQueueCapacity": "10000",
+    "pullThreadPoolQueueCapacity": "100000",
+    "queryThreadPoolQueueCapacity": "20000",
+    "EndTransactionQueueSize": "0",
+    "EndTransactionThreadPoolQueueCapacity": "100000",
     "dispatchBehindBytes": "0",
+    "dispatchMaxBuffer": "0",
+    "getMessageEntireTimeMax": "0",
     "pageCacheLockTimeMills": "0",
+    "remainTransientStoreBufferNumbs": str(2**31 - 1),
     "startAcceptSendRequestTimeStamp": "0",
 }
 _I64: Final = struct.Struct(">q")
@@ -95,32 +78,6 @@ def human_bytes(count: int) -> str:
     return f"{value:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
-def config_properties(config: BrokerConfig) -> dict[str, str]:
-    """The configuration as RocketMQ property names and text values.
-
-    Args:
-        config: The broker's configuration.
-
-    Returns:
-        Property name to value; unset optional values are left out, unknown keys kept.
-        Secrets (fields hidden from ``repr``, such as ``secretKey``) are never shown.
-    """
-    out: dict[str, str] = {}
-    for spec in dataclasses.fields(config):
-        value = getattr(config, spec.name)
-        if spec.name == "extra" or value is None or not spec.repr:
-            continue
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, enum.Enum):
-            text = str(value.value)
-        else:
-            text = str(value)
-        out[property_name(spec.name)] = text
-    out.update(without_secrets(config.extra))  # a key password never leaves the broker
-    return dict(sorted(out.items()))
-
-
 def _record_store_time(store: MessageStore, offset: int) -> int:
     view = store.read_record(offset)
     if view is None or len(view) < STORE_TIMESTAMP_POS + 8:
@@ -134,21 +91,6 @@ def _delay_offsets(store: MessageStore) -> dict[int, int]:
     return read_delay_offsets(path) or read_delay_offsets(path.with_suffix(".json.bak"))
 
 
-def _client_puts(store: MessageStore) -> int:
-    with store.lock:
-        keys = [key for key in store.queues if key[0] not in _INTERNAL_TOPICS]
-    return sum(store.max_offset(topic, queue_id) for topic, queue_id in keys)
-
-
-def _connection(channel: ClientChannel) -> RemoteConnection:
-    return RemoteConnection(
-        client_id=channel.client_id,
-        client_addr=channel.connection.peer_address or "",
-        language=channel.language,
-        version=channel.version,
-    )
-
-
 def _store_facts(store: MessageStore) -> dict[str, str]:
     """Commitlog range, flush backlog and delayed-delivery progress."""
     low, high = store.commitlog_min_offset(), store.commitlog_max_offset()
@@ -158,10 +100,10 @@ def _store_facts(store: MessageStore) -> dict[str, str]:
         "earliestMessageTimeStamp": str(_record_store_time(store, low)),
         "remainHowManyDataToFlush": human_bytes(max(0, high - store.flush_service.flushed_offset)),
     }
-    delivered = _delay_offsets(store)
-    for level in range(1, len(store.config.delay_levels_ms) + 1):
+    # Only the levels delayed delivery has an offset for, as RocketMQ lists them.
+    for level, delivered in sorted(_delay_offsets(store).items()):
         queued = store.max_offset(SCHEDULE_TOPIC, level - 1)
-        facts[f"scheduleMessageOffset_{level}"] = f"{delivered.get(level, 0)},{queued}"
+        facts[f"scheduleMessageOffset_{level}"] = f"{delivered},{queued}"
     return facts
 
 
@@ -220,11 +162,12 @@ class RuntimeAdmin:
     """Serves the runtime admin codes. Event loop only.
 
     Args:
-        config: The broker's configuration (reported whole by GET_BROKER_CONFIG).
+        config: The broker's configuration.
         store: The message store (runtime facts).
-        clients: Client channels (connection lists, relayed running info).
+        clients: Client channels.
         clock: Time source (boot time and uptime).
         ha_status: Replication's keys (docs/replication.md), or ``None``.
+        store_stats: Put/get totals and TPS windows (``None``: fresh, all zero).
     """
 
     def __init__(
@@ -235,6 +178,7 @@ class RuntimeAdmin:
         clients: ClientManager,
         clock: Clock,
         ha_status: Callable[[], dict[str, str]] | None = None,
+        store_stats: StoreStats | None = None,
     ) -> None:
         self._ha_status = ha_status
         self._config = config
@@ -242,7 +186,7 @@ class RuntimeAdmin:
         self._clients = clients
         self._clock = clock
         self._boot_ms = clock.now_ms()
-        self._puts_at_boot = _client_puts(store)
+        self._stats = StoreStats(self._boot_ms) if store_stats is None else store_stats
 
     async def runtime_info(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_RUNTIME_INFO: runtime facts as a KVTable."""
@@ -251,22 +195,23 @@ class RuntimeAdmin:
 
     def _runtime_table(self, now_ms: int) -> dict[str, str]:
         """Build the table (worker thread: reads files and takes the store lock)."""
-        store = self._store
+        store, stats = self._store, self._stats
         uptime_s = max(0, now_ms - self._boot_ms) // 1000
         days, rest = divmod(uptime_s, 86_400)
         info = {
-            "brokerVersionDesc": _VERSION_DESC,
+            "brokerVersionDesc": version_desc(OUR_VERSION),
             "brokerVersion": str(OUR_VERSION),
             "bootTimestamp": str(self._boot_ms),
             "runtime": f"[ {days} days, {rest // 3600} hours, {rest % 3600 // 60} minutes, "
             f"{rest % 60} seconds ]",
-            "msgPutTotalYesterdayMorning": "0",
-            "msgPutTotalTodayMorning": "0",
-            "msgPutTotalTodayNow": str(_client_puts(store) - self._puts_at_boot),
-            "msgGetTotalYesterdayMorning": "0",
-            "msgGetTotalTodayMorning": "0",
-            "msgGetTotalTodayNow": "0",
+            "msgPutTotalYesterdayMorning": str(stats.put_yesterday_morning),
+            "msgPutTotalTodayMorning": str(stats.put_today_morning),
+            "msgPutTotalTodayNow": str(stats.put_times),
+            "msgGetTotalYesterdayMorning": str(stats.get_yesterday_morning),
+            "msgGetTotalTodayMorning": str(stats.get_today_morning),
+            "msgGetTotalTodayNow": str(stats.get_transferred),
             **_NOT_MEASURED,
+            **stats.runtime_info(),
             **_store_facts(store),
             **_recovery_facts(store),
             **_disk_facts(store),
@@ -274,104 +219,11 @@ class RuntimeAdmin:
         }
         return dict(sorted(info.items()))
 
-    async def broker_config(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-        """GET_BROKER_CONFIG: ``key=value`` lines of the configuration."""
-        text = "".join(f"{k}={v}\n" for k, v in config_properties(self._config).items())
-        version = DataVersion(0, self._boot_ms).to_json().decode()
-        header = GetBrokerConfigResponseHeader(version=version)
-        return cmd.make_response(
-            ResponseCode.SUCCESS, ext_fields=header.to_ext_fields(), body=text.encode()
-        )
-
-    async def update_config(self, rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-        """UPDATE_BROKER_CONFIG: accepted only when it changes nothing."""
-        wanted = parse_properties(cmd.body.decode("utf-8", "replace"))
-        current = config_properties(self._config)
-        changed = sorted(k for k, v in wanted.items() if current.get(k) != v.strip())
-        if changed:
-            return cmd.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                remark="the broker configuration is read-only at runtime; change broker.conf "
-                f"and restart the broker to set: {', '.join(changed)}",
-            )
-        return cmd.make_response(ResponseCode.SUCCESS)
-
     async def delay_offsets(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_ALL_DELAY_OFFSET: delivered offset per delay level, as delayOffset.json."""
         table = await asyncio.to_thread(_delay_offsets, self._store)
         body = fastjson.dumps({"offsetTable": dict(sorted(table.items()))}, unquoted_int_keys=True)
         return cmd.make_response(ResponseCode.SUCCESS, body=body.encode())
-
-    async def consumer_connections(
-        self, _rctx: RequestContext, cmd: RemotingCommand
-    ) -> RemotingCommand:
-        """GET_CONSUMER_CONNECTION_LIST: a consumer group's channels and subscriptions."""
-        header = GetConsumerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
-        info = self._clients.consumer_group(header.consumer_group)
-        if info is None:
-            return cmd.make_response(
-                ResponseCode.CONSUMER_NOT_ONLINE,
-                remark=f"the consumer group[{header.consumer_group}] not online",
-            )
-        body = ConsumerConnection(
-            connection_set=tuple(_connection(c) for c in info.channels.values()),
-            subscription_table=dict(info.subscriptions),
-            consume_type=info.consume_type,
-            message_model=info.message_model,
-            consume_from_where=info.consume_from_where,
-        ).to_json()
-        return cmd.make_response(ResponseCode.SUCCESS, body=body)
-
-    async def producer_connections(
-        self, _rctx: RequestContext, cmd: RemotingCommand
-    ) -> RemotingCommand:
-        """GET_PRODUCER_CONNECTION_LIST: a producer group's channels."""
-        header = GetProducerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
-        channels = self._clients.producer_channels(header.producer_group)
-        if not channels:
-            return cmd.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                remark=f"the producer group[{header.producer_group}] not exist",
-            )
-        body = ProducerConnection(tuple(_connection(c) for c in channels)).to_json()
-        return cmd.make_response(ResponseCode.SUCCESS, body=body)
-
-    async def running_info(self, _rctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-        """GET_CONSUMER_RUNNING_INFO: ask the consumer itself and pass its answer on."""
-        header = GetConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields)
-        group, client_id = header.consumer_group, header.client_id
-        info = self._clients.consumer_group(group)
-        channel = None
-        if info is not None:
-            channel = next((c for c in info.channels.values() if c.client_id == client_id), None)
-        if channel is None:
-            return cmd.make_response(
-                ResponseCode.SYSTEM_ERROR, remark=f"The Consumer <{group}> <{client_id}> not online"
-            )
-        if channel.version < _MIN_RUNNING_INFO_VERSION:
-            return cmd.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                remark=f"The Consumer <{client_id}> Version <{channel.version}> too low to "
-                "finish, please upgrade it to V3_1_8_SNAPSHOT",
-            )
-        relayed = RemotingCommand(
-            RequestCode.GET_CONSUMER_RUNNING_INFO, ext_fields=cmd.ext_fields, body=cmd.body
-        )
-        try:
-            answer = await channel.connection.request(relayed, _RELAY_TIMEOUT_S)
-        except RequestTimeoutError as exc:
-            return cmd.make_response(
-                ResponseCode.CONSUME_MSG_TIMEOUT,
-                remark=f"consumer <{group}> <{client_id}> Timeout: {exc}",
-            )
-        except RemotingError as exc:
-            return cmd.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                remark=f"invoke consumer <{group}> <{client_id}> Exception: {exc}",
-            )
-        return cmd.make_response(
-            answer.code, remark=answer.remark, ext_fields=answer.ext_fields, body=answer.body
-        )
 
 
 def register(registry: ProcessorRegistry, admin: RuntimeAdmin) -> None:
@@ -379,11 +231,6 @@ def register(registry: ProcessorRegistry, admin: RuntimeAdmin) -> None:
     registry.register_all(
         {
             RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
-            RequestCode.GET_BROKER_CONFIG: admin.broker_config,
-            RequestCode.UPDATE_BROKER_CONFIG: admin.update_config,
             RequestCode.GET_ALL_DELAY_OFFSET: admin.delay_offsets,
-            RequestCode.GET_CONSUMER_CONNECTION_LIST: admin.consumer_connections,
-            RequestCode.GET_PRODUCER_CONNECTION_LIST: admin.producer_connections,
-            RequestCode.GET_CONSUMER_RUNNING_INFO: admin.running_info,
         }
     )

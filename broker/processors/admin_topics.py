@@ -57,7 +57,15 @@ from rocklet.protocol.names import (
 from rocklet.store.message_store import MessageStore
 from rocklet.transport import ProcessorRegistry, RequestContext
 
-__all__ = ["SLAVE_REFUSAL", "TopicAdmin", "register", "store_time_at", "subscribed_groups"]
+__all__ = [
+    "SLAVE_REFUSAL",
+    "VALIDATOR_SYSTEM_TOPICS",
+    "TopicAdmin",
+    "own_system_topics",
+    "register",
+    "store_time_at",
+    "subscribed_groups",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -67,7 +75,7 @@ SLAVE_REFUSAL: Final = (
     "please execute it from master broker."
 )
 #: ``TopicValidator.SYSTEM_TOPIC_SET`` (4.9.4); the prefix below covers the rest.
-_SYSTEM_TOPICS: Final = frozenset(
+VALIDATOR_SYSTEM_TOPICS: Final = frozenset(
     {
         AUTO_CREATE_TOPIC,
         SCHEDULE_TOPIC,
@@ -81,6 +89,14 @@ _SYSTEM_TOPICS: Final = frozenset(
     }
 )
 _SYSTEM_PREFIX: Final = "rmq_sys_"
+
+
+def own_system_topics(identity: BrokerIdentity) -> frozenset[str]:
+    """The system topics ``TopicConfigManager`` adds to the validator's set at start."""
+    cluster = identity.cluster_name
+    return frozenset({cluster, identity.broker_name, f"{cluster}_REPLY_TOPIC"})
+
+
 _PERM_MASK: Final = 0b111  # PermName INHERIT | WRITE | READ
 _I64: Final = struct.Struct(">q")
 
@@ -141,12 +157,13 @@ class TopicAdmin:
         self._registration = registration
         self._identity = identity
         self._register_timeout_s = register_timeout_ms / 1000
-        cluster = identity.cluster_name
-        self._own_topics = frozenset({cluster, identity.broker_name, f"{cluster}_REPLY_TOPIC"})
+        self._own_topics = own_system_topics(identity)
 
     def _is_system(self, topic: str) -> bool:
         return (
-            topic in _SYSTEM_TOPICS or topic in self._own_topics or topic.startswith(_SYSTEM_PREFIX)
+            topic in VALIDATOR_SYSTEM_TOPICS
+            or topic in self._own_topics
+            or topic.startswith(_SYSTEM_PREFIX)
         )
 
     def _check_name(self, topic: str) -> None:

@@ -95,9 +95,11 @@ def total_physical_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SlaveReads:
     """How a broker steers consumers between master and slave (docs/replication.md).
+
+    ``slave_read_enable`` is changed in place by UPDATE_BROKER_CONFIG.
 
     Attributes:
         slave_read_enable: ``slaveReadEnable``.
@@ -156,7 +158,7 @@ class PullProcessor:
         self._holds = holds
         self._metrics = metrics
         self._broker_name = identity.broker_name
-        self._readable = identity.readable
+        self._identity = identity  # its permission may change (UPDATE_BROKER_CONFIG)
         self._is_master = identity.is_master
         self._long_polling = long_polling
         self._short_poll_s = short_polling_time_ms / 1000
@@ -205,7 +207,7 @@ class PullProcessor:
     def _check(
         self, h: PullMessageRequestHeader
     ) -> tuple[SubscriptionGroupConfig, Set[int] | None, RecordFilter | None]:
-        if not self._readable:
+        if not self._identity.readable:
             raise Refused(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self._broker_name}] pulling message is forbidden",

@@ -174,7 +174,7 @@ class SendProcessor:
         self._groups = groups
         self._broker_name = identity.broker_name
         self._cluster = identity.cluster_name
-        self._writable = identity.writable
+        self._identity = identity  # its permission may change (UPDATE_BROKER_CONFIG)
         self._store_host = identity.store_host
         self._store_host_hex = identity.store_host.hex().upper()
         self._reject_transactions = reject_transactions
@@ -301,7 +301,7 @@ class SendProcessor:
         if self._is_slave:
             # DefaultMessageStore refuses puts on a slave; SendMessageProcessor's answer.
             raise Refused(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_PUT_REFUSAL)
-        if not self._writable:
+        if not self._identity.writable:
             raise Refused(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self._broker_name}] sending message is forbidden",

@@ -13,6 +13,7 @@ from rocklet.protocol.headers.admin import (
     GetConsumerConnectionListRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    QueryConsumeQueueRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
 )
 from rocklet.protocol.headers.base import Header, wire
@@ -121,6 +122,7 @@ __all__ = [
     "PullMessageResponseHeader",
     "PullSysFlag",
     "PutKVConfigRequestHeader",
+    "QueryConsumeQueueRequestHeader",
     "QueryConsumerOffsetRequestHeader",
     "QueryConsumerOffsetResponseHeader",
     "QueryDataVersionRequestHeader",

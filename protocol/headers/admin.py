@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from rocklet.protocol.headers.base import INT32, Header, wire
+from rocklet.protocol.headers.base import INT32, NON_NEGATIVE_INT32, Header, wire
 
 __all__ = [
     "MAX_QUEUE_NUMS",
@@ -21,6 +21,7 @@ __all__ = [
     "GetConsumerConnectionListRequestHeader",
     "GetProducerConnectionListRequestHeader",
     "GetTopicStatsInfoRequestHeader",
+    "QueryConsumeQueueRequestHeader",
     "QueryTopicConsumeByWhoRequestHeader",
 ]
 
@@ -98,3 +99,17 @@ class GetBrokerConfigResponseHeader(Header):
     """GET_BROKER_CONFIG (26) answer: the config's data version; the body is properties."""
 
     version: str = wire("version")
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConsumeQueueRequestHeader(Header):
+    """QUERY_CONSUME_QUEUE (321): ``count`` entries of a queue from queue offset ``index``.
+
+    Java declares no field required; an absent number is 0, as there.
+    """
+
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId", 0, bounds=INT32)
+    index: int = wire("index", 0)
+    count: int = wire("count", 0, bounds=NON_NEGATIVE_INT32)
+    consumer_group: str | None = wire("consumerGroup", None)

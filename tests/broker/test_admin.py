@@ -215,6 +215,7 @@ async def test_stats_lag_offsets_and_reset(tmp_path: Path) -> None:
 
         async with cpp_consumer(cluster, "LagG", "Lag", "cpp-1") as seen:
             # Not forced and to the end: offsets only move backwards, so q0 stays at 3.
+            # Sent in Java's name: the C++ member is still told in the list form it reads.
             back = await ok(conn, reset("Lag", "LagG", -1, force=False))
             answered = ResetOffsetBody.from_json(back.body).offset_table  # Java's map form
             assert answered == {
@@ -344,8 +345,9 @@ async def test_runtime_info_broker_config_and_delay_offsets(tmp_path: Path) -> N
         assert table["commitLogMinOffset"] == "0"
         assert table["runtime"].startswith("[ 0 days, 0 hours, ")
         assert int(table["earliestMessageTimeStamp"]) > 0
-        assert table["scheduleMessageOffset_1"] == "0,0"
-        assert float(table["putTps"].split()[0]) == 0.0  # clusterList parses this
+        # Only levels delayed delivery has an offset for are listed (none here).
+        assert not [k for k in table if k.startswith("scheduleMessageOffset_")]
+        assert len([float(t) for t in table["putTps"].split()]) == 3  # clusterList parses this
         assert 0.0 <= float(table["commitLogDiskRatio"]) <= 1.0
         assert table["diskFull"] == "false" and "diskFullReason" not in table
         assert table["diskSpaceLevel"] == store.disk.state.level.name
@@ -358,7 +360,9 @@ async def test_runtime_info_broker_config_and_delay_offsets(tmp_path: Path) -> N
 
         same = admin(RequestCode.UPDATE_BROKER_CONFIG, b"brokerClusterName=DefaultCluster\n")
         await ok(conn, same)
-        change = admin(RequestCode.UPDATE_BROKER_CONFIG, b"autoCreateTopicEnable=false\n")
+        # Applied and saved like RocketMQ (tests/broker/test_broker_config_admin.py);
+        # a value that does not parse is refused, naming the key.
+        change = admin(RequestCode.UPDATE_BROKER_CONFIG, b"autoCreateTopicEnable=maybe\n")
         refused = await conn.request(change, 5)
         assert refused.code == ResponseCode.SYSTEM_ERROR
         assert "autoCreateTopicEnable" in (refused.remark or "")

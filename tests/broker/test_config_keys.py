@@ -68,15 +68,15 @@ def test_typos_get_the_closest_known_name() -> None:
 
 def test_rocketmq_keys_rocklet_ignores_are_listed_apart() -> None:
     review = review_keys(
-        ["traceTopicEnable", "enableCalcFilterBitMap", "brokerName", "serverWorkerThreads"],
+        ["highSpeedMode", "enableCalcFilterBitMap", "brokerName", "serverWorkerThreads"],
         BROKER,
         ROCKETMQ_BROKER_KEYS,
     )
     assert review.unknown == {}
     assert review.not_implemented == (
         "enableCalcFilterBitMap",
+        "highSpeedMode",
         "serverWorkerThreads",
-        "traceTopicEnable",
     )
 
 

@@ -57,7 +57,6 @@ SERVER_ROLES = {9876: "namesrv", 10911: "broker"}
 ANSWER_TIMEOUT_S = 10.0
 _SEQ_MOD = 1 << 32
 _OFFSET_MSG_ID = re.compile(r"^[0-9A-F]{32}(,[0-9A-F]{32})*$")
-_FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 #: Where Rocklet answers differently on purpose: name -> why it does not matter.
 _DIFFERENCES: Mapping[str, str] = {
     "pull remark FOUND": (
@@ -68,18 +67,12 @@ _DIFFERENCES: Mapping[str, str] = {
         "clients older than 4.9.4; Rocklet writes standard JSON unless "
         "unquotedRouteKeysForOldClients is set, and the C++ client reads both"
     ),
-    "no FAQ link": (
-        "Java appends a FAQ link to error remarks (FAQUrl.suggestTodo); Rocklet keeps the "
-        "first line, which is the same"
-    ),
 }
 
 
 def _remark_difference(request: RemotingCommand, want: str | None, got: str | None) -> str:
     if request.code == RequestCode.PULL_MESSAGE and (want, got) == ("FOUND", None):
         return "pull remark FOUND"
-    if want is not None and want.endswith(_FAQ_SUFFIX) and got == want[: -len(_FAQ_SUFFIX)]:
-        return "no FAQ link"
     return f"remark {got!r}, want {want!r}"
 
 

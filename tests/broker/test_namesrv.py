@@ -113,7 +113,10 @@ async def test_register_then_route_has_the_exact_java_shape(
 async def test_unknown_topic_is_17_with_javas_remark(conn: Connection) -> None:
     answer = await call(conn, route_cmd("Nope"))
     assert answer.code == ResponseCode.TOPIC_NOT_EXIST
-    assert answer.remark == "No topic route info in name server for the topic: Nope"
+    assert answer.remark == (
+        "No topic route info in name server for the topic: Nope"
+        "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+    )
     assert answer.body == b""
 
 

@@ -17,8 +17,12 @@ import pytest
 
 from rocklet.broker import processors, transaction_check
 from rocklet.broker.processors import (
+    admin_clients,
+    admin_config,
     admin_groups,
+    admin_maintenance,
     admin_runtime,
+    admin_stats,
     admin_store,
     admin_topics,
     client_manage,
@@ -96,7 +100,11 @@ PROCESSOR_CLASSES = [
     admin_topics.TopicAdmin,
     admin_groups.GroupAdmin,
     admin_runtime.RuntimeAdmin,
+    admin_config.ConfigAdmin,
     admin_store.StoreAdmin,
+    admin_stats.StatsAdmin,
+    admin_clients.ClientAdmin,
+    admin_maintenance.MaintenanceAdmin,
     transaction_check.TransactionCheckService,
 ]
 

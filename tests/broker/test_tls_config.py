@@ -154,7 +154,7 @@ def test_the_server_commands_take_dash_d(tmp_path: Path) -> None:
 
 def test_key_passwords_are_not_in_the_broker_config_answer() -> None:
     from rocklet.broker.config import BrokerConfig
-    from rocklet.broker.processors.admin_runtime import config_properties
+    from rocklet.broker.processors.admin_config import config_properties
 
     extra = {"tls.server.keyPassword": "pw-one", "tls.client.keyPassword": "pw-two"}
     props = config_properties(BrokerConfig(extra={**extra, "tls.server.mode": "disabled"}))
