@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from rocklet.admin.args_more import MORE_VERB_ARGS
 from rocklet.credentials_args import add_credential_args
 from rocklet.tls_args import add_tls_arguments
 
@@ -134,6 +135,7 @@ _VERB_ARGS: Final[Mapping[str, tuple[str, Callable[[argparse.ArgumentParser], No
         "exit 1 when problems are found",
         _args_store_check,
     ),
+    **MORE_VERB_ARGS,
 }
 
 

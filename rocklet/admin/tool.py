@@ -10,6 +10,7 @@ admin's instance name), as RocketMQ's ``DefaultMQAdminExtImpl`` does through its
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import ssl
 from typing import Any, Final
@@ -18,18 +19,25 @@ from rocklet.client.admin import Admin
 from rocklet.client.errors import ClientError, NoRouteError, error_for_code
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import MessageExt
-from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
+from rocklet.client.pull_api import PullResult, PullStatus, pull_request, read_pull_response
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.cluster import ClusterInfo, KVTable, TopicList
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.filter import parse_tag_expression
 from rocklet.protocol.headers.admin import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
 )
 from rocklet.protocol.headers.base import Header
+from rocklet.protocol.headers.consumer import (
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from rocklet.protocol.headers.namesrv import GetTopicsByClusterRequestHeader
 
 __all__ = ["INSTANCE_NAME", "TOOLS_CONSUMER_GROUP", "AdminTool", "TargetError"]
@@ -96,19 +104,38 @@ class AdminTool:
         assert self._instance is not None, "use AdminTool in 'async with'"
         return self._instance
 
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        """Every name server ``-n`` names (some verbs visit each, as mqadmin does)."""
+        return [a.strip() for a in self._namesrv.replace(",", ";").split(";") if a.strip()]
+
     async def call(
-        self, addr: str, code: int, header: Header | None = None, body: bytes = b""
+        self,
+        addr: str,
+        code: int,
+        header: Header | None = None,
+        body: bytes = b"",
+        *,
+        language: str | None = None,
     ) -> RemotingCommand:
-        """Send one request to a broker and return a successful answer.
+        """Send one request to a broker (or a name server) and return a successful answer.
+
+        Args:
+            addr: ``host:port``.
+            code: Request code.
+            header: Custom header.
+            body: Body bytes.
+            language: Send as this client language (``"CPP"``) instead of ours.
 
         Raises:
-            BrokerError: The broker answered with an error code.
-            TransportError: The broker cannot be reached.
+            BrokerError: The server answered with an error code.
+            TransportError: The server cannot be reached.
         """
         ext = {} if header is None else header.to_ext_fields()
-        answer = await self.instance.invoke(
-            addr, RemotingCommand(code, ext_fields=ext, body=body), self._timeout_s
-        )
+        cmd = RemotingCommand(code, ext_fields=ext, body=body)
+        if language is not None:
+            cmd = dataclasses.replace(cmd, language=language)
+        answer = await self.instance.invoke(addr, cmd, self._timeout_s)
         if answer.code != ResponseCode.SUCCESS:
             raise error_for_code(answer.code, answer.remark, addr=addr)
         return answer
@@ -190,6 +217,73 @@ class AdminTool:
             return None
         first = result.messages[0]
         return first if first.queue_offset == offset else None
+
+    async def every_master(self, cluster: str | None, broker_addr: str | None) -> list[str]:
+        """As :meth:`targets`, but naming neither means every master of every cluster.
+
+        (mqadmin's cleanExpiredCQ, deleteExpiredCommitLog and cleanUnusedTopic.)
+        """
+        if broker_addr or cluster:
+            return await self.targets(cluster, broker_addr)
+        info = await self.admin.cluster_info()
+        return sorted({a for c in info.cluster_addr_table for a in _masters(info, c)})
+
+    async def cluster_brokers(self, cluster: str) -> list[tuple[str, int, str]]:
+        """``(broker name, broker id, addr)`` of every broker of a cluster, slaves too.
+
+        Raises:
+            TargetError: The cluster is unknown.
+        """
+        info = await self.admin.cluster_info()
+        if cluster not in info.cluster_addr_table:
+            raise TargetError(f"cluster {cluster!r} is unknown to the name server")
+        return [
+            (name, bid, addr)
+            for name in sorted(info.cluster_addr_table[cluster])
+            if name in info.broker_addr_table
+            for bid, addr in sorted(info.broker_addr_table[name].broker_addrs.items())
+        ]
+
+    async def master_of(self, topic: str, broker_name: str) -> str:
+        """The master address of one broker of a topic's route.
+
+        Raises:
+            NoRouteError: The topic is unknown, or that broker does not serve it.
+        """
+        route = await self.admin.topic_route(topic)
+        for b in route.broker_datas:
+            if b.broker_name == broker_name and b.master_addr is not None:
+                return b.master_addr
+        raise NoRouteError(topic, f"broker {broker_name!r} does not serve it")
+
+    async def queue_offset(self, addr: str, mq: MessageQueue, kind: str, stamp: int = 0) -> int:
+        """A queue's ``"min"`` or ``"max"`` offset, or the ``"search"`` offset of a store time."""
+        header: Header
+        if kind == "min":
+            code = RequestCode.GET_MIN_OFFSET
+            header = GetMinOffsetRequestHeader(mq.topic, mq.queue_id)
+        elif kind == "max":
+            code = RequestCode.GET_MAX_OFFSET
+            header = GetMaxOffsetRequestHeader(mq.topic, mq.queue_id)
+        else:
+            code = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
+            header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, stamp)
+        answer = await self.call(addr, code, header)
+        return int(answer.ext_fields["offset"])
+
+    async def commit_offset(self, addr: str, group: str, mq: MessageQueue, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET: set a group's committed offset of one queue."""
+        header = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset)
+        await self.call(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
+
+    async def pull(
+        self, addr: str, mq: MessageQueue, offset: int, max_nums: int, expression: str, group: str
+    ) -> PullResult:
+        """One PULL_MESSAGE of a queue (tag expression filtered here too, as clients do)."""
+        cmd = pull_request(group, mq, offset, max_nums, subscription=expression)
+        answer = await self.instance.invoke(addr, cmd, self._timeout_s)
+        tags = parse_tag_expression(expression)
+        return read_pull_response(answer, mq.broker_name, tags=tags, addr=addr)
 
 
 def _masters(info: ClusterInfo, cluster: str) -> list[str]:

@@ -14,6 +14,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from rocklet.admin.format import Output, Table, fmt_ms, message_data, message_table
 from rocklet.admin.groups import consumer_progress, consumer_status
 from rocklet.admin.tool import AdminTool, TargetError
+from rocklet.admin.verbs_broker import BROKER_VERBS
+from rocklet.admin.verbs_consumers import CONSUMER_VERBS
+from rocklet.admin.verbs_messages import MESSAGE_VERBS
+from rocklet.admin.verbs_namesrv import NAMESRV_VERBS
+from rocklet.admin.verbs_topics import TOPIC_VERBS
 from rocklet.client.errors import ClientError, NoRouteError
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import Perm
@@ -367,4 +372,9 @@ VERBS: dict[str, Verb] = {
     "clusterList": cluster_list,
     "brokerStatus": broker_status,
     "storeCheck": store_check,
+    **TOPIC_VERBS,
+    **CONSUMER_VERBS,
+    **BROKER_VERBS,
+    **NAMESRV_VERBS,
+    **MESSAGE_VERBS,
 }

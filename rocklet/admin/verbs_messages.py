@@ -1,0 +1,309 @@
+"""Message verbs of ``rocklet admin``: look, read, send and time.
+
+queryCq, queryMsgByUniqueKey, printMsg, consumeMessage, sendMessage, checkMsgSendRT and
+sendMsgStatus. Reads are pulls as ``TOOLS_CONSUMER`` (the group mqadmin pulls with),
+which commit nothing; sends go through an SDK producer on the admin's client instance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from rocklet.admin.format import Output, Table, fmt_ms, message_data, message_table
+from rocklet.admin.tool import TOOLS_CONSUMER_GROUP, AdminTool, TargetError
+from rocklet.admin.verbs_consumers import parse_time
+from rocklet.client.errors import ClientError
+from rocklet.client.message import Message, MessageExt, SendResult
+from rocklet.client.producer import Producer
+from rocklet.client.pull_api import PullStatus
+from rocklet.protocol.bodies.maintenance import (
+    ConsumeMessageDirectlyResult,
+    QueryConsumeQueueResponseBody,
+)
+from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.codes import RequestCode
+from rocklet.protocol.headers.admin import QueryConsumeQueueRequestHeader
+from rocklet.protocol.headers.consumer import ConsumeMessageDirectlyResultRequestHeader
+
+__all__ = ["MESSAGE_VERBS"]
+
+#: Messages per pull while reading a queue (mqadmin's printMsg pulls 32).
+_PULL_BATCH = 32
+
+
+async def query_cq(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """queryCq: raw consume-queue entries of a queue from an index on."""
+    addr = args.broker
+    if not addr:
+        route = await tool.admin.topic_route(args.topic)
+        addrs = [b.master_addr for b in route.broker_datas if b.master_addr]
+        if not addrs:
+            raise TargetError(f"topic {args.topic!r} has no master broker")
+        addr = addrs[0]
+    header = QueryConsumeQueueRequestHeader(
+        args.topic, args.queue, args.index, args.count, args.consumer
+    )
+    answer = await tool.call(addr, RequestCode.QUERY_CONSUME_QUEUE, header)
+    body = QueryConsumeQueueResponseBody.from_json(answer.body)
+    rows: list[Sequence[object]] = [
+        (
+            args.index + i,
+            e.physic_offset,
+            e.physic_size,
+            e.tags_code,
+            e.eval,
+            e.msg,
+            e.extend_data_json,
+            e.bit_map,
+        )
+        for i, e in enumerate(body.queue_data or ())
+    ]
+    headers = ("idx", "Physic Offset", "Physic Size", "Tags Code", "Eval", "Msg", "Ext", "BitMap")
+    notes = [f"max: {body.max_queue_index}, min: {body.min_queue_index}"]
+    if body.subscription_data is not None:
+        notes.insert(0, f"Subscription data: {json.dumps(body.subscription_data.to_dict())}")
+    if body.filter_data is not None:
+        notes.insert(0, f"Filter data: {body.filter_data}")
+    data = {"brokerAddr": addr, **json.loads(body.to_json())}
+    return Output(data, [Table(headers, rows)], notes)
+
+
+async def query_msg_by_unique_key(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """queryMsgByUniqueKey: a message by client msgId; with -g and -d, consume it directly.
+
+    ``-a`` changes nothing, as in mqadmin: RocketMQ's unique-key query
+    (``MQAdminImpl.queryMessage``) keeps only the earliest stored match, so mqadmin's
+    "show all" loop has one message to print.
+    """
+    msg = await tool.admin.query_by_unique_key(args.topic, args.msgId)
+    if msg is None:
+        raise TargetError(f"no message of topic {args.topic!r} has client msgId {args.msgId}")
+    if not (args.consumerGroup and args.clientId):
+        return Output([message_data(msg)], [message_table(msg)])
+    header = ConsumeMessageDirectlyResultRequestHeader(
+        args.consumerGroup, args.clientId, msg.offset_msg_id, msg.broker_name or None
+    )
+    answer = await tool.call(msg.store_addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, header)
+    result = json.loads(ConsumeMessageDirectlyResult.from_json(answer.body).to_json())
+    return Output(result, [Table(("Key", "Value"), sorted(result.items()))])
+
+
+async def _queues(
+    tool: AdminTool, topic: str, broker: str | None
+) -> list[tuple[str, MessageQueue]]:
+    """``(master addr, queue)`` of every read queue of a topic, optionally of one broker."""
+    route = await tool.admin.topic_route(topic)
+    masters = {b.broker_name: b.master_addr for b in route.broker_datas}
+    found = [
+        (addr, MessageQueue(topic, q.broker_name, i))
+        for q in route.queue_datas
+        if (addr := masters.get(q.broker_name)) and broker in (None, q.broker_name)
+        for i in range(q.read_queue_nums)
+    ]
+    if not found:
+        raise TargetError(f"topic {topic!r} has no readable queue on {broker or 'any broker'}")
+    return sorted(found, key=lambda p: p[1])
+
+
+async def _range(
+    tool: AdminTool, addr: str, mq: MessageQueue, begin: str | None, end: str | None
+) -> tuple[int, int]:
+    low = await tool.queue_offset(addr, mq, "min")
+    high = await tool.queue_offset(addr, mq, "max")
+    if begin:
+        low = await tool.queue_offset(addr, mq, "search", parse_time(begin))
+    if end:
+        high = await tool.queue_offset(addr, mq, "search", parse_time(end))
+    return low, high
+
+
+async def _read(
+    tool: AdminTool,
+    addr: str,
+    mq: MessageQueue,
+    low: int,
+    high: int,
+    expr: str,
+    group: str,
+    limit: int,
+) -> list[MessageExt]:
+    found: list[MessageExt] = []
+    offset = low
+    while offset < high and len(found) < limit:
+        result = await tool.pull(addr, mq, offset, _PULL_BATCH, expr, group)
+        if result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL):
+            break
+        found += [m for m in result.messages if m.queue_offset < high]
+        if result.next_begin_offset <= offset:
+            break
+        offset = result.next_begin_offset
+    return found[:limit]
+
+
+def _rows(msgs: list[MessageExt], with_body: bool, charset: str) -> list[Sequence[object]]:
+    return [
+        (
+            m.broker_name,
+            m.queue_id,
+            m.queue_offset,
+            m.msg_id,
+            m.tags,
+            " ".join(m.keys) or None,
+            fmt_ms(m.store_timestamp),
+            m.body.decode(charset, "replace") if with_body else "NOT PRINT BODY",
+        )
+        for m in msgs
+    ]
+
+
+_MSG_HEADERS = ("Broker Name", "QID", "Offset", "Msg ID", "Tags", "Keys", "Store Time", "Body")
+
+
+async def print_msg(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """printMsg: every message of a topic (optionally a time range and a tag expression)."""
+    ranges: list[dict[str, Any]] = []
+    msgs: list[MessageExt] = []
+    for addr, mq in await _queues(tool, args.topic, None):
+        low, high = await _range(tool, addr, mq, args.beginTimestamp, args.endTimestamp)
+        ranges.append({**mq.to_dict(), "minOffset": low, "maxOffset": high})
+        expr = args.subExpression
+        msgs += await _read(tool, addr, mq, low, high, expr, TOOLS_CONSUMER_GROUP, 1 << 62)
+    range_rows: list[Sequence[object]] = [
+        (r["brokerName"], r["queueId"], r["minOffset"], r["maxOffset"]) for r in ranges
+    ]
+    tables = [
+        Table(("Broker Name", "QID", "Min Offset", "Max Offset"), range_rows),
+        Table(_MSG_HEADERS, _rows(msgs, args.printBody, args.charsetName)),
+    ]
+    data = {"queues": ranges, "messages": [message_data(m) for m in msgs]}
+    return Output(data, tables, [f"{len(msgs)} message(s)"])
+
+
+async def consume_message(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """consumeMessage: read up to -c messages of a queue, a broker or a whole topic."""
+    if args.queueId is not None and not args.brokerName:
+        raise TargetError("-i needs the queue's broker: -b BROKER_NAME")
+    queues = await _queues(tool, args.topic, args.brokerName)
+    if args.queueId is not None:
+        queues = [(a, mq) for a, mq in queues if mq.queue_id == args.queueId]
+        if not queues:
+            raise TargetError(f"{args.brokerName} has no queue {args.queueId} of {args.topic}")
+    msgs: list[MessageExt] = []
+    for addr, mq in queues:
+        if len(msgs) >= args.MessageNumber:
+            break
+        low, high = await _range(tool, addr, mq, args.beginTimestamp, args.endTimestamp)
+        if args.offset is not None and len(queues) == 1:
+            low = args.offset
+        left = args.MessageNumber - len(msgs)
+        msgs += await _read(tool, addr, mq, low, high, "*", args.consumerGroup, left)
+    table = Table(_MSG_HEADERS, _rows(msgs, True, "utf-8"))
+    return Output([message_data(m) for m in msgs], [table], ["Consume ok"])
+
+
+# -- sending -----------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def _producer(tool: AdminTool, group: str) -> AsyncIterator[Producer]:
+    producer = Producer(group, tool.namesrv_addrs[0], instance=tool.instance)
+    await producer.start()
+    try:
+        yield producer
+    finally:
+        await producer.close()
+
+
+def _sent(result: SendResult) -> dict[str, Any]:
+    return {
+        "sendStatus": result.status.name,
+        "msgId": result.msg_id,
+        "offsetMsgId": result.offset_msg_id,
+        "brokerName": result.message_queue.broker_name,
+        "queueId": result.message_queue.queue_id,
+        "queueOffset": result.queue_offset,
+    }
+
+
+async def send_message(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """sendMessage: send one message (to a chosen queue with -b and -i)."""
+    if (args.broker is None) != (args.qid is None):
+        raise TargetError("-b and -i go together (a broker name and one of its queue ids)")
+    keys = tuple(k for k in (args.key or "").split(" ") if k)
+    msg = Message(args.topic, args.body.encode("utf-8"), tags=args.tags, keys=keys)
+    async with _producer(tool, f"PID_ADMIN_{time.time_ns()}") as producer:
+        if args.broker is None:
+            result = await producer.send(msg)
+        else:
+            target = MessageQueue(args.topic, args.broker, args.qid)
+            result = await producer.send_orderly(msg, target, lambda _qs, _m, mq: mq)
+    data = _sent(result)
+    row = (data["brokerName"], data["queueId"], data["sendStatus"], data["msgId"])
+    return Output(data, [Table(("Broker Name", "QID", "Send Result", "MsgId"), [row])])
+
+
+async def check_msg_send_rt(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """checkMsgSendRT: send -a messages of -s bytes round the queues and time each."""
+    body = b"a" * args.size
+    rows: list[Sequence[object]] = []
+    data: list[dict[str, Any]] = []
+    elapsed = 0.0
+    picked: list[MessageQueue] = []
+
+    def by_index(qs: Sequence[MessageQueue], _m: Message, n: int) -> MessageQueue:
+        picked.append(qs[n % len(qs)])  # remembered for the row: the send may fail
+        return picked[-1]
+
+    async with _producer(tool, f"PID_ADMIN_{time.time_ns()}") as producer:
+        for i in range(args.amount):
+            picked.clear()
+            start = time.perf_counter()
+            try:
+                await producer.send_orderly(Message(args.topic, body), i, by_index)
+                ok = True
+            except ClientError:
+                ok = False
+            rt_ms = (time.perf_counter() - start) * 1000
+            if i:  # the first send also fetches the route: left out of the average
+                elapsed += rt_ms
+            mq = picked[-1] if picked else None
+            row = (mq and mq.broker_name, mq and mq.queue_id, ok, f"{rt_ms:.0f}")
+            rows.append(row)
+            data.append(dict(zip(("brokerName", "queueId", "ok", "rtMs"), row, strict=True)))
+    avg = elapsed / (args.amount - 1) if args.amount > 1 else 0.0
+    headers = ("Broker Name", "QID", "Send Result", "RT")
+    return Output({"sends": data, "avgRtMs": avg}, [Table(headers, rows)], [f"Avg RT: {avg:.2f}"])
+
+
+async def send_msg_status(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """sendMsgStatus: send -c messages to the broker's own topic and time each."""
+    rows: list[Sequence[object]] = []
+    data: list[dict[str, Any]] = []
+    async with _producer(tool, "PID_SMSC") as producer:
+        await producer.send(Message(args.brokerName, b"a" * 16))  # warms the route up
+        for _ in range(args.count):
+            start = time.perf_counter()
+            result = await producer.send(Message(args.brokerName, b"a" * args.messageSize))
+            rt_ms = round((time.perf_counter() - start) * 1000)
+            sent = {"rtMs": rt_ms, **_sent(result)}
+            data.append(sent)
+            rows.append(tuple(sent.values()))
+    headers = ("RT ms", "Send Status", "MsgId", "OffsetMsgId", "Broker Name", "QID", "Offset")
+    return Output(data, [Table(headers, rows)])
+
+
+#: This module's verbs, by mqadmin name.
+MESSAGE_VERBS = {
+    "queryCq": query_cq,
+    "queryMsgByUniqueKey": query_msg_by_unique_key,
+    "printMsg": print_msg,
+    "consumeMessage": consume_message,
+    "sendMessage": send_message,
+    "checkMsgSendRT": check_msg_send_rt,
+    "sendMsgStatus": send_msg_status,
+}
