@@ -1,8 +1,10 @@
 """Fixtures of the Java compatibility tier (see javatier.py).
 
 The driver is compiled once per session. The systems are started once per test module
-and parameter (``rocklet`` / ``rocketmq``): module-scoped, synchronous fixtures (the
-servers are child processes, so no event loop has to outlive a test).
+and parameter (``rocklet`` / ``rocketmq``), or once per session for those several modules
+share: synchronous fixtures (the servers are child processes, so no event loop has to
+outlive a test). pytest orders the tests so that a session-scoped parametrized system
+starts once per parameter (``--setup-show`` shows it).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tests.java.javatier import (
     rocketmq_system,
     rocklet_system,
 )
+from tests.java.mqadmin import MqAdmin
 
 SYSTEMS = ("rocklet", "rocketmq")
 #: Test-sized commit log files for RocketMQ (its default is 1 GiB each).
@@ -33,6 +36,9 @@ _QUICK = {
     "transactionCheckInterval": "1000",
     "transactionTimeOut": "1000",
 }
+#: The broker of the mqadmin modules (verbs, config, stats, trace): the union of what they
+#: need, which is only the trace topic (``RMQ_SYS_TRACE_TOPIC``, for test_trace).
+_ADMIN = {"traceTopicEnable": "true"}
 
 
 @pytest.fixture(scope="session")
@@ -87,3 +93,27 @@ def quick_system(
     15-20 s to boot on a small machine, once per parameter is enough.
     """
     yield from _system(request, tmp_path_factory, dict(_QUICK))
+
+
+@pytest.fixture(scope="session", params=SYSTEMS)
+def admin_system(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[System]:
+    """A name server and broker with ``traceTopicEnable=true`` (see ``_ADMIN``).
+
+    Shared by the modules of ``mqadmin`` (test_mqadmin_verbs, _config, _stats) and of
+    message trace: each uses topics and groups of its own, and a test that changes
+    broker-wide state (``brokerPermission``, the name server's write perms) restores it.
+    """
+    yield from _system(request, tmp_path_factory, dict(_ADMIN))
+
+
+@pytest.fixture(scope="session")
+def admin_tool(
+    java_driver: JavaDriver, admin_system: System, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MqAdmin]:
+    """``mqadmin`` against ``admin_system``'s name server: one JVM for every verb of the
+    modules sharing that system (see mqadmin.py)."""
+    home = tmp_path_factory.mktemp(f"mqadmin-{admin_system.name}")
+    with MqAdmin(java_driver, home, admin_system.namesrv) as tool:
+        yield tool

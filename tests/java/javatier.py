@@ -115,15 +115,23 @@ class JavaDriver:
     release: RocketMqRelease
     classes: Path
 
-    def argv(self, home: Path, *args: str) -> list[str]:
-        """The ``java`` command running the driver with ``args``; client logs under ``home``."""
+    def argv(
+        self, home: Path, *args: str, main_class: str = "ClientDriver", props: tuple[str, ...] = ()
+    ) -> list[str]:
+        """The ``java`` command running the driver with ``args``; client logs under ``home``.
+
+        ``main_class`` is ``ClientDriver`` or ``AdminDriver`` (mqadmin, see mqadmin.py);
+        ``props`` are more JVM options.
+        """
         runner = RocketMqRelease(
             self.release.home,
             self.release.java,
             (*self.release.extra_classpath, str(self.classes)),
             self.release.java_major,
         )
-        return runner.java_argv(_CLIENT_HEAP, "ClientDriver", *args, props=(f"-Duser.home={home}",))
+        return runner.java_argv(
+            _CLIENT_HEAP, main_class, *args, props=(f"-Duser.home={home}", *props)
+        )
 
 
 def _sources() -> list[str]:
@@ -131,7 +139,8 @@ def _sources() -> list[str]:
 
 
 def compile_driver(out: Path) -> JavaDriver:
-    """Compile the driver (``drivers/*.java``) against the release's client jars into ``out``."""
+    """Compile the drivers (``drivers/*.java``: ``ClientDriver`` and ``AdminDriver``) against
+    the release's jars (client and tools) into ``out``."""
     found = release()
     javac = _javac()
     assert javac is not None

@@ -75,6 +75,10 @@
 //       {"event":"started"} first; runs until stdin closes or TIMEOUT_S, then
 //       {"event":"done"}.
 //
+//   trace NS TOPIC GROUP KEYS TIMEOUT_S
+//       Trace.java: a push consumer of GROUP and a producer, both with message trace on,
+//       send and consume one message with KEYS, then shut down (flushing their traces).
+//
 // A "sent" event has the SendResult's msgId (the client's unique id), offsetMsgId (the
 // broker's, from its address and commit log offset), queueId and queueOffset. A
 // "consumed" event has the MessageExt's keys, tags, user properties ("props"), body,
@@ -169,13 +173,17 @@ public final class ClientDriver {
             return tx(args[1], args[2], LocalTransactionState.valueOf(args[3]),
                 Long.parseLong(args[4]), args.length == 9 ? Arrays.copyOfRange(args, 5, 9) : null);
         }
+        if (args.length == 6 && args[0].equals("trace")) {
+            return Trace.run(args[1], args[2], args[3], args[4], Long.parseLong(args[5]));
+        }
         Events.emit(Events.obj("event", "usage_error", "error",
             "usage: produce NS TOPIC FILE | push NS TOPIC GROUP SQL EXPECT TIMEOUT_S"
                 + " | pull NS TOPIC GROUP SQL | consume NS TOPIC GROUP [K=V ...]"
                 + " | read NS TOPIC GROUP BROKER QUEUE EXPECT TIMEOUT_S"
                 + " | litepull NS TOPIC GROUP QUEUE SEEK EXPECT TIMEOUT_S"
                 + " | request NS TOPIC MODE BODY TIMEOUT_MS"
-                + " | tx NS GROUP CHECK TIMEOUT_S [TOPIC KEYS BODY LOCAL]"));
+                + " | tx NS GROUP CHECK TIMEOUT_S [TOPIC KEYS BODY LOCAL]"
+                + " | trace NS TOPIC GROUP KEYS TIMEOUT_S"));
         return EXIT_USAGE;
     }
 

@@ -1,0 +1,71 @@
+"""Message trace with the official Java client, found again with ``mqadmin queryMsgTraceById``.
+
+A broker with ``traceTopicEnable=true`` (the session's shared ``admin_system``) creates
+``RMQ_SYS_TRACE_TOPIC`` (one queue) at start. A producer and a push consumer built with
+message trace on (``enableMsgTrace``) send their trace records there, keyed by the
+message id; ``queryMsgTraceById`` queries that topic by key and prints a ``Pub`` row for
+the producer's group and a ``Sub`` row (from SubAfter) for the consumer's. Run against
+Rocklet and a real RocketMQ 4.9.4, the verb in the session's ``mqadmin`` JVM.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from tests.compat.harness import route_of
+from tests.java.javatier import JavaDriver, System, java_clients, make_topic, missing
+from tests.java.mqadmin import MqAdmin
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.compat,
+    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
+    pytest.mark.timeout(300),
+]
+
+TOPIC: Final = "JavaTierTraced"
+GROUP: Final = "javatier_trace_group"
+TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
+STEP_TIMEOUT_S: Final = 90
+
+
+def rows(output: str, kind: str) -> list[list[str]]:
+    return [line.split() for line in output.splitlines() if line.split()[:1] == [kind]]
+
+
+def both_rows(output: str) -> bool:
+    return bool(rows(output, "Pub") and rows(output, "Sub"))
+
+
+async def test_traces_of_a_send_and_a_consume_are_found_by_message_id(
+    admin_system: System, admin_tool: MqAdmin, java_driver: JavaDriver, tmp_path: Path
+) -> None:
+    route = await route_of(admin_system.namesrv, TRACE_TOPIC)
+    assert route is not None, "the broker did not create the trace topic"
+    assert [(q.read_queue_nums, q.write_queue_nums, q.perm) for q in route.queue_datas] == [
+        (1, 1, 6)
+    ]
+    await make_topic(admin_system, TOPIC, 1)
+    async with java_clients(java_driver, tmp_path / "clients", admin_system.namesrv) as clients:
+        client = await clients.spawn("trace", "trace", TOPIC, GROUP, "traced-1", "120")
+        traced = await client.wait_event(("traced", "fatal"), STEP_TIMEOUT_S)
+        assert traced["event"] == "traced" and traced["consumed"], client.diagnostics()
+        (sent,) = client.of("sent")
+        assert sent["status"] == "SEND_OK"
+        # The clients send their traces in the background and keep running meanwhile:
+        # ask until both rows show (bounded), then let them stop.
+        output = await admin_tool.await_output(
+            both_rows, "the Pub and Sub traces", "queryMsgTraceById", "-i", sent["msgId"],
+            timeout_s=STEP_TIMEOUT_S,
+        )  # fmt: skip
+        await client.close_stdin()
+        done = await client.wait_event(("done", "fatal"), STEP_TIMEOUT_S)
+        assert done["event"] == "done", client.diagnostics()
+        assert await client.exit_code(STEP_TIMEOUT_S) == 0, client.diagnostics()
+    pub, sub = rows(output, "Pub"), rows(output, "Sub")
+    assert [r[1] for r in pub] == [f"{GROUP}_producer"], output
+    assert [r[1] for r in sub] == [GROUP], output
+    assert pub[0][-1] == "success" and sub[0][-1] == "success", output
