@@ -24,6 +24,10 @@ class MetricsSink(Protocol):
         """A pull answered with messages."""
         ...
 
+    def on_get_miss(self) -> None:
+        """A pull answered without messages (not found, moved, or filtered out)."""
+        ...
+
     def on_request(self, request_code: int, response_code: int | None, duration_s: float) -> None:
         """A request was processed (``response_code`` is ``None`` when nothing was sent)."""
         ...
@@ -36,6 +40,9 @@ class NullMetrics:
         """Drop the report."""
 
     def on_get(self, group: str, topic: str, count: int, nbytes: int) -> None:
+        """Drop the report."""
+
+    def on_get_miss(self) -> None:
         """Drop the report."""
 
     def on_request(self, request_code: int, response_code: int | None, duration_s: float) -> None:

@@ -158,6 +158,9 @@ class BrokerMetrics:
         self._get_msgs.labels(topic, group).inc(count)
         self._get_bytes.labels(topic, group).inc(nbytes)
 
+    def on_get_miss(self) -> None:
+        """Nothing to count: pull outcomes are in the per-code request series."""
+
     def on_request(self, request_code: int, response_code: int | None, duration_s: float) -> None:
         """Record one processed request.
 

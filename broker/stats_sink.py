@@ -31,7 +31,6 @@ from rocklet.broker.metrics import NULL_METRICS, MetricsSink
 from rocklet.broker.stats import DAY_STEP_MS, HOUR_STEP_MS, MINUTE_STEP_MS, BrokerStats
 from rocklet.broker.stats_store import StoreStats
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
-from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.message import TRANSACTION_MASK, SysFlag
 from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.protocol.properties import Prop
@@ -44,8 +43,6 @@ __all__ = ["SCHEDULE_CONSUMER_GROUP", "MeteredMessageStore", "StatsSampler", "St
 
 #: ``MixAll.SCHEDULE_CONSUMER_GROUP``: who "pulls" delayed messages when they come due.
 SCHEDULE_CONSUMER_GROUP: Final = "SCHEDULE_CONSUMER"
-_PULL: Final = int(RequestCode.PULL_MESSAGE)
-_FOUND: Final = int(ResponseCode.SUCCESS)
 _COMMIT: Final = int(SysFlag.TRANSACTION_COMMIT)
 #: Records the broker writes for itself (transaction op records and check-back limits).
 _BROKER_WRITES: Final = frozenset({TRANS_OP_HALF_TOPIC, CHECK_MAX_TIME_TOPIC})
@@ -143,13 +140,13 @@ class StatsSink:
         store.get_transferred += count
         self._inner.on_get(group, topic, count, nbytes)
 
-    def on_request(self, request_code: int, response_code: int | None, duration_s: float) -> None:
-        """A request was processed: a pull without messages counts as a miss.
+    def on_get_miss(self) -> None:
+        """A pull answered without messages (``getMessageTimesTotalMiss``)."""
+        self.store.get_miss += 1
+        self._inner.on_get_miss()
 
-        Only called while the broker observes requests (``metricsPort`` set).
-        """
-        if request_code == _PULL and response_code is not None and response_code != _FOUND:
-            self.store.get_miss += 1
+    def on_request(self, request_code: int, response_code: int | None, duration_s: float) -> None:
+        """A request was processed (only while ``metricsPort`` is set): for Prometheus."""
         self._inner.on_request(request_code, response_code, duration_s)
 
 

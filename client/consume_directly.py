@@ -69,8 +69,9 @@ async def consume_directly(
     remark = None
     try:
         answer = await listeners.call_plain([msg])
-        verdict = answer if isinstance(answer, ConsumeResult) else None
-        result = CMResult.CR_RETURN_NULL if verdict is None else _RESULTS[verdict]
+        # Anything but the listener kind's own verdicts is "returned null", as in Java.
+        known = _RESULTS.get(answer) if isinstance(answer, ConsumeResult) else None
+        result = CMResult.CR_RETURN_NULL if known is None else known
     except Exception as exc:
         _log.warning("listener raised on a directly consumed message", error=repr(exc))
         result, remark = CMResult.CR_THROW_EXCEPTION, f"{type(exc).__name__}: {exc}"

@@ -200,8 +200,11 @@ class PullProcessor:
                 code = pull_response_code(result.status, h.queue_offset)
         metrics = self._metrics
         # The null sink ignores the counts: no summing of buffer sizes for it.
-        if code == ResponseCode.SUCCESS and result.buffers and metrics is not NULL_METRICS:
-            metrics.on_get(h.consumer_group, h.topic, len(result.buffers), result.total_bytes)
+        if metrics is not NULL_METRICS:
+            if code == ResponseCode.SUCCESS and result.buffers:
+                metrics.on_get(h.consumer_group, h.topic, len(result.buffers), result.total_bytes)
+            else:
+                metrics.on_get_miss()
         return self._answer(cmd, code, result, group, h.queue_offset)
 
     def _check(

@@ -63,27 +63,36 @@ def sample_after(broker: Broker, clock: ManualClock, ms: int) -> None:
     broker.stats_sampler.sample()
 
 
-async def send_and_pull(namesrv: str) -> tuple[int, int]:
-    """Send SENT messages, pull them all; return (pulls that found messages, bytes)."""
+async def send_and_pull(namesrv: str) -> tuple[int, int, int]:
+    """Send SENT messages, pull them all, then once more past the end of each queue.
+
+    Returns:
+        Pulls that found messages, messages pulled, pulls that found none.
+    """
     async with Producer("StatsPG", namesrv) as producer:
         for i in range(SENT):
             await producer.send(Message(TOPIC, f"body-{i}".encode()))
-    found = pulled = 0
+    found = pulled = missed = 0
     async with PullConsumer(GROUP, namesrv) as consumer:
         for mq in await consumer.fetch_queues(TOPIC):
             result = await consumer.pull(mq, 0)
             if result.messages:
                 found += 1
                 pulled += len(result.messages)
+            else:
+                missed += 1
             await consumer.commit(mq, 0)  # the group's progress: nothing consumed
+            end = await consumer.pull(mq, result.next_begin_offset)
+            assert not end.messages
+            missed += 1
     assert pulled == SENT
-    return found, pulled
+    return found, pulled, missed
 
 
 async def test_sends_and_pulls_show_in_every_stats_answer(tmp_path: Path) -> None:
     clock = ManualClock()
     async with stats_broker(tmp_path, clock) as (namesrv, broker):
-        found, _ = await send_and_pull(namesrv)
+        found, _, missed = await send_and_pull(namesrv)
         sample_after(broker, clock, 10_000)
         async with await open_connection("127.0.0.1", broker.port) as conn:
             puts = await view(conn, "TOPIC_PUT_NUMS", TOPIC)
@@ -122,6 +131,9 @@ async def test_sends_and_pulls_show_in_every_stats_answer(tmp_path: Path) -> Non
             assert table["putTps"] == " ".join([repr(SENT / 10)] * 3)
             assert table["getTransferedTps"] == " ".join([repr(SENT / 10)] * 3)
             assert table["getFoundTps"] == " ".join([repr(found / 10)] * 3)
+            # Counted without metricsPort (this broker has none).
+            assert table["getMissTps"] == " ".join([repr(missed / 10)] * 3)
+            assert table["getTotalTps"] == " ".join([repr((found + missed) / 10)] * 3)
             for key in (
                 "EndTransactionQueueSize",
                 "EndTransactionThreadPoolQueueCapacity",

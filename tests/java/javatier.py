@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
+import pytest
+
 from rocklet.benchsuite.vsrmq.release import RocketMqRelease, find_java
 from rocklet.benchsuite.vsrmq.servers import start_rocketmq
 from tests.compat.harness import Driver, create_topic, log_tail, running_standalone, wait_for_route
@@ -98,6 +100,21 @@ def missing() -> str | None:
     if _javac() is None:
         return "Java tier not run: no javac, a JDK is needed (set JAVA_HOME or put javac on PATH)"
     return None
+
+
+def tier_marks(timeout_s: int = 300) -> list[pytest.MarkDecorator]:
+    """The ``pytestmark`` of every Java tier module.
+
+    Slow and compat, skipped with the plain reason when no release or JDK is found,
+    and a per-test time limit.
+    """
+    reason = missing()
+    return [
+        pytest.mark.slow,
+        pytest.mark.compat,
+        pytest.mark.skipif(reason is not None, reason=reason or ""),
+        pytest.mark.timeout(timeout_s),
+    ]
 
 
 def release() -> RocketMqRelease:

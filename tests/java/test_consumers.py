@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.java.javatier import (
     Event,
     JavaClient,
@@ -19,15 +17,10 @@ from tests.java.javatier import (
     System,
     java_clients,
     make_topic,
-    missing,
+    tier_marks,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.compat,
-    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
-    pytest.mark.timeout(300),
-]
+pytestmark = tier_marks()
 
 #: A client's start, a scenario's deliveries: generous for a busy two-core machine.
 STEP_TIMEOUT_S = 90

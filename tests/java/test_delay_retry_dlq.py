@@ -33,15 +33,10 @@ from tests.java.javatier import (
     System,
     java_clients,
     make_topic,
-    missing,
+    tier_marks,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.compat,
-    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
-    pytest.mark.timeout(300),
-]
+pytestmark = tier_marks()
 
 QUEUES = 4
 #: A client's start, a delivery: generous for a busy two-core machine.

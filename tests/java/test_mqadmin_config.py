@@ -13,19 +13,12 @@ import json
 from pathlib import Path
 from typing import Final
 
-import pytest
-
 from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS
 from tests.compat.harness import route_of
-from tests.java.javatier import System, missing
+from tests.java.javatier import System, tier_marks
 from tests.java.mqadmin import MqAdmin
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.compat,
-    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
-    pytest.mark.timeout(300),
-]
+pytestmark = tier_marks()
 
 CLUSTER: Final = "DefaultCluster"
 BROKER: Final = "broker-a"

@@ -29,15 +29,10 @@ from rocklet.protocol.bodies.topic import TopicConfig
 from rocklet.transport.dial import open_connection
 from tests.broker.test_namesrv import register_cmd, topics
 from tests.compat.harness import route_of
-from tests.java.javatier import RELEASE, JavaDriver, missing, release
+from tests.java.javatier import RELEASE, JavaDriver, release, tier_marks
 from tests.java.mqadmin import MqAdmin
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.compat,
-    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
-    pytest.mark.timeout(180),
-]
+pytestmark = tier_marks(180)
 
 BROKER: Final = "broker-ns"
 #: The group's topics and their perms: two writable, one read-only.

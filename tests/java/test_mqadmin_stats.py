@@ -14,20 +14,13 @@ from __future__ import annotations
 
 from typing import Final
 
-import pytest
-
 from rocklet.client.message import Message
 from rocklet.client.producer import Producer
 from rocklet.client.pull_consumer import PullConsumer
-from tests.java.javatier import System, make_topic, missing
+from tests.java.javatier import System, make_topic, tier_marks
 from tests.java.mqadmin import MqAdmin
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.compat,
-    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
-    pytest.mark.timeout(120),
-]
+pytestmark = tier_marks(120)
 
 #: The first 10-second sample comes at most this long after the sends.
 SAMPLE_TIMEOUT_S: Final = 30.0

@@ -33,16 +33,11 @@ from tests.java.javatier import (
     System,
     java_clients,
     make_topic,
-    missing,
+    tier_marks,
 )
 from tests.java.mqadmin import JavaProcess, MqAdmin, normalise
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.compat,
-    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
-    pytest.mark.timeout(300),
-]
+pytestmark = tier_marks()
 
 TOPIC = "AdmT"
 QUEUES = 4

@@ -25,8 +25,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from unittest.mock import ANY
 
-import pytest
-
 from tests.java.javatier import (
     Event,
     JavaClient,
@@ -35,15 +33,10 @@ from tests.java.javatier import (
     System,
     java_clients,
     make_topic,
-    missing,
+    tier_marks,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.compat,
-    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
-    pytest.mark.timeout(300),
-]
+pytestmark = tier_marks()
 
 #: A client's start, a round trip: generous for a busy two-core machine.
 STEP_TIMEOUT_S = 90

@@ -30,15 +30,10 @@ from tests.java.javatier import (
     OutgoingMessage,
     System,
     java_clients,
-    missing,
+    tier_marks,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.compat,
-    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
-    pytest.mark.timeout(300),
-]
+pytestmark = tier_marks()
 
 TOPIC = "JavaTierSql92"
 QUEUES = 4

@@ -13,18 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-import pytest
-
 from tests.compat.harness import route_of
-from tests.java.javatier import JavaDriver, System, java_clients, make_topic, missing
+from tests.java.javatier import JavaDriver, System, java_clients, make_topic, tier_marks
 from tests.java.mqadmin import MqAdmin
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.compat,
-    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
-    pytest.mark.timeout(300),
-]
+pytestmark = tier_marks()
 
 TOPIC: Final = "JavaTierTraced"
 GROUP: Final = "javatier_trace_group"

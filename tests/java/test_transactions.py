@@ -32,15 +32,10 @@ from tests.java.javatier import (
     System,
     java_clients,
     make_topic,
-    missing,
+    tier_marks,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.compat,
-    pytest.mark.skipif(missing() is not None, reason=missing() or ""),
-    pytest.mark.timeout(300),
-]
+pytestmark = tier_marks()
 
 TOPIC = "JavaTierTransactions"
 PRODUCER_GROUP = "javatier_tx"
