@@ -31,6 +31,12 @@ from pathlib import Path
 from typing import Any, Final, Self, TypeVar
 
 from rocklet.broker.config_keys import log_key_review, review_keys
+from rocklet.broker.config_names import (
+    property_field_table,
+    property_name,
+    property_names,
+    typed_properties,
+)
 from rocklet.broker.ha.guard import AllowList, AllowListError
 from rocklet.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS, ROCKETMQ_NAMESRV_KEYS
 from rocklet.broker.tls_keys import TLS_KEYS, USE_TLS
@@ -77,80 +83,6 @@ class BrokerRole(enum.StrEnum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
-
-
-#: Property names that are not the field name in camelCase minus its unit suffix.
-_IRREGULAR: Final = {
-    "broker_ip1": "brokerIP1",
-    "broker_ip2": "brokerIP2",
-    "check_crc_on_recover": "checkCRCOnRecover",
-    "short_polling_time_ms": "shortPollingTimeMills",
-    "register_broker_timeout_ms": "registerBrokerTimeoutMills",
-    "transaction_timeout_ms": "transactionTimeOut",
-}
-_UNIT_SUFFIX: Final = re.compile(r"_(ms|hours)$")
-
-
-def property_name(field_name: str) -> str:
-    """The RocketMQ property name of a config field.
-
-    Args:
-        field_name: A field of :class:`BrokerConfig` or :class:`NamesrvConfig`.
-
-    Returns:
-        E.g. ``flushIntervalCommitLog`` for ``flush_interval_commit_log_ms``.
-    """
-    if field_name in _IRREGULAR:
-        return _IRREGULAR[field_name]
-    head, *rest = _UNIT_SUFFIX.sub("", field_name).split("_")
-    return head + "".join(part.capitalize() for part in rest)
-
-
-#: Fields that are not properties: unknown keys, and where the config was read from.
-_NOT_PROPERTIES: Final = frozenset({"extra", "config_file"})
-
-
-def _property_fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
-    return {
-        property_name(f.name): f for f in dataclasses.fields(cls) if f.name not in _NOT_PROPERTIES
-    }
-
-
-def typed_properties(config: BrokerConfig | NamesrvConfig) -> dict[str, str]:
-    """The config's fields as property names and text, as ``MixAll.object2Properties``.
-
-    Args:
-        config: A broker or name server configuration.
-
-    Returns:
-        Property name to text, in field order; unset optional fields, ``extra`` and
-        secrets (fields hidden from ``repr``, such as ``secretKey``) left out.
-    """
-    out: dict[str, str] = {}
-    for spec in dataclasses.fields(config):
-        value = getattr(config, spec.name)
-        if spec.name in _NOT_PROPERTIES or value is None or not spec.repr:
-            continue
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, enum.Enum):
-            text = str(value.value)
-        else:
-            text = str(value)
-        out[property_name(spec.name)] = text
-    return out
-
-
-def property_names(cls: type[BrokerConfig] | type[NamesrvConfig]) -> frozenset[str]:
-    """The property names a config class reads (every field but ``extra``).
-
-    Args:
-        cls: :class:`BrokerConfig` or :class:`NamesrvConfig`.
-
-    Returns:
-        E.g. ``brokerClusterName``, ``flushIntervalCommitLog``.
-    """
-    return frozenset(_property_fields(cls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -601,7 +533,7 @@ def _convert(key: str, raw: str, hint: Any) -> Any:
 
 def _kwargs_from_properties(cls: type, props: Mapping[str, str]) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
-    by_prop = _property_fields(cls)
+    by_prop = property_field_table(cls)
     kwargs: dict[str, Any] = {}
     extra: dict[str, str] = {}
     for key, raw in props.items():
@@ -629,7 +561,7 @@ def with_overrides(config: _C, overrides: Mapping[str, object]) -> _C:
         ConfigError: An unknown key, or a value that does not parse or is out of range.
     """
     fields = {f.name: f for f in dataclasses.fields(config)}
-    by_prop = _property_fields(type(config))
+    by_prop = property_field_table(type(config))
     hints = typing.get_type_hints(type(config))
     changes: dict[str, Any] = {}
     for key, value in overrides.items():

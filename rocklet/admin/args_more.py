@@ -210,6 +210,16 @@ def _send_status(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--count", type=int, default=50, help="messages (50)")
 
 
+def _cluster_rt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-a", "--amount", type=int, default=100, help="sends per broker and round (100)")
+    p.add_argument("-s", "--size", type=int, default=128, help="body bytes (128)")
+    p.add_argument("-c", "--clusterName", help="one cluster (default: every cluster)")
+    p.add_argument("-i", "--interval", type=float, default=10, help="seconds between rounds (10)")
+    p.add_argument(
+        "--rounds", type=int, default=0, help="stop after this many rounds (0: run until Ctrl-C)"
+    )
+
+
 _Adder = Callable[[argparse.ArgumentParser], None]
 
 #: Verb name to (summary, flag adder).
@@ -245,4 +255,5 @@ MORE_VERB_ARGS: Final[Mapping[str, tuple[str, _Adder]]] = {
     "sendMessage": ("send one message", _send_message),
     "checkMsgSendRT": ("time sends round a topic's queues", _check_rt),
     "sendMsgStatus": ("time sends to a broker", _send_status),
+    "clusterRT": ("time sends to every broker, round after round", _cluster_rt),
 }

@@ -67,12 +67,15 @@ class Output:
         tables: The same, as tables.
         notes: Lines printed after the tables (totals, hints).
         exit_code: The command's exit status once printed (1: it found problems).
+        streamed: The verb printed its rows as they came (to ``args.stream``):
+            nothing is left to print.
     """
 
     data: Any
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     exit_code: int = 0
+    streamed: bool = False
 
 
 def print_output(output: Output, out: TextIO, *, as_json: bool) -> None:
@@ -83,6 +86,8 @@ def print_output(output: Output, out: TextIO, *, as_json: bool) -> None:
         out: Where to write.
         as_json: Print ``output.data`` as indented JSON instead of the tables.
     """
+    if output.streamed:
+        return
     if as_json:
         out.write(json.dumps(output.data, indent=2, ensure_ascii=False) + "\n")
         return

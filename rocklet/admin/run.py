@@ -69,6 +69,8 @@ async def run_admin_async(
         return EXIT_FAILED
     try:
         credentials = credentials_from(args, env)
+        # A verb that runs until stopped (clusterRT) prints its rows here as they come.
+        args.stream = out
         async with AdminTool(namesrv, args.timeout, tls, credentials) as tool:
             output = await VERBS[args.verb](tool, args)
     except (ClientError, ProtocolError) as exc:

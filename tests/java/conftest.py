@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.java.admin_seed import Seeded, seed
 from tests.java.javatier import (
     JavaDriver,
     System,
@@ -36,8 +37,7 @@ _QUICK = {
     "transactionCheckInterval": "1000",
     "transactionTimeOut": "1000",
 }
-#: The broker of the mqadmin modules (verbs, config, stats, trace): the union of what they
-#: need, which is only the trace topic (``RMQ_SYS_TRACE_TOPIC``, for test_trace).
+#: What the mqadmin and trace modules add: the trace topic (``RMQ_SYS_TRACE_TOPIC``).
 _ADMIN = {"traceTopicEnable": "true"}
 
 
@@ -85,35 +85,44 @@ def default_system(
 def quick_system(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[System]:
-    """A name server and broker whose delay levels are all 1 s and which checks
-    transactions every second (half messages older than 1 s): see ``_QUICK``.
+    """The session's shared name server and broker (``_QUICK`` and ``_ADMIN``).
 
-    Shared by the modules of delays and retries, consumers, request-reply and
-    transactions, which use topics and groups of their own: a RocketMQ broker takes
-    15-20 s to boot on a small machine, once per parameter is enough.
+    Delay levels all 1 s, transactions checked every second (half messages older than
+    1 s), the trace topic on. Shared by the modules of delays and retries, consumers,
+    request-reply, transactions, message trace and ``mqadmin``, which use topics and
+    groups of their own; a test that changes broker-wide state (``brokerPermission``,
+    the name server's write perms) restores it. A RocketMQ broker takes 15-20 s to boot
+    on a small machine: once per parameter is enough.
     """
-    yield from _system(request, tmp_path_factory, dict(_QUICK))
+    yield from _system(request, tmp_path_factory, {**_QUICK, **_ADMIN})
 
 
-@pytest.fixture(scope="session", params=SYSTEMS)
-def admin_system(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[System]:
-    """A name server and broker with ``traceTopicEnable=true`` (see ``_ADMIN``).
-
-    Shared by the modules of ``mqadmin`` (test_mqadmin_verbs, _config, _stats) and of
-    message trace: each uses topics and groups of its own, and a test that changes
-    broker-wide state (``brokerPermission``, the name server's write perms) restores it.
-    """
-    yield from _system(request, tmp_path_factory, dict(_ADMIN))
+@pytest.fixture(scope="session")
+def admin_system(quick_system: System) -> System:
+    """The system the ``mqadmin`` and trace modules drive: the shared one."""
+    return quick_system
 
 
 @pytest.fixture(scope="session")
 def admin_tool(
     java_driver: JavaDriver, admin_system: System, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[MqAdmin]:
-    """``mqadmin`` against ``admin_system``'s name server: one JVM for every verb of the
-    modules sharing that system (see mqadmin.py)."""
+    """``mqadmin`` against ``admin_system``'s name server.
+
+    One JVM for every verb of the modules sharing that system (see mqadmin.py).
+    """
     home = tmp_path_factory.mktemp(f"mqadmin-{admin_system.name}")
     with MqAdmin(java_driver, home, admin_system.namesrv) as tool:
         yield tool
+
+
+@pytest.fixture(scope="session")
+def seeded(
+    java_driver: JavaDriver,
+    admin_system: System,
+    admin_tool: MqAdmin,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Seeded]:
+    """``admin_system`` seeded for the verb modules (admin_seed.py), once per system."""
+    home = tmp_path_factory.mktemp(f"mqadmin-seeded-{admin_system.name}")
+    yield from seed(java_driver, admin_system, admin_tool, home)

@@ -211,6 +211,30 @@ async def test_message_verbs_send_print_consume_and_unique_key(tmp_path: Path) -
         )
         assert code == 1 and "-b and -i go together" in err
 
+        # clusterRT streams a row per broker and round (mqadmin's runs until stopped).
+        before = await admin_json(cluster, "topicStatus", "-t", "broker-a")
+        code, out, _ = await admin(
+            cluster, "clusterRT", "-a", "3", "-s", "8", "-i", "0", "--rounds", "2"
+        )
+        lines = out.splitlines()
+        assert code == 0 and lines[0].split() == [
+            "#Cluster",
+            "Name",
+            "#Broker",
+            "Name",
+            "#RT",
+            "#successCount",
+            "#failCount",
+        ], out
+        rows = [line.split() for line in lines[1:]]
+        assert [(r[0], r[1], r[3], r[4]) for r in rows] == [
+            ("DefaultCluster", "broker-a", "3", "0")
+        ] * 2, out
+        assert all(float(r[2]) >= 0 for r in rows)
+        # Its six sends went to the broker's own topic.
+        after = await admin_json(cluster, "topicStatus", "-t", "broker-a")
+        assert sum(q["maxOffset"] for q in after) - sum(q["maxOffset"] for q in before) == 6
+
 
 async def test_broker_and_name_server_config_and_stats(tmp_path: Path) -> None:
     async with running_cluster(tmp_path) as cluster:

@@ -370,14 +370,7 @@ public final class ClientDriver {
         } catch (Exception e) {
             Events.emit(Events.withCode(Events.obj("event", "send_failed", "error", Events.describe(e)), e));
         }
-        CountDownLatch stop = new CountDownLatch(1);
-        Thread stdinWatch = new Thread(() -> {
-            Consumers.drain(System.in);
-            stop.countDown();
-        }, "stdin-watch");
-        stdinWatch.setDaemon(true);
-        stdinWatch.start();
-        boolean ended = stop.await(timeoutS, TimeUnit.SECONDS);
+        boolean ended = Consumers.untilStopped(new CountDownLatch(1), timeoutS);
         producer.shutdown();
         Events.emit(Events.obj("event", "done", "timedOut", !ended));
         return 0;

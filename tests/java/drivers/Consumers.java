@@ -58,23 +58,39 @@ final class Consumers {
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
+        if (!started(consumer)) {
+            return ClientDriver.EXIT_START_FAILED;
+        }
+        boolean ended = untilStopped(stop, timeoutS);
+        consumer.shutdown();
+        Events.emit(Events.obj("event", "done", "consumed", consumed.get(), "timedOut", !ended));
+        return 0;
+    }
+
+    /** Start a push consumer and say so: a {@code started} or {@code start_failed} event. */
+    static boolean started(DefaultMQPushConsumer consumer) {
         try {
             consumer.start();
         } catch (MQClientException e) {
             Events.emit(Events.withCode(Events.obj("event", "start_failed", "error", Events.describe(e)), e));
-            return ClientDriver.EXIT_START_FAILED;
+            return false;
         }
         Events.emit(Events.obj("event", "started"));
+        return true;
+    }
+
+    /**
+     * Wait until {@code stop} opens, stdin closes (the test is done with this client), or
+     * {@code timeoutS} passes; false when the time ran out.
+     */
+    static boolean untilStopped(CountDownLatch stop, long timeoutS) throws InterruptedException {
         Thread stdinWatch = new Thread(() -> {
             drain(System.in);
             stop.countDown();
         }, "stdin-watch");
         stdinWatch.setDaemon(true);
         stdinWatch.start();
-        boolean ended = stop.await(timeoutS, TimeUnit.SECONDS);
-        consumer.shutdown();
-        Events.emit(Events.obj("event", "done", "consumed", consumed.get(), "timedOut", !ended));
-        return 0;
+        return stop.await(timeoutS, TimeUnit.SECONDS);
     }
 
     static void drain(InputStream in) {
@@ -213,20 +229,10 @@ final class Consumers {
             }
             return status;
         });
-        try {
-            consumer.start();
-        } catch (MQClientException e) {
-            Events.emit(Events.withCode(Events.obj("event", "start_failed", "error", Events.describe(e)), e));
+        if (!started(consumer)) {
             return ClientDriver.EXIT_START_FAILED;
         }
-        Events.emit(Events.obj("event", "started"));
-        Thread stdinWatch = new Thread(() -> {
-            drain(System.in);
-            stop.countDown();
-        }, "stdin-watch");
-        stdinWatch.setDaemon(true);
-        stdinWatch.start();
-        boolean ended = stop.await(timeoutS, TimeUnit.SECONDS);
+        boolean ended = untilStopped(stop, timeoutS);
         consumer.shutdown();
         if (replies != null) {
             replies.shutdown();
