@@ -411,6 +411,11 @@ class Broker:
         return self._server.port
 
     @property
+    def registry(self) -> ProcessorRegistry:
+        """The request processors (its ``gate`` sees every request first)."""
+        return self._server.registry
+
+    @property
     def fast_port(self) -> int | None:
         """The VIP port's bound port, or ``None`` when there is none."""
         return None if self._fast_server is None else self._fast_server.port

@@ -46,6 +46,7 @@ from rocklet.transport.logs import get_logger
 
 __all__ = [
     "CheckListener",
+    "HalfMessage",
     "LocalTransaction",
     "LocalTransactionState",
     "TransactionProducer",
@@ -94,6 +95,36 @@ class TransactionSendResult:
     local_state: LocalTransactionState
 
 
+@dataclass(frozen=True, slots=True)
+class HalfMessage:
+    """What END_TRANSACTION needs to name a stored half message (picklable, small).
+
+    Attributes:
+        topic: The message's own topic (its route leads to the broker).
+        broker_name: The broker group that stored the half message.
+        commit_log_offset: Where the half message is in that broker's commitlog.
+        queue_offset: Its offset in the half topic's queue (``tranStateTableOffset``).
+        msg_id: Its UNIQ_KEY; the committed message keeps it.
+    """
+
+    topic: str
+    broker_name: str
+    commit_log_offset: int
+    queue_offset: int
+    msg_id: str
+
+    @classmethod
+    def of(cls, topic: str, result: SendResult) -> HalfMessage:
+        """The handle of a half message from its send result."""
+        return cls(
+            topic,
+            result.message_queue.broker_name,
+            parse_offset_msg_id(result.offset_msg_id).offset,
+            result.queue_offset,
+            result.msg_id,
+        )
+
+
 class TransactionProducer(Producer):
     """A producer whose messages are delivered only if a local transaction commits.
 
@@ -135,10 +166,7 @@ class TransactionProducer(Producer):
             InvalidMessageError, BrokerError, TransportError, NoRouteError: The half
                 message could not be sent (the local transaction did not run).
         """
-        if msg.delay_level:
-            raise InvalidMessageError("a transactional message cannot be delayed")
-        extra = {Prop.TRAN_MSG: "true", Prop.PGROUP: self.config.group}
-        result = await self.send_with_properties(msg, extra, sys_flag=SysFlag.TRANSACTION_PREPARED)
+        result = await self.send_half(msg)
         remark: str | None = None
         if result.status is not SendStatus.SEND_OK:
             # DefaultMQProducerImpl.sendMessageInTransaction: not durable => roll back.
@@ -151,6 +179,62 @@ class TransactionProducer(Producer):
                 state, remark = LocalTransactionState.UNKNOWN, f"{type(exc).__name__}: {exc}"
         await self._end_after_send(result, state, remark)
         return TransactionSendResult(result, state)
+
+    async def send_half(self, msg: Message) -> SendResult:
+        """Send a half message and leave the decision for later (:meth:`end`).
+
+        For a two-phase commit whose decision is made elsewhere, e.g. by a
+        coordinator that collects :class:`HalfMessage` handles from many producers.
+        Until it is ended, the broker checks back with the producer group.
+
+        Args:
+            msg: The message (a delay level is not allowed, as in RocketMQ).
+
+        Returns:
+            The half message's send result (:meth:`HalfMessage.of` makes its handle).
+
+        Raises:
+            InvalidMessageError, BrokerError, TransportError, NoRouteError: As
+                :meth:`send_in_transaction`.
+        """
+        if msg.delay_level:
+            raise InvalidMessageError("a transactional message cannot be delayed")
+        extra = {Prop.TRAN_MSG: "true", Prop.PGROUP: self.config.group}
+        return await self.send_with_properties(msg, extra, sys_flag=SysFlag.TRANSACTION_PREPARED)
+
+    async def end(self, half: HalfMessage, state: LocalTransactionState) -> bool:
+        """End a half message this producer group sent: commit or roll it back.
+
+        A half message must be ended once: RocketMQ commits a half message again each
+        time it is told to, so a retry after an unclear outcome can duplicate it.
+
+        Args:
+            half: The handle.
+            state: COMMIT or ROLLBACK.
+
+        Returns:
+            Whether the broker answered that it applied the outcome (False: it was not
+            reached or refused; the half message stays and is checked back).
+        """
+        if state is LocalTransactionState.UNKNOWN:
+            raise ValueError("end() takes COMMIT or ROLLBACK")
+        addr = self.instance.routes.master_addr(half.broker_name)
+        if addr is None:
+            await self.instance.topic_route(half.topic, refresh=True)
+            addr = self.instance.routes.master_addr(half.broker_name)
+        if addr is None:
+            _log.warning("no master to end the transaction", broker=half.broker_name)
+            return False
+        header = EndTransactionRequestHeader(
+            producer_group=self.config.group,
+            tran_state_table_offset=half.queue_offset,
+            commit_log_offset=half.commit_log_offset,
+            commit_or_rollback=state.wire,
+            msg_id=half.msg_id,
+            from_transaction_check=False,
+            transaction_id=half.msg_id,
+        )
+        return await self._end(addr, header, None)
 
     async def _end_after_send(
         self, result: SendResult, state: LocalTransactionState, remark: str | None
@@ -199,7 +283,8 @@ class TransactionProducer(Producer):
 
     async def _end(
         self, addr: str, header: EndTransactionRequestHeader, remark: str | None
-    ) -> None:
+    ) -> bool:
+        """Send END_TRANSACTION; True when a commit or rollback was answered SUCCESS."""
         cmd = RemotingCommand(
             RequestCode.END_TRANSACTION, remark=remark, ext_fields=header.to_ext_fields()
         )
@@ -208,14 +293,14 @@ class TransactionProducer(Producer):
             if header.commit_or_rollback == TransactionType.NOT_TYPE:
                 # RocketMQ's EndTransactionProcessor answers nothing for "unknown".
                 await instance.invoke_oneway(addr, cmd)
-                return
+                return False
             # Java sends every END_TRANSACTION oneway; waiting for the answer to a
             # commit or rollback (which the broker does send) tells us it was applied.
             answer = await instance.invoke(addr, cmd)
         except TransportError as exc:
             # Not fatal: the half message stays, and the broker will check back.
             _log.warning("END_TRANSACTION not delivered", broker=addr, error=str(exc))
-            return
+            return False
         if answer.code != ResponseCode.SUCCESS:
             _log.warning(
                 "END_TRANSACTION refused; the broker will check back",
@@ -223,6 +308,8 @@ class TransactionProducer(Producer):
                 code=answer.code,
                 remark=answer.remark,
             )
+            return False
+        return True
 
 
 async def _call(fn: Callable[..., _State], *args: Any) -> LocalTransactionState:

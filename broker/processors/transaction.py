@@ -93,7 +93,11 @@ class EndTransactionProcessor:
                 ResponseCode.SLAVE_NOT_AVAILABLE, remark="end transaction is forbidden on a slave"
             )
         kind = header.transaction_type
-        log.info(
+        # A producer's own commit is the everyday case (one per transactional message):
+        # logged at debug, as RocketMQ logs only check-back answers, rollbacks and
+        # "unknown" endings.
+        routine = kind is TransactionType.COMMIT and not header.from_transaction_check
+        (log.debug if routine else log.info)(
             "end transaction",
             peer=rctx.peer_address,
             kind=kind.name if kind is not None else header.commit_or_rollback,

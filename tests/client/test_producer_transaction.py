@@ -8,12 +8,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from rocklet.client.errors import InvalidMessageError
 from rocklet.client.message import Message, MessageExt
-from rocklet.client.transaction import LocalTransactionState, TransactionProducer
+from rocklet.client.transaction import HalfMessage, LocalTransactionState, TransactionProducer
 from rocklet.protocol.message import SysFlag
 from rocklet.protocol.names import TRANS_OP_HALF_TOPIC
 from rocklet.protocol.properties import Prop
-from tests.client.producer_support import WAIT_S, long_poll, stored
+from tests.client.producer_support import WAIT_S, long_poll, stored, stored_all
 from tests.cluster import Cluster, running_cluster
 
 State = LocalTransactionState
@@ -80,6 +83,32 @@ async def test_rolled_back_transaction_is_never_delivered(tmp_path: Path) -> Non
         assert outcome.local_state is State.ROLLBACK
         await wait_op(cluster)
         assert stored(cluster.broker, "TxGone", outcome.send_result.message_queue.queue_id) == []
+        assert await cluster.broker.transaction_check.check_once(far_future_ms()) == 0
+
+
+async def test_half_messages_ended_later_by_another_producer_of_the_group(
+    tmp_path: Path,
+) -> None:
+    """send_half + end: a coordinator decides, with a producer that did not send them."""
+    async with running_cluster(tmp_path) as cluster:
+        async with TransactionProducer(
+            "PG_2PC", cluster.namesrv_addr, check_listener=lambda m: State.UNKNOWN
+        ) as sender:
+            keep = HalfMessage.of("Tx2pc", await sender.send_half(Message("Tx2pc", b"keep")))
+            drop = HalfMessage.of("Tx2pc", await sender.send_half(Message("Tx2pc", b"drop")))
+            with pytest.raises(InvalidMessageError):
+                await sender.send_half(Message("Tx2pc", b"late", delay_level=2))
+        assert stored_all(cluster.broker, "Tx2pc") == []  # invisible so far
+        # A fresh producer of the same group, with no route cached yet, ends both.
+        async with TransactionProducer(
+            "PG_2PC", cluster.namesrv_addr, check_listener=lambda m: State.UNKNOWN
+        ) as coordinator:
+            assert await coordinator.end(keep, State.COMMIT)
+            assert await coordinator.end(drop, State.ROLLBACK)
+            with pytest.raises(ValueError):
+                await coordinator.end(keep, State.UNKNOWN)
+        (committed,) = stored_all(cluster.broker, "Tx2pc")
+        assert committed.body == b"keep" and committed.properties[Prop.UNIQ_KEY] == keep.msg_id
         assert await cluster.broker.transaction_check.check_once(far_future_ms()) == 0
 
 
