@@ -1,6 +1,6 @@
 """Spark connector benchmark: rows/s read and written through Spark, beside the SDK alone.
 
-Usage: python bench/spark_bench.py [--rows N] [--body-size B] [--quick]
+Usage: python bench/spark_bench.py [--rows N] [--body-size B] [--quick] [--exactly-once]
 
 One ``rocklet standalone`` (ASYNC_FLUSH) on a temporary directory, an 8-queue topic
 filled with ``--rows`` messages of ``--body-size`` bytes by the SDK's batch producer,
@@ -15,7 +15,9 @@ then, in one run so the figures compare:
 4. SDK write: the SDK's Producer sends the same number of messages, batches of 256,
    8 batches in flight (what each sink task does);
 5. Spark write: ``df.write.format("rocklet")`` of a generated DataFrame with the same
-   bodies.
+   bodies;
+6. with ``--exactly-once``: the stream copy and the Spark write again with
+   ``deliveryGuarantee=exactly-once`` (half messages, then a commit per batch).
 
 Spark is warmed up first (a small read and write), so the figures are steady-state
 rather than JVM start-up. Each row reports rows/s, wall seconds and the broker's CPU
@@ -148,15 +150,29 @@ def spark_read(spark: SparkSession, namesrv: str, topic: str, ending: str = "lat
     )
 
 
-def spark_write(spark: SparkSession, namesrv: str, topic: str, rows: int, body: bytes) -> None:
+def spark_write(
+    spark: SparkSession,
+    namesrv: str,
+    topic: str,
+    rows: int,
+    body: bytes,
+    guarantee: str = "at-least-once",
+) -> None:
     """Write ``rows`` generated rows with ``body`` to ``topic`` (8 partitions)."""
     df = spark.range(rows, numPartitions=QUEUES).select(F.lit(body).alias("body"))
-    df.write.format("rocklet").option("nameServer", namesrv).option("topic", topic).mode(
-        "append"
-    ).save()
+    df.write.format("rocklet").option("nameServer", namesrv).option("topic", topic).option(
+        "deliveryGuarantee", guarantee
+    ).mode("append").save()
 
 
-def spark_copy(spark: SparkSession, namesrv: str, source: str, sink: str, checkpoint: str) -> None:
+def spark_copy(
+    spark: SparkSession,
+    namesrv: str,
+    source: str,
+    sink: str,
+    checkpoint: str,
+    guarantee: str = "at-least-once",
+) -> None:
     """Copy ``source`` to ``sink`` with a rocklet-to-rocklet stream, availableNow."""
     query = (
         spark.readStream.format("rocklet")
@@ -168,6 +184,7 @@ def spark_copy(spark: SparkSession, namesrv: str, source: str, sink: str, checkp
         .writeStream.format("rocklet")
         .option("nameServer", namesrv)
         .option("topic", sink)
+        .option("deliveryGuarantee", guarantee)
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
@@ -180,7 +197,7 @@ def spark_copy(spark: SparkSession, namesrv: str, source: str, sink: str, checkp
 # -- the run ----------------------------------------------------------------------------------
 
 
-def run(rows: int, body_size: int, root: Path) -> list[Row]:
+def run(rows: int, body_size: int, root: Path, exactly_once: bool = False) -> list[Row]:
     """Every case against one broker; returns the measurements."""
     body = b"x" * body_size
     out: list[Row] = []
@@ -202,6 +219,15 @@ def run(rows: int, body_size: int, root: Path) -> list[Row]:
             with timed(broker, "Spark write (batch)", rows, out):
                 spark_write(spark, namesrv, "BenchSparkOut", rows, body)
             assert asyncio.run(sdk_drain(namesrv, "BenchSparkOut")) == rows
+            if exactly_once:
+                with timed(broker, "Spark stream copy, exactly-once", rows, out):
+                    spark_copy(
+                        spark, namesrv, TOPIC, "BenchCopyEo", str(root / "eo"), "exactly-once"
+                    )
+                with timed(broker, "Spark write (batch), exactly-once", rows, out):
+                    spark_write(spark, namesrv, "BenchSparkOutEo", rows, body, "exactly-once")
+                assert asyncio.run(sdk_drain(namesrv, "BenchSparkOutEo")) == rows
+                assert asyncio.run(sdk_drain(namesrv, "BenchCopyEo")) == rows
         finally:
             spark.stop()
     return out
@@ -235,10 +261,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--body-size", type=int, default=1024)
     parser.add_argument("--quick", action="store_true", help="20k rows")
+    parser.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="also the stream copy and batch write with deliveryGuarantee=exactly-once",
+    )
     args = parser.parse_args(argv)
     rows = 20_000 if args.quick else args.rows
     with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp:
-        results = run(rows, args.body_size, Path(tmp))
+        results = run(rows, args.body_size, Path(tmp), args.exactly_once)
     print(report(results, rows, args.body_size))
 
 

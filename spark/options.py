@@ -74,6 +74,7 @@ _OFFLINE_NAMES: Final = (
     "brokerName",
     "verifyCrc",
     "failOnCorruption",
+    "maxPartitionBytes",
 )
 _SINK_NAMES: Final = (
     "nameServer",
@@ -81,6 +82,7 @@ _SINK_NAMES: Final = (
     "producerGroup",
     "sendTimeoutMs",
     "writeId",
+    "deliveryGuarantee",
     *TLS_OPTION_NAMES,
     "accessKey",
     "secretKey",
@@ -181,6 +183,13 @@ class SourceOptions:
     credentials: Credentials | None = None
 
 
+#: The offline reader's ``maxPartitionBytes``: Spark's ``spark.sql.files.maxPartitionBytes``
+#: default. The floor is one page, so tests can split tiny segments.
+DEFAULT_MAX_PARTITION_BYTES: Final = 128 << 20
+MIN_PARTITION_BYTES: Final = 4096
+MAX_PARTITION_BYTES: Final = 16 << 30
+
+
 @dataclass(frozen=True)
 class OfflineOptions:
     """Options of the offline store reader.
@@ -194,6 +203,8 @@ class OfflineOptions:
         verify_crc: Check each record's body CRC.
         fail_on_corruption: Fail on a record that does not decode (else end that
             segment there with a warning, as RocketMQ's recovery truncates).
+        max_partition_bytes: Split a segment into byte ranges of at most this many
+            bytes, one Spark partition each.
     """
 
     commitlog_dir: Path
@@ -203,6 +214,7 @@ class OfflineOptions:
     broker_name: str | None = None
     verify_crc: bool = True
     fail_on_corruption: bool = True
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
 
 
 @dataclass(frozen=True)
@@ -215,6 +227,8 @@ class SinkOptions:
         producer_group: Producer group the connector's producers use.
         send_timeout_ms: Timeout of each send.
         write_id: Add the ``rockletWriteId`` property to every message.
+        exactly_once: ``deliveryGuarantee=exactly-once``: send half messages and
+            commit them per batch (:mod:`rocklet.spark.sink_txn`).
         tls: TLS of the connections (``tls``, ``tlsCaFile``...).
         credentials: ACL account sends are signed with; ``None``: unsigned.
     """
@@ -224,6 +238,7 @@ class SinkOptions:
     producer_group: str = DEFAULT_PRODUCER_GROUP
     send_timeout_ms: int = 3000
     write_id: bool = True
+    exactly_once: bool = False
     tls: TlsOptions = NO_TLS
     credentials: Credentials | None = None
 
@@ -319,6 +334,12 @@ def parse_offline_options(options: Mapping[str, str]) -> OfflineOptions:
         broker_name=opts.text("brokerName") or None,
         verify_crc=opts.flag("verifyCrc", True),
         fail_on_corruption=opts.flag("failOnCorruption", True),
+        max_partition_bytes=opts.bounded(
+            "maxPartitionBytes",
+            DEFAULT_MAX_PARTITION_BYTES,
+            MIN_PARTITION_BYTES,
+            MAX_PARTITION_BYTES,
+        ),
     )
 
 
@@ -345,12 +366,26 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         ),
         send_timeout_ms=opts.bounded("sendTimeoutMs", 3000, 100, 10 * 60 * 1000),
         write_id=opts.flag("writeId", True),
+        exactly_once=_delivery_guarantee(opts),
         tls=parse_tls_options(opts),
         credentials=_credentials(opts),
     )
 
 
 # -- pieces ---------------------------------------------------------------------------------
+
+
+#: ``deliveryGuarantee`` values -> exactly-once or not.
+_GUARANTEES: Final = {"at-least-once": False, "exactly-once": True}
+
+
+def _delivery_guarantee(opts: OptionMap) -> bool:
+    value = opts.text("deliveryGuarantee", "at-least-once").strip().lower()
+    if value not in _GUARANTEES:
+        raise RockletOptionError(
+            f"deliveryGuarantee must be one of {', '.join(_GUARANTEES)}; got {value!r}"
+        )
+    return _GUARANTEES[value]
 
 
 def _credentials(opts: OptionMap) -> Credentials | None:

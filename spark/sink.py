@@ -42,6 +42,15 @@ from rocklet.protocol.properties import Prop
 from rocklet.spark.broker import Cluster
 from rocklet.spark.options import SinkOptions
 from rocklet.spark.sink_marker import WriteIdent, mark_done, marker_done
+from rocklet.spark.sink_txn import (
+    Prepared,
+    commit_batch,
+    connect,
+    find_decision,
+    new_attempt,
+    prepared_of,
+    send_halves,
+)
 from rocklet.transport.logs import get_logger
 
 if TYPE_CHECKING:
@@ -205,11 +214,54 @@ def _rows_or_none(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
 
 def _write(
     opts: SinkOptions, batches: Iterable[pa.RecordBatch], ident: WriteIdent | None
-) -> SinkCommit:
+) -> SinkCommit | Prepared:
     rows = _rows_or_none(batches)
+    if opts.exactly_once:
+        assert ident is not None  # both writers name the batch when exactly-once
+        if rows is None:
+            return Prepared(ident.partition_id, ident.batch_key, None)
+        return asyncio.run(_prepare_all(opts, rows, ident))
     if rows is None:  # an empty partition (common after a shuffle): no client at all
         return SinkCommit(ident.partition_id if ident else _partition_id(), 0)
     return asyncio.run(_send_all(opts, rows, ident))
+
+
+async def _prepare_all(
+    opts: SinkOptions, batches: Iterator[pa.RecordBatch], ident: WriteIdent
+) -> Prepared:
+    """Exactly-once: send the rows as half messages (:mod:`rocklet.spark.sink_txn`)."""
+    async with connect(opts) as (admin, producer):
+        if await find_decision(admin, ident.batch_key) is not None:
+            _log.info("batch already committed; not sending it again", ident=str(ident))
+            for _ in batches:  # Spark streams the input to us: read it to the end anyway
+                pass
+            return Prepared(ident.partition_id, ident.batch_key, None)
+        attempt = new_attempt()
+        write_ids = ident.write_ids() if opts.write_id else None
+        chunks = (rows_to_messages(batch, opts.topic, write_ids) for batch in batches)
+        tag = f"{ident.batch_key}:{ident.partition_id}:{attempt}"
+        handles = await send_halves(producer, chunks, tag)
+    return Prepared(ident.partition_id, ident.batch_key, attempt, tuple(handles))
+
+
+def _commit_exactly_once(opts: SinkOptions, messages: Sequence[object]) -> None:
+    """Decide and end the batch on the driver (exactly-once)."""
+    prepared = prepared_of(messages)
+    if not prepared:
+        return
+
+    async def run() -> int:
+        async with connect(opts) as (admin, producer):
+            return await commit_batch(admin, producer, prepared[0].batch_key, prepared)
+
+    ended = asyncio.run(run())
+    _log.info(
+        "sink committed exactly once",
+        batch=prepared[0].batch_key,
+        committed=ended,
+        skipped=sum(p.attempt is None for p in prepared),
+        tasks=len(messages),
+    )
 
 
 async def _send_all(
@@ -278,17 +330,28 @@ class RockletWriter(DataSourceArrowWriter):
 
     def __init__(self, opts: SinkOptions) -> None:
         self._opts = opts
+        # Made once on the driver and shipped with the writer to every task: the
+        # exactly-once sink's name for this write (its one "batch").
+        self._job = new_attempt()
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit | Prepared:
         """Send one partition's rows (executor); returns after every ack."""
-        return _write(self._opts, iterator, None)
+        ident = WriteIdent(self._job, 0, _partition_id()) if self._opts.exactly_once else None
+        return _write(self._opts, iterator, ident)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Log what was written (driver)."""
-        _log_commit(messages)
+        """Log what was written; exactly-once: commit the half messages (driver)."""
+        if self._opts.exactly_once:
+            _commit_exactly_once(self._opts, messages)
+        else:
+            _log_commit(messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """A task failed: what was sent stays sent (at-least-once); log it."""
+        """A task failed: what was sent stays sent (at-least-once); log it.
+
+        Exactly-once: nothing is decided, so the brokers drop the half messages
+        after their check-backs (:mod:`rocklet.spark.sink_txn`).
+        """
         _log.warning("sink aborted; messages already sent remain", tasks=len(messages))
 
 
@@ -302,13 +365,19 @@ class RockletStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
         self._opts = opts
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit | Prepared:
         """Send one partition of a micro-batch (executor), unless it was sent before."""
-        return _write(self._opts, iterator, WriteIdent.current())
+        ident = WriteIdent.current()
+        if ident is None and self._opts.exactly_once:
+            raise RuntimeError("an exactly-once streaming write runs outside a streaming task")
+        return _write(self._opts, iterator, ident)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Log what the micro-batch wrote (driver, a fresh process per call)."""
-        _log_commit(messages, batch_id=batchId)
+        """Log what the micro-batch wrote; exactly-once: commit it (driver, fresh process)."""
+        if self._opts.exactly_once:
+            _commit_exactly_once(self._opts, messages)
+        else:
+            _log_commit(messages, batch_id=batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """A task failed: what was sent stays sent (at-least-once); log it."""

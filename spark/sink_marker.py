@@ -73,6 +73,11 @@ class WriteIdent:
         return cls(query, int(batch), ctx.partitionId())
 
     @property
+    def batch_key(self) -> str:
+        """``<queryId>:<batchId>``: the exactly-once sink's name for this batch."""
+        return f"{self.query_id}:{self.batch_id}"
+
+    @property
     def group(self) -> str:
         """The consumer group the marker is kept under."""
         return f"rocklet-sink-{self.query_id}"
