@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from rocklet.protocol.message import MESSAGE_MAGIC
+from rocklet.protocol.message import BLANK_MAGIC, MESSAGE_MAGIC, pack_host
+from rocklet.spark.offline import (
+    SegmentRange,
+    StoreCorruptionError,
+    first_record_at,
+    plan_ranges,
+    read_range,
+    split_segment,
+)
+from rocklet.spark.options import RockletOptionError, parse_offline_options
+from rocklet.store.message_store import MessageStore
+from rocklet.store.results import MessageToStore, PutMessageStatus
 from tests.conftest import GOLDEN_STORE
 from tests.spark.support import BrokerThread, produce, pull_all
+from tests.store.helpers import small_config
 
 pytestmark = pytest.mark.spark
 
@@ -108,3 +121,142 @@ def test_reads_a_rocklet_store_like_the_broker_serves_it(
     )
     assert {(r.queueId, r.queueOffset, r.msgId, bytes(r.body)) for r in rows} == served
     assert len(rows) == 50
+
+
+# -- byte ranges of a segment --------------------------------------------------------------
+
+SEGMENT = 16 * 1024
+#: A record head inside every body: a scan for magic codes would take it for a record.
+FAKE_HEAD = struct.pack(">ii", 200, MESSAGE_MAGIC)
+
+
+@pytest.fixture
+def ranged(tmp_path: Path) -> tuple[Path, list[tuple[int, str]]]:
+    """A Rocklet store of 16 KiB segments; the (commitlog offset, msgId) of each record.
+
+    Records of 250 to 1000 bytes straddle 4 KiB range borders, and each full segment
+    ends in the blank filler.
+    """
+    root, written = tmp_path / "ranged", []
+    host = pack_host("127.0.0.1", 5555)
+    with MessageStore.open(small_config(root, commitlog_file_size_bytes=SEGMENT)) as store:
+        for n in range(130):
+            body = FAKE_HEAD + bytes([n]) * (100 + n * 97 % 700)
+            uniq = f"U{n:08d}"
+            msg = MessageToStore(
+                "Ranged", n % 3, body, {"UNIQ_KEY": uniq}, born_host=host, store_host=host
+            )
+            result = store.put_message(msg)
+            assert result.status is PutMessageStatus.PUT_OK
+            written.append((result.wrote_offset, uniq))
+    assert written[-1][0] > 4 * SEGMENT  # five segments
+    return root, written
+
+
+def _offsets(part: SegmentRange, **options: str) -> list[int]:
+    opts = parse_offline_options({"path": part.path.rsplit("/commitlog/", 1)[0], **options})
+    batches = read_range(part, opts)
+    return [offset for b in batches for offset in b.column("commitLogOffset").to_pylist()]
+
+
+def test_split_segment_counts_by_written_bytes_and_ends_at_the_file_end() -> None:
+    assert split_segment(1 << 30, 300 << 20, 128 << 20) == [
+        (0, 100 << 20),
+        (100 << 20, 200 << 20),
+        (200 << 20, 1 << 30),
+    ]
+    assert split_segment(SEGMENT, SEGMENT, 4096) == [(i, i + 4096) for i in range(0, SEGMENT, 4096)]
+    assert split_segment(SEGMENT, 0, 4096) == [(0, SEGMENT)]  # nothing written: one range
+    assert split_segment(0, 0, 4096) == [(0, 0)]
+    assert parse_offline_options({"path": str(GOLDEN_STORE)}).max_partition_bytes == 128 << 20
+    with pytest.raises(RockletOptionError, match=r"maxPartitionBytes must be in \[4096, "):
+        parse_offline_options({"path": str(GOLDEN_STORE), "maxPartitionBytes": "4095"})
+
+
+def test_first_record_at_finds_each_boundary_exactly(
+    ranged: tuple[Path, list[tuple[int, str]]],
+) -> None:
+    root, written = ranged
+    segments = sorted((root / "commitlog").iterdir())
+    for segment in segments:
+        base, data = int(segment.name), segment.read_bytes()
+        starts = [offset - base for offset, _ in written if base <= offset < base + len(data)]
+        chain_end = starts[-1] + int.from_bytes(data[starts[-1] : starts[-1] + 4], "big")
+        filler = int.from_bytes(data[chain_end + 4 : chain_end + 8], "big", signed=True)
+        assert filler == (0 if segment == segments[-1] else BLANK_MAGIC)
+        boundaries = [*starts, chain_end]
+        for start in sorted({*range(0, len(data), 53), *(s + d for s in starts for d in (-1, 1))}):
+            expected = next((b for b in boundaries if b >= start), None)
+            assert first_record_at(data, start) == expected, (segment.name, start)
+
+
+def test_ranges_read_the_same_records_as_whole_segments(
+    ranged: tuple[Path, list[tuple[int, str]]],
+) -> None:
+    root, written = ranged
+    whole = plan_ranges(root / "commitlog", 1 << 30)
+    ranges = plan_ranges(root / "commitlog", 4096)
+    assert len(whole) == 5 and len(ranges) > 3 * len(whole)
+    straddling = [
+        r for r in ranges[1:] for offset, _ in written if offset - r.base_offset < r.start < offset
+    ]
+    assert straddling  # records cross range borders (the ones just before each border)
+    split = [offset for part in ranges for offset in _offsets(part)]
+    assert split == [offset for part in whole for offset in _offsets(part)]
+    assert split == [offset for offset, _ in written]  # none lost, none twice, in order
+
+
+def test_a_bad_head_is_reported_by_its_range_and_empties_the_later_ones(
+    ranged: tuple[Path, list[tuple[int, str]]],
+) -> None:
+    root, written = ranged
+    segment = root / "commitlog" / f"{SEGMENT:020d}"
+    inside = [offset - SEGMENT for offset, _ in written if SEGMENT + 4096 < offset < 2 * SEGMENT]
+    bad = inside[len(inside) // 2]  # in the second or third range of the segment
+    data = bytearray(segment.read_bytes())
+    data[bad + 4 : bad + 8] = b"\0\0\0\1"  # the magic: the chain is cut there
+    segment.write_bytes(data)
+    parts = [p for p in plan_ranges(root / "commitlog", 4096) if p.base_offset == SEGMENT]
+    assert len(parts) == 4
+    failures, rows = [], []
+    for part in parts:
+        try:
+            rows.append(_offsets(part))
+        except StoreCorruptionError as exc:
+            failures.append((part.start, str(exc)))
+            rows.append([])
+    assert len(failures) == 1 and f"at byte {bad} " in failures[0][1]
+    assert failures[0][0] <= bad < failures[0][0] + 4096
+    assert rows[0] and all(o - SEGMENT < bad for r in rows for o in r)
+    later = [r for part, r in zip(parts, rows, strict=True) if part.start > bad]
+    assert later and not any(later)
+
+
+def test_spark_reads_small_ranges_of_several_segments(
+    spark: SparkSession, ranged: tuple[Path, list[tuple[int, str]]]
+) -> None:
+    root, written = ranged
+    df = spark.read.format("rocklet").option("maxPartitionBytes", "4096").load(str(root))
+    assert df.rdd.getNumPartitions() == len(plan_ranges(root / "commitlog", 4096)) > 15
+    rows = df.select("commitLogOffset", "msgId").collect()
+    assert [(r.commitLogOffset, r.msgId) for r in rows] == written
+
+
+def test_a_corrupt_body_in_a_split_segment_fails_or_ends_the_segment(
+    spark: SparkSession, ranged: tuple[Path, list[tuple[int, str]]]
+) -> None:
+    root, written = ranged
+    segment = root / "commitlog" / f"{SEGMENT:020d}"
+    inside = [o for o, _ in written if SEGMENT + 4096 < o < 2 * SEGMENT - 4096]
+    bad = inside[len(inside) // 2]  # in the middle of the segment: neither first nor last range
+    data = bytearray(segment.read_bytes())
+    data[bad - SEGMENT + 200] ^= 0xFF  # in the body: only its CRC tells
+    segment.write_bytes(data)
+    assert len([p for p in plan_ranges(root / "commitlog", 4096) if p.base_offset == SEGMENT]) == 4
+    reader = spark.read.format("rocklet").option("maxPartitionBytes", "4096")
+    with pytest.raises(PySparkException, match=rf"bad record in .*{segment.name} at byte"):
+        reader.load(str(root)).count()
+    # Read whole (a later range cannot know a body before it was bad), cut at the bad one.
+    survivors = reader.option("failOnCorruption", "false").load(str(root))
+    offsets = [r.commitLogOffset for r in survivors.select("commitLogOffset").collect()]
+    assert offsets == [o for o, _ in written if not bad <= o < 2 * SEGMENT]
