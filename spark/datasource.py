@@ -71,9 +71,14 @@ class RockletDataSource(DataSource):
             from rocklet.spark.offline import OfflineStoreReader
 
             return OfflineStoreReader(parse_offline_options(self.options))
-        from rocklet.spark.batch_source import RockletBatchReader
+        from rocklet.spark.batch_source import FilteringBatchReader, RockletBatchReader
+        from rocklet.spark.pushdown import planning_with_filters
 
-        return RockletBatchReader(parse_source_options(self.options, streaming=False))
+        # Spark fails every read whose reader defines pushFilters while
+        # spark.sql.python.filterPushdown.enabled is off (its default), so only its
+        # filter-pushdown planner gets the reader that does (pushdown.py says how).
+        reader = FilteringBatchReader if planning_with_filters() else RockletBatchReader
+        return reader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A micro-batch reader over the subscribed queues."""
