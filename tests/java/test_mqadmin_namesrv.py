@@ -69,6 +69,8 @@ class NameServer:
 
     def start(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
+        tmp = self.work / "tmp"  # where a permissive-TLS server writes its key pair
+        tmp.mkdir(exist_ok=True)
         env = {**os.environ, "ROCKETMQ_HOME": str(RELEASE), "HOME": str(self.home)}
         if self.system == "rocklet":
             argv = [sys.executable, "-m", "rocklet", "namesrv", "-c", str(self.conf)]
@@ -78,7 +80,7 @@ class NameServer:
                 "org.apache.rocketmq.namesrv.NamesrvStartup",
                 "-c",
                 str(self.conf),
-                props=(f"-Duser.home={self.home}",),
+                props=(f"-Duser.home={self.home}", f"-Djava.io.tmpdir={tmp}"),
             )
         log = self.work / f"namesrv-{self.system}.out"
         self.proc = ServerProcess(f"{self.system} name server", argv, log, env=env, cwd=self.work)

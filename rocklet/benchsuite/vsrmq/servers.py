@@ -105,7 +105,11 @@ def start_rocketmq(
     ns_port = free_port()
     (work / "namesrv.properties").write_text(namesrv_properties(ns_port))
     env = {**os.environ, "ROCKETMQ_HOME": str(release.home)}  # its conf/logback_*.xml
-    props = (f"-Duser.home={home}",)
+    # A permissive-TLS RocketMQ server writes a self-signed key pair to java.io.tmpdir at
+    # start and deletes it only on a clean exit: a killed one would leave it in /tmp.
+    tmp = work / "tmp"
+    tmp.mkdir(exist_ok=True)
+    props = (f"-Duser.home={home}", f"-Djava.io.tmpdir={tmp}")
     namesrv = ServerProcess(
         "RocketMQ name server",
         release.java_argv(
