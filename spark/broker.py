@@ -137,6 +137,15 @@ class Cluster:
             raise RuntimeError("Cluster is used outside 'async with'")
         return self._consumer
 
+    def admin(self) -> Admin:
+        """An admin client on this cluster's instance (use it ``async with``)."""
+        return Admin(
+            self._name_server,
+            instance_name=self._instance_name,
+            tls=self.tls,
+            credentials=self._credentials,
+        )
+
     async def __aenter__(self) -> Cluster:
         self._instance = get_instance(
             self._name_server,
@@ -188,13 +197,7 @@ class Cluster:
         if subscription.pattern is None:
             named = subscription.assign.keys() if subscription.assign else subscription.topics
             return sorted(named)
-        admin = Admin(
-            self._name_server,
-            instance_name=self._instance_name,
-            tls=self.tls,
-            credentials=self._credentials,
-        )
-        async with admin:
+        async with self.admin() as admin:
             listed = await admin.list_topics()
             cluster = await admin.cluster_info()
         own = set(cluster.broker_addr_table) | set(cluster.cluster_addr_table)
@@ -220,10 +223,7 @@ class Cluster:
 
     async def cluster_names(self) -> list[str]:
         """The clusters the name server knows, sorted (for commands in error messages)."""
-        admin = Admin(
-            self._name_server, instance_name=self._instance_name, credentials=self._credentials
-        )
-        async with admin:
+        async with self.admin() as admin:
             info = await admin.cluster_info()
         return sorted(info.cluster_addr_table)
 

@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Self
 
-from rocklet.client.admin import Admin
 from rocklet.client.errors import error_for_code
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
@@ -92,10 +91,7 @@ class WriteIdent:
 
 
 async def _marker_broker(cluster: Cluster) -> str:
-    admin = Admin(
-        cluster.name_server, instance_name=cluster.instance_name, credentials=cluster.credentials
-    )
-    async with admin:
+    async with cluster.admin() as admin:
         info = await admin.cluster_info()
     for name in sorted(info.broker_addr_table):
         addr = info.broker_addr_table[name].master_addr

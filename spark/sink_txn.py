@@ -133,25 +133,18 @@ async def connect(opts: SinkOptions) -> AsyncIterator[tuple[Admin, TransactionPr
         tls=opts.tls.context(),
         credentials=opts.credentials,
     )
-    async with cluster:
-        admin = Admin(
+    async with cluster, cluster.admin() as admin:
+        producer = TransactionProducer(
+            opts.producer_group,
             opts.name_server,
+            check_listener=CheckAnswers(admin).__call__,
+            send_timeout_ms=opts.send_timeout_ms,
             instance_name=cluster.instance_name,
             tls=cluster.tls,
             credentials=opts.credentials,
         )
-        async with admin:
-            producer = TransactionProducer(
-                opts.producer_group,
-                opts.name_server,
-                check_listener=CheckAnswers(admin).__call__,
-                send_timeout_ms=opts.send_timeout_ms,
-                instance_name=cluster.instance_name,
-                tls=cluster.tls,
-                credentials=opts.credentials,
-            )
-            async with producer:
-                yield admin, producer
+        async with producer:
+            yield admin, producer
 
 
 # -- prepare (tasks) ----------------------------------------------------------------

@@ -10,6 +10,9 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+
 from rocklet.broker.app import Broker
 from rocklet.client.message import Message, MessageExt
 from rocklet.client.producer import Producer
@@ -149,3 +152,45 @@ def drop_last_commit(checkpoint: Path) -> int:
     crc = last.with_name(f".{last.name}.crc")
     crc.unlink(missing_ok=True)
     return int(last.name)
+
+
+def stream_copy(
+    spark: SparkSession,
+    namesrv: str,
+    source: str,
+    sink: str,
+    checkpoint: Path,
+    *,
+    per_trigger: int,
+    columns: Sequence[str] = ("body",),
+    **sink_options: str,
+) -> StreamingQueryException | None:
+    """Copy ``source`` to ``sink`` with an availableNow query, from ``checkpoint``.
+
+    Returns:
+        The query's failure, or None when it read everything and stopped.
+    """
+    stream = (
+        spark.readStream.format("rocklet")
+        .option("nameServer", namesrv)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
+        .load()
+    )
+    writer = (
+        stream.select(*columns)
+        .writeStream.format("rocklet")
+        .option("nameServer", namesrv)
+        .option("topic", sink)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    for key, value in sink_options.items():
+        writer = writer.option(key, value)
+    query = writer.trigger(availableNow=True).start()
+    try:
+        finished = query.awaitTermination(QUERY_TIMEOUT)
+    except StreamingQueryException as failure:
+        return failure
+    assert finished, "the availableNow query did not finish"
+    return None

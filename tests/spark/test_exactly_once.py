@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from rocklet.client.message import MessageExt
@@ -27,7 +26,7 @@ from rocklet.spark.sink_txn import (
     find_decision,
 )
 from tests.spark.faults import Hostile, is_commit, is_decision, is_half
-from tests.spark.support import QUERY_TIMEOUT, BrokerThread, produce, pull_all
+from tests.spark.support import BrokerThread, produce, pull_all, stream_copy
 
 pytestmark = pytest.mark.spark
 
@@ -37,30 +36,16 @@ PER_BATCH = 120  # two micro-batches
 
 def _copy(spark: SparkSession, broker: BrokerThread, checkpoint: Path) -> Exception | None:
     """Run the copy to the end (availableNow); the query's failure, if it failed."""
-    source = (
-        spark.readStream.format("rocklet")
-        .option("nameServer", broker.namesrv)
-        .option("subscribe", "EoIn")
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(PER_BATCH))
-        .load()
+    return stream_copy(
+        spark,
+        broker.namesrv,
+        "EoIn",
+        "EoOut",
+        checkpoint,
+        per_trigger=PER_BATCH,
+        columns=("body", "tags"),
+        deliveryGuarantee="exactly-once",
     )
-    query = (
-        source.select("body", "tags")
-        .writeStream.format("rocklet")
-        .option("nameServer", broker.namesrv)
-        .option("topic", "EoOut")
-        .option("deliveryGuarantee", "exactly-once")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        finished = query.awaitTermination(QUERY_TIMEOUT)
-    except StreamingQueryException as failure:
-        return failure
-    assert finished, "the availableNow query did not finish"
-    return None
 
 
 def _source(broker: BrokerThread) -> list[bytes]:

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from rocklet.spark.sink import WRITE_ID_PROPERTY
-from tests.spark.support import QUERY_TIMEOUT, BrokerThread, drop_last_commit, produce, pull_all
+from tests.spark.support import BrokerThread, drop_last_commit, produce, pull_all, stream_copy
 
 pytestmark = pytest.mark.spark
 
@@ -57,25 +57,16 @@ def test_stream_copy_survives_a_replay_without_duplicates(
     checkpoint = tmp_path / "checkpoint"
 
     def run() -> None:
-        source = (
-            spark.readStream.format("rocklet")
-            .option("nameServer", broker.namesrv)
-            .option("subscribe", "CopyIn")
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "25")
-            .load()
+        failure = stream_copy(
+            spark,
+            broker.namesrv,
+            "CopyIn",
+            "CopyOut",
+            checkpoint,
+            per_trigger=25,
+            columns=("body", "keys"),
         )
-        query = (
-            source.select("body", "keys")
-            .writeStream.format("rocklet")
-            .option("nameServer", broker.namesrv)
-            .option("topic", "CopyOut")
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert query.awaitTermination(QUERY_TIMEOUT), "the availableNow query did not finish"
-        assert query.exception() is None
+        assert failure is None
 
     run()
     assert len(pull_all(broker.namesrv, "CopyOut")) == 60
