@@ -321,6 +321,20 @@ def _log_commit(messages: Sequence[WriterCommitMessage | None], **where: object)
     )
 
 
+def _log_abort(
+    opts: SinkOptions, messages: Sequence[WriterCommitMessage | None], **where: object
+) -> None:
+    if opts.exactly_once:
+        # Spark also aborts when the commit failed after deciding: the half messages
+        # it holds may be winners, so they are left to the commit's replay and the
+        # brokers' check-backs.
+        _log.warning(
+            "sink aborted; half messages left to the check-backs", tasks=len(messages), **where
+        )
+    else:
+        _log.warning("sink aborted; messages already sent remain", tasks=len(messages), **where)
+
+
 class RockletWriter(DataSourceArrowWriter):
     """Batch writes (``df.write.format("rocklet").mode("append").save()``).
 
@@ -347,12 +361,11 @@ class RockletWriter(DataSourceArrowWriter):
             _log_commit(messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """A task failed: what was sent stays sent (at-least-once); log it.
+        """A task or the commit failed: log it; what was sent stays sent (at-least-once).
 
-        Exactly-once: nothing is decided, so the brokers drop the half messages
-        after their check-backs (:mod:`rocklet.spark.sink_txn`).
+        Exactly-once: nothing is rolled back here (:mod:`rocklet.spark.sink_txn`).
         """
-        _log.warning("sink aborted; messages already sent remain", tasks=len(messages))
+        _log_abort(self._opts, messages)
 
 
 class RockletStreamWriter(DataSourceStreamArrowWriter):
@@ -380,5 +393,8 @@ class RockletStreamWriter(DataSourceStreamArrowWriter):
             _log_commit(messages, batch_id=batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """A task failed: what was sent stays sent (at-least-once); log it."""
-        _log.warning("sink micro-batch aborted", batch_id=batchId, tasks=len(messages))
+        """A task or the commit failed: log it; what was sent stays sent (at-least-once).
+
+        Exactly-once: nothing is rolled back here; Spark replays the batch.
+        """
+        _log_abort(self._opts, messages, batch_id=batchId)

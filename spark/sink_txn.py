@@ -323,6 +323,8 @@ async def commit_batch(
     handles: list[HalfMessage]
     if decision is None:
         handles = [h for p in prepared for h in p.handles]
+        if not handles:
+            return 0  # an empty batch: nothing to decide (a replay is empty as well)
         winners = {p.partition_id: p.attempt for p in prepared if p.attempt is not None}
         await _write_decision(producer, admin, batch_key, winners, _rows(handles))
     else:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from rocklet.client.message import MessageExt
-from rocklet.client.transaction import LocalTransactionState
+from rocklet.client.message import Message, MessageExt
+from rocklet.client.transaction import HalfMessage, LocalTransactionState
 from rocklet.spark.options import parse_sink_options
 from rocklet.spark.sink_txn import (
     TXN_PROPERTY,
@@ -128,10 +128,20 @@ def test_check_backs_roll_back_losers_and_leave_winners_to_the_commit(
             assert await find_decision(admin, "q1:7") is None
             before = CheckAnswers(admin)
             undecided = await before(half("q1:7:0:a"))
-            # Partition 0 won with attempt "a", partition 1 with "b"; no handles.
-            prepared = [Prepared(0, "q1:7", "a"), Prepared(1, "q1:7", "b")]
-            assert await commit_batch(admin, producer, "q1:7", prepared) == 0
-            # A second commit of the same batch (a replay) keeps the first decision.
+            # An empty batch decides nothing.
+            assert await commit_batch(admin, producer, "q1:7", [Prepared(0, "q1:7", "a")]) == 0
+            assert await find_decision(admin, "q1:7") is None
+            # Partition 0 won with attempt "a" (one half message), partition 1 with "b".
+            sent = await producer.send_half(
+                Message("EoOut", b"won", properties={TXN_PROPERTY: "q1:7:0:a"})
+            )
+            prepared = [
+                Prepared(0, "q1:7", "a", (HalfMessage.of("EoOut", sent),)),
+                Prepared(1, "q1:7", "b"),
+            ]
+            assert await commit_batch(admin, producer, "q1:7", prepared) == 1
+            # A second commit of the same batch (a replay) keeps the first decision and
+            # finds its message committed already: it ends nothing.
             assert await commit_batch(admin, producer, "q1:7", [Prepared(0, "q1:7", "c")]) == 0
             after = CheckAnswers(admin)
             # Many questions about one batch at once share one journal lookup.
@@ -148,6 +158,7 @@ def test_check_backs_roll_back_losers_and_leave_winners_to_the_commit(
             }
 
     answers = asyncio.run(main())
+    assert [m.body for m in pull_all(broker.namesrv, "EoOut")] == [b"won"]
     assert answers == {
         "undecided": LocalTransactionState.UNKNOWN,
         "cached undecided": LocalTransactionState.UNKNOWN,
