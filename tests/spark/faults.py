@@ -51,14 +51,26 @@ class Hostile:
         broker: The broker to install the gate on.
         rule: Which requests count.
         after: How many matching requests pass untouched first.
-        kill_sender: Kill the sending process (SIGKILL) instead of refusing.
+        kill_sender: Kill the sending process (SIGKILL) at the first one, then refuse.
+        kill_session: Kill every process of this session (SIGKILL) at the first one,
+            then refuse: a whole driver with its JVM and Python workers (PySpark's
+            daemon puts its workers in a process group of their own).
     """
 
-    def __init__(self, broker: BrokerThread, rule: Rule, after: int, *, kill_sender: bool = False):
+    def __init__(
+        self,
+        broker: BrokerThread,
+        rule: Rule,
+        after: int,
+        *,
+        kill_sender: bool = False,
+        kill_session: int | None = None,
+    ):
         self._broker = broker
         self._rule = rule
         self._after = after
         self._kill = kill_sender
+        self._kill_session = kill_session
         self.seen = 0
         self.acted = threading.Event()
         self.killed: list[int] = []
@@ -82,8 +94,31 @@ class Hostile:
             pid = pid_of_client_port(peer[1])
             os.kill(pid, signal.SIGKILL)
             self.killed.append(pid)
+        if self._kill_session is not None and not self.acted.is_set():
+            self.killed.extend(kill_session(self._kill_session))
         self.acted.set()
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark="hostile broker (test)")
+
+
+def kill_session(sid: int) -> list[int]:
+    """SIGKILL every process whose session id is ``sid`` (Linux /proc); their pids."""
+    killed = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp session ...: comm may hold spaces, so split after it.
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[3]) == sid:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            killed.append(int(proc.name))
+    return killed
 
 
 def pid_of_client_port(port: int) -> int:

@@ -1,0 +1,40 @@
+"""A Spark driver of its own for the exactly-once restart test (killed with kill -9).
+
+``python -m tests.spark.eo_driver NAMESRV CHECKPOINT`` copies ``EoIn`` to ``EoOut``
+exactly once (availableNow) in a fresh local[2] session and exits 0 when the query
+finished, 1 when it failed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.spark.support import local_session, stream_copy
+
+#: Rows per micro-batch (the test's source has two batches of them).
+PER_BATCH = 120
+
+
+def main(argv: list[str]) -> int:
+    """Run the copy once; the exit status says whether the query finished."""
+    namesrv, checkpoint = argv[1], Path(argv[2])
+    spark = local_session("rocklet-eo-driver")
+    try:
+        failure = stream_copy(
+            spark,
+            namesrv,
+            "EoIn",
+            "EoOut",
+            checkpoint,
+            per_trigger=PER_BATCH,
+            columns=("body", "tags"),
+            deliveryGuarantee="exactly-once",
+        )
+    finally:
+        spark.stop()
+    return 0 if failure is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
