@@ -45,11 +45,13 @@ __all__ = [
     "PullInvoker",
     "PullResult",
     "PullStatus",
+    "RawPullResult",
     "decode_messages",
     "max_offset",
     "min_offset",
     "pull_request",
     "read_pull_response",
+    "read_pull_response_raw",
     "search_offset",
 ]
 
@@ -95,6 +97,28 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt]
+    suggest_which_broker_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RawPullResult:
+    """One pull's outcome with the records left undecoded (:func:`read_pull_response_raw`).
+
+    Attributes:
+        status: What was found.
+        next_begin_offset: Where the next pull of this queue starts.
+        min_offset: The queue's smallest stored offset.
+        max_offset: The queue's next offset to be written.
+        body: The back-to-back stored records as the broker sent them, not filtered by
+            tag on this side (empty unless ``status`` is FOUND).
+        suggest_which_broker_id: The broker id of its group to pull this queue from next.
+    """
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes
     suggest_which_broker_id: int = 0
 
 
@@ -208,6 +232,37 @@ def read_pull_response(
         header.min_offset,
         header.max_offset,
         messages,
+        header.suggest_which_broker_id,
+    )
+
+
+def read_pull_response_raw(answer: RemotingCommand, *, addr: str | None = None) -> RawPullResult:
+    """Interpret a PULL_MESSAGE answer, leaving its records undecoded.
+
+    For readers that decode the records themselves (the Spark connector builds
+    columns straight from them); they must re-check the tag filter on their side.
+
+    Args:
+        answer: The broker's answer.
+        addr: The broker's address, for errors.
+
+    Returns:
+        The result, with the raw body.
+
+    Raises:
+        BrokerError: The broker answered with an error code.
+    """
+    status = _STATUS_BY_CODE.get(answer.code)  # type: ignore[call-overload]
+    if status is None:
+        raise error_for_code(answer.code, answer.remark, addr=addr)
+    header = PullMessageResponseHeader.from_ext_fields(answer.ext_fields)
+    body = answer.body if status is PullStatus.FOUND and answer.body else b""
+    return RawPullResult(
+        status,
+        header.next_begin_offset,
+        header.min_offset,
+        header.max_offset,
+        body if type(body) is bytes else bytes(body),
         header.suggest_which_broker_id,
     )
 

@@ -20,7 +20,14 @@ from __future__ import annotations
 from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.instance import ClientInstance
 from rocklet.client.lite_pull_consumer import LitePullConsumer
-from rocklet.client.pull_api import PullResult, PullStatus, pull_request, read_pull_response
+from rocklet.client.pull_api import (
+    PullResult,
+    PullStatus,
+    RawPullResult,
+    pull_request,
+    read_pull_response,
+    read_pull_response_raw,
+)
 from rocklet.client.pull_base import PullConsumerBase
 from rocklet.client.rebalance import subscription
 from rocklet.client.selector import MessageSelector, as_selector
@@ -132,6 +139,42 @@ class PullConsumer(PullConsumerBase):
         )
         addr, answer = await self._pull_somewhere(mq, cmd, self._timeout_s + long_poll_ms / 1000)
         return read_pull_response(answer, mq.broker_name, tags=selector.tags(), addr=addr)
+
+    async def pull_raw(
+        self, mq: MessageQueue, offset: int, max_nums: int = 32, *, expression: str = "*"
+    ) -> RawPullResult:
+        """Pull as :meth:`pull` does, but return the stored records undecoded.
+
+        For callers that decode records themselves. The broker filters by tag hash,
+        which collides: the caller must re-check each record's TAGS against the
+        expression (:func:`rocklet.protocol.filter.parse_tag_expression`).
+
+        Args:
+            mq: The queue.
+            offset: The first queue offset wanted.
+            max_nums: Most messages (the broker caps it too).
+            expression: Tag expression.
+
+        Returns:
+            The status, the raw records and where the next pull starts.
+
+        Raises:
+            BrokerError: The broker refused the pull.
+            TransportError: The broker could not be reached in time.
+            NoRouteError: The queue's broker is unknown.
+        """
+        self._topics.setdefault(mq.topic, self.instance.clock.now_ms())
+        selector = as_selector(expression)
+        cmd = pull_request(
+            self.group,
+            mq,
+            offset,
+            max_nums,
+            subscription=selector.expression,
+            expression_type=selector.expression_type,
+        )
+        addr, answer = await self._pull_somewhere(mq, cmd, self._timeout_s)
+        return read_pull_response_raw(answer, addr=addr)
 
     async def commit(self, mq: MessageQueue, offset: int) -> None:
         """Store ``offset`` as the group's position in ``mq`` on the broker (sync).

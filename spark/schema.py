@@ -125,17 +125,25 @@ def arrow_schema() -> pa.Schema:
 class RowBuffer:
     """Collects messages column by column and turns them into one RecordBatch.
 
+    The reference path: the broker source builds its batches in bulk from the raw
+    records (:class:`~rocklet.spark.columns.RecordColumns`) and comes here only for
+    records that path leaves to the SDK's decoder; the offline reader uses it.
+
     Args:
         broker_name: Overrides each message's broker name (the offline reader's
             ``brokerName`` option); ``None`` keeps the message's.
     """
 
-    __slots__ = ("_cols", "_override", "_props")
+    __slots__ = ("_cols", "_keys", "_offsets", "_override", "_values")
 
     def __init__(self, broker_name: str | None = None) -> None:
         self._override = broker_name
         self._cols: list[list[Any]] = [[] for _ in SOURCE_SCHEMA.fields]
-        self._props: list[list[tuple[str, str]]] = self._cols[7]
+        # The properties column as flat names and values plus each row's end: built
+        # with MapArray.from_arrays, many times faster than pa.array over (k, v) tuples.
+        self._keys: list[str] = []
+        self._values: list[str] = []
+        self._offsets: list[int] = [0]
 
     def __len__(self) -> int:
         return len(self._cols[0])
@@ -156,7 +164,9 @@ class RowBuffer:
         c[4].append(props.pop(Prop.KEYS, None))
         c[5].append(props.pop(Prop.TAGS, None))
         c[6].append(bytes(msg.body))
-        self._props.append(list(props.items()))
+        self._keys.extend(props)
+        self._values.extend(props.values())
+        self._offsets.append(len(self._keys))
         c[8].append(msg.born_timestamp * 1000)
         c[9].append(msg.store_timestamp * 1000)
         c[10].append(self._override if self._override is not None else msg.broker_name or None)
@@ -170,10 +180,17 @@ class RowBuffer:
 
         schema = arrow_schema()
         arrays = [
-            pa.array(col, type=field.type) for col, field in zip(self._cols, schema, strict=True)
+            pa.array(col, type=field.type) if i != 7 else None
+            for i, (col, field) in enumerate(zip(self._cols, schema, strict=True))
         ]
+        arrays[7] = pa.MapArray.from_arrays(
+            pa.array(self._offsets, pa.int32()),
+            pa.array(self._keys, pa.string()),
+            pa.array(self._values, pa.string()),
+            type=schema.field(7).type,
+        )
         self._cols = [[] for _ in SOURCE_SCHEMA.fields]
-        self._props = self._cols[7]
+        self._keys, self._values, self._offsets = [], [], [0]
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
