@@ -2,16 +2,15 @@
 
 :class:`Cluster` wraps one SDK client instance for the lifetime of one ``asyncio.run``
 (driver calls) or one partition read (executors): Spark runs the connector's methods
-in several short-lived Python processes (docs/spark.md Part 1 §4), so nothing is
+in several short-lived Python processes, so nothing is
 opened before it is needed and everything is closed before the method returns.
 
 It answers: which queues a subscription covers now (routes from the name server, topic
 list for patterns), which named topics have no route, each queue's stored range
 (GET_MIN_OFFSET / GET_MAX_OFFSET, as Java's ``MQAdminImpl.minOffset``/``maxOffset``),
 the offset for a store time (SEARCH_OFFSET_BY_TIMESTAMP), which brokers refuse the
-consumer group, and one pull of a queue (PULL_MESSAGE without long polling: the source
-only asks for ranges it knows are stored), through the SDK's
-:class:`~rocklet.client.pull_consumer.PullConsumer`.
+consumer group; the source's reads pull through :attr:`Cluster.consumer` (the SDK's
+:class:`~rocklet.client.pull_consumer.PullConsumer`).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from typing import Final, TypeVar
 from rocklet.client.admin import Admin
 from rocklet.client.errors import SubscriptionGroupNotExistError
 from rocklet.client.instance import ClientInstance, get_instance
-from rocklet.client.pull_api import PullResult
 from rocklet.client.pull_consumer import PullConsumer
 from rocklet.client.routes import subscribe_queues
 from rocklet.protocol.acl import Credentials
@@ -305,25 +303,6 @@ class Cluster:
             for name, refused in zip(probes, found, strict=True)
             if refused
         }
-
-    # -- reading --------------------------------------------------------------------
-
-    async def pull(
-        self, mq: MessageQueue, offset: int, max_nums: int, sub_expression: str
-    ) -> PullResult:
-        """One PULL_MESSAGE of ``mq`` from ``offset``, without long polling.
-
-        Args:
-            mq: The queue.
-            offset: First queue offset wanted.
-            max_nums: Most messages (the broker caps it, 32 by default).
-            sub_expression: Tag expression; tags are re-checked here because the
-                broker filters by tag hash.
-
-        Returns:
-            The pull's result.
-        """
-        return await self.consumer.pull(mq, offset, max_nums, expression=sub_expression)
 
 
 def run_with_cluster(

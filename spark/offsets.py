@@ -1,7 +1,7 @@
 """Checkpoint offsets: the canonical JSON form and the arithmetic on it.
 
 An offset is, per queue, the next queue offset to read. Spark keeps it as JSON in the
-checkpoint and **compares offsets as raw JSON strings** (docs/spark.md Part 1 §2):
+checkpoint and **compares offsets as raw JSON strings**:
 two dicts with the same content in a different key order look like new data and cause
 endless empty micro-batches. So every offset dict leaves this module in one canonical
 order: topics sorted, then queues sorted by broker name and numeric queue id.

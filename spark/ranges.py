@@ -1,8 +1,8 @@
 """Queue ranges: the source's input partitions, how they are planned and read.
 
 A :class:`QueueRange` is ``[start, end)`` of one queue plus everything an executor
-needs to read it. Executors only see the pickled partition (docs/spark.md Part 1
-§4: state set on the driver is not visible in ``read()``), so it is self-contained.
+needs to read it. Executors only see the pickled partition (state set on the driver is not
+visible in ``read()``), so it is self-contained.
 
 Reading is deterministic for a given range, which is what lets Spark replay a
 micro-batch after a restart: the same offsets give the same rows, whatever arrived

@@ -1,7 +1,7 @@
 """The source's fixed schema, rows as Arrow record batches, and the sink's columns.
 
 Both sources (broker and offline store) produce the same columns, named as the old
-rocketmq-spark connector and docs/spark.md Part 2 recommend; ``properties`` is a
+rocketmq-spark connector names them; ``properties`` is a
 map instead of a JSON string, and keys and tags have their own columns:
 
     ===============  =================  ==========================================
@@ -25,7 +25,7 @@ map instead of a JSON string, and keys and tags have their own columns:
 
 Readers yield ``pyarrow.RecordBatch`` built here: that skips Spark's per-value Python
 conversion of tuples, and the batch must equal ``to_arrow_schema(schema, "UTC")``
-exactly (docs/spark.md Part 1 §4), which :func:`arrow_schema` guarantees.
+exactly (Spark checks it), which :func:`arrow_schema` guarantees.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Which partitions of a streaming query's micro-batches were completely written.
 
 Spark replays micro-batch N after a restart when the sink had written it but the query
-stopped before recording it as done (docs/spark.md Part 1 §2). Writing it again
+stopped before recording it as done. Writing it again
 would duplicate every message. So each task, after the broker acknowledged all of its
 rows, records "partition P of query Q is done up to batch N" in a durable place the
 broker already has: the consumer offset table (UPDATE_CONSUMER_OFFSET), under

@@ -1,7 +1,7 @@
 """The streaming source (``spark.readStream.format("rocklet")``): micro-batches.
 
 Spark calls these methods in a long-lived driver-side runner process, one per query
-run (docs/spark.md Part 1 §4), so state kept here (the availableNow target, the
+run, so state kept here (the availableNow target, the
 last latest offsets) lives for one run only; anything a restart needs is in the
 checkpointed offsets.
 
