@@ -41,6 +41,7 @@ from rocklet.protocol.bodies.heartbeat import (
 )
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo
+from rocklet.protocol.command import RemotingCommand
 
 __all__ = ["LitePullConsumer", "PullConsumer", "PullResult", "PullStatus"]
 
@@ -126,18 +127,8 @@ class PullConsumer(PullConsumerBase):
             TransportError: The broker could not be reached in time.
             NoRouteError: The queue's broker is unknown.
         """
-        self._topics.setdefault(mq.topic, self.instance.clock.now_ms())
         selector = as_selector(expression)
-        cmd = pull_request(
-            self.group,
-            mq,
-            offset,
-            max_nums,
-            subscription=selector.expression,
-            suspend_ms=long_poll_ms,
-            expression_type=selector.expression_type,
-        )
-        addr, answer = await self._pull_somewhere(mq, cmd, self._timeout_s + long_poll_ms / 1000)
+        addr, answer = await self._pull_answer(mq, offset, max_nums, selector, long_poll_ms)
         return read_pull_response(answer, mq.broker_name, tags=selector.tags(), addr=addr)
 
     async def pull_raw(
@@ -163,18 +154,30 @@ class PullConsumer(PullConsumerBase):
             TransportError: The broker could not be reached in time.
             NoRouteError: The queue's broker is unknown.
         """
-        self._topics.setdefault(mq.topic, self.instance.clock.now_ms())
         selector = as_selector(expression)
+        addr, answer = await self._pull_answer(mq, offset, max_nums, selector, 0)
+        return read_pull_response_raw(answer, addr=addr)
+
+    async def _pull_answer(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int,
+        selector: MessageSelector,
+        long_poll_ms: int,
+    ) -> tuple[str, RemotingCommand]:
+        """Send one PULL_MESSAGE of ``mq``; the broker that answered and its answer."""
+        self._topics.setdefault(mq.topic, self.instance.clock.now_ms())
         cmd = pull_request(
             self.group,
             mq,
             offset,
             max_nums,
             subscription=selector.expression,
+            suspend_ms=long_poll_ms,
             expression_type=selector.expression_type,
         )
-        addr, answer = await self._pull_somewhere(mq, cmd, self._timeout_s)
-        return read_pull_response_raw(answer, addr=addr)
+        return await self._pull_somewhere(mq, cmd, self._timeout_s + long_poll_ms / 1000)
 
     async def commit(self, mq: MessageQueue, offset: int) -> None:
         """Store ``offset`` as the group's position in ``mq`` on the broker (sync).

@@ -10,27 +10,33 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from pyspark.sql import SparkSession
+
 from tests.spark.support import local_session, stream_copy
 
 #: Rows per micro-batch (the test's source has two batches of them).
 PER_BATCH = 120
 
 
+def copy(spark: SparkSession, namesrv: str, checkpoint: Path) -> Exception | None:
+    """Copy ``EoIn`` to ``EoOut`` exactly once, to the end; the query's failure, if any."""
+    return stream_copy(
+        spark,
+        namesrv,
+        "EoIn",
+        "EoOut",
+        checkpoint,
+        per_trigger=PER_BATCH,
+        columns=("body", "tags"),
+        deliveryGuarantee="exactly-once",
+    )
+
+
 def main(argv: list[str]) -> int:
     """Run the copy once; the exit status says whether the query finished."""
-    namesrv, checkpoint = argv[1], Path(argv[2])
     spark = local_session("rocklet-eo-driver")
     try:
-        failure = stream_copy(
-            spark,
-            namesrv,
-            "EoIn",
-            "EoOut",
-            checkpoint,
-            per_trigger=PER_BATCH,
-            columns=("body", "tags"),
-            deliveryGuarantee="exactly-once",
-        )
+        failure = copy(spark, argv[1], Path(argv[2]))
     finally:
         spark.stop()
     return 0 if failure is None else 1

@@ -29,7 +29,7 @@ from rocklet.spark.sink_txn import (
     connect,
     find_decision,
 )
-from tests.spark.eo_driver import PER_BATCH as EO_DRIVER_BATCH
+from tests.spark import eo_driver
 from tests.spark.faults import Hostile, is_commit, is_decision, is_half, kill_session
 from tests.spark.support import (
     QUERY_TIMEOUT,
@@ -38,27 +38,17 @@ from tests.spark.support import (
     driver_environment,
     produce,
     pull_all,
-    stream_copy,
 )
 
 pytestmark = pytest.mark.spark
 
 ROWS = 240
-PER_BATCH = EO_DRIVER_BATCH  # two micro-batches
+PER_BATCH = eo_driver.PER_BATCH  # two micro-batches
 
 
 def _copy(spark: SparkSession, broker: BrokerThread, checkpoint: Path) -> Exception | None:
     """Run the copy to the end (availableNow); the query's failure, if it failed."""
-    return stream_copy(
-        spark,
-        broker.namesrv,
-        "EoIn",
-        "EoOut",
-        checkpoint,
-        per_trigger=PER_BATCH,
-        columns=("body", "tags"),
-        deliveryGuarantee="exactly-once",
-    )
+    return eo_driver.copy(spark, broker.namesrv, checkpoint)
 
 
 def _source(broker: BrokerThread) -> list[bytes]:
@@ -126,9 +116,12 @@ def test_a_commit_cut_half_way_is_finished_by_the_restarted_query(
 
 
 def test_a_driver_killed_during_its_commit_is_finished_by_the_next_driver(
-    broker: BrokerThread, tmp_path: Path
+    spark: SparkSession, broker: BrokerThread, tmp_path: Path
 ) -> None:
-    """kill -9 of a whole driver (JVM and Python workers) half-way through its ENDs."""
+    """kill -9 of a whole driver (JVM and Python workers) half-way through its ENDs.
+
+    The next driver is this process's session, started from the same checkpoint.
+    """
     bodies = _source(broker)
     argv = [sys.executable, "-m", "tests.spark.eo_driver", broker.namesrv, str(tmp_path / "chk")]
     env = {**os.environ, **driver_environment()}
@@ -146,8 +139,7 @@ def test_a_driver_killed_during_its_commit_is_finished_by_the_next_driver(
     # Cut after 40 ENDs: those already on their way when it died may still be applied
     # (64 are in flight), so part of batch 0 is visible, never all of it.
     assert 40 <= len(pull_all(broker.namesrv, "EoOut")) < PER_BATCH
-    again = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, timeout=QUERY_TIMEOUT)
-    assert again.returncode == 0, again.stderr.decode(errors="replace")[-2000:]
+    assert _copy(spark, broker, tmp_path / "chk") is None
     _assert_each_once(broker, bodies)
 
 
