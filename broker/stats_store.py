@@ -140,19 +140,25 @@ class StoreStats:
             self._last_distribute, self._distribute = self._distribute, [0] * len(DISTRIBUTE_LABELS)
             self._last_latency, self._latency = self._latency, [0] * len(self._latency)
 
-    def _tps(self, column: int, window: int) -> float:
+    def _tps(self, columns: tuple[int, ...], window: int) -> float:
         samples = self._samples
         last = samples[-1]
         # A window not yet filled since start is measured over what there is.
         first = samples[max(0, len(samples) - 1 - window)]
         elapsed = last[0] - first[0]
-        return (last[column] - first[column]) * 1000.0 / elapsed if elapsed > 0 else 0.0
+        count = sum(last[c] - first[c] for c in columns)
+        return count * 1000.0 / elapsed if elapsed > 0 else 0.0
 
     def tps(self, column: str) -> tuple[float, float, float]:
-        """The 10 s, 1 min and 10 min rates of ``put``, ``found``, ``miss`` or ``transferred``."""
-        index = _COLUMNS[column]
+        """The 10 s, 1 min and 10 min rates of one column of the snapshots.
+
+        ``column``: ``put``, ``found``, ``miss``, ``transferred`` or ``total`` (found +
+        miss, from the counts: adding the two rates would round twice, 0.1 + 0.7 is
+        0.7999999999999999).
+        """
+        columns = _COLUMNS[column]
         with self._lock:
-            return tuple(self._tps(index, w) for w in WINDOWS)  # type: ignore[return-value]
+            return tuple(self._tps(columns, w) for w in WINDOWS)  # type: ignore[return-value]
 
     def latency_percentile(self, fraction: float) -> float:
         """Put time (ms) under which ``fraction`` of last minute's puts fell.
@@ -190,19 +196,24 @@ class StoreStats:
             "putLatency99": f"{self.latency_percentile(0.99):.2f}",
             "putLatency999": f"{self.latency_percentile(0.999):.2f}",
         }
-        found, miss = self.tps("found"), self.tps("miss")
         for key, values in (
             ("putTps", self.tps("put")),
-            ("getFoundTps", found),
-            ("getMissTps", miss),
-            ("getTotalTps", tuple(f + m for f, m in zip(found, miss, strict=True))),
+            ("getFoundTps", self.tps("found")),
+            ("getMissTps", self.tps("miss")),
+            ("getTotalTps", self.tps("total")),
             ("getTransferedTps", self.tps("transferred")),
         ):
             info[key] = " ".join(_java_double(v) for v in values)
         return info
 
 
-_COLUMNS: Final = {"put": 1, "found": 2, "miss": 3, "transferred": 4}
+_COLUMNS: Final = {
+    "put": (1,),
+    "found": (2,),
+    "miss": (3,),
+    "total": (2, 3),
+    "transferred": (4,),
+}
 
 
 def _local_day(now_ms: int) -> int:
