@@ -13,7 +13,11 @@ single  the SDK ``Producer.send`` with many sends in flight on one connection;
 batch   the SDK ``Producer.send`` with lists of 128 messages (SEND_BATCH_MESSAGE); it
         also fills the backlog the consumer cases drain;
 pull    the SDK ``PullConsumer``, one task per queue, draining the backlog;
-push    the SDK ``PushConsumer`` (concurrent, async listener) draining it in a new group.
+push    the SDK ``PushConsumer`` (concurrent, async listener) draining it in a new group;
+half    the SDK ``TransactionProducer.send_half``, 256 in flight (half messages, with a
+        check immunity so that no check-back runs during the benchmark);
+end     ``TransactionProducer.end`` (COMMIT) of every half message ``half`` sent, 256 in
+        flight: what a transaction's second phase costs the broker.
 
 Each row gives msg/s and the CPU microseconds per message of the broker process (user +
 system from ``/proc/<pid>/stat``: every thread) and of this client process
@@ -62,7 +66,9 @@ from rocklet.client.producer import Producer
 from rocklet.client.pull_api import PullStatus
 from rocklet.client.pull_consumer import PullConsumer
 from rocklet.client.push_consumer import PushConsumer
+from rocklet.client.transaction import HalfMessage, LocalTransactionState, TransactionProducer
 from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.properties import Prop
 
 SEND_TOPIC = "HotpathSend"
 CONSUME_TOPIC = "HotpathConsume"
@@ -255,6 +261,46 @@ async def run_push(namesrv: str, total: int, batch: int) -> tuple[int, float]:
         return seen, time.perf_counter() - began
 
 
+async def run_half(namesrv: str, total: int, handles: list[HalfMessage]) -> tuple[int, float]:
+    """Half messages (``send_half``), 256 in flight; their handles go to ``handles``."""
+    # No check-back while the benchmark runs: it would add the check's cost to both cases.
+    immune = {Prop.CHECK_IMMUNITY_TIME_IN_SECONDS: "3600"}
+    async with TransactionProducer(
+        "PG_hot_txn", namesrv, check_listener=lambda _msg: LocalTransactionState.UNKNOWN
+    ) as producer:
+        await producer.send(Message(SEND_TOPIC, BODY))  # route lookup and connect
+        left = total
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                result = await producer.send_half(Message(SEND_TOPIC, BODY, properties=immune))
+                handles.append(HalfMessage.of(SEND_TOPIC, result))
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(256)))
+        return total, time.perf_counter() - began
+
+
+async def run_end(namesrv: str, handles: list[HalfMessage]) -> tuple[int, float]:
+    """END_TRANSACTION (COMMIT) of every handle, 256 in flight."""
+    async with TransactionProducer(
+        "PG_hot_txn", namesrv, check_listener=lambda _msg: LocalTransactionState.UNKNOWN
+    ) as producer:
+        await producer.send(Message(SEND_TOPIC, BODY))  # route lookup and connect
+        todo = iter(list(handles))
+
+        async def worker() -> None:
+            for half in todo:
+                if not await producer.end(half, LocalTransactionState.COMMIT):
+                    raise RuntimeError(f"END_TRANSACTION of {half.msg_id} was refused")
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(256)))
+        return len(handles), time.perf_counter() - began
+
+
 # --- main ------------------------------------------------------------------------------
 
 
@@ -282,12 +328,15 @@ def run_all(args: argparse.Namespace, root: Path) -> list[Row]:
         namesrv = broker.namesrv
         uvloop.run(create_topics(namesrv))
         n, consume, pb = args.messages, args.consume, args.pull_batch
+        halves: list[HalfMessage] = []
         plan: list[tuple[str, str, Callable[[], Awaitable[tuple[int, float]]]]] = [
             ("raw", "raw SEND_MESSAGE_V2, 256 in flight", lambda: run_raw(broker, n, 256)),
             ("single", "SDK send, 256 in flight", lambda: run_single(namesrv, n // 2, 256)),
             ("batch", "SDK batches of 128", lambda: run_batch(namesrv, consume, 128)),
             ("pull", f"SDK PullConsumer, {pb}/pull", lambda: run_pull(namesrv, consume, pb)),
             ("push", f"SDK PushConsumer, {pb}/pull", lambda: run_push(namesrv, consume, pb)),
+            ("half", "SDK send_half, 256 in flight", lambda: run_half(namesrv, n // 2, halves)),
+            ("end", "SDK end (COMMIT), 256 in flight", lambda: run_end(namesrv, halves)),
         ]
         for key, case, run in plan:
             if key in cases:
