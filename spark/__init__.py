@@ -14,6 +14,8 @@ Read a topic (batch or stream), write to one, or read a store directory offline:
     df.write.format("rocklet").option("nameServer", "127.0.0.1:9876") \\
         .option("topic", "out").mode("append").save()
     spark.read.format("rocklet").load("/var/lib/rocketmq/store")
+
+Per-topic rows and lag of a stream's micro-batch: ``topic_progress(query.lastProgress)``.
 """
 
 from rocklet.spark.datasource import FORMAT, RockletDataSource
@@ -23,6 +25,7 @@ from rocklet.spark.errors import (
     TopicNotFoundError,
 )
 from rocklet.spark.options import RockletOptionError
+from rocklet.spark.progress import TopicProgress, topic_progress
 
 #: What Spark's automatic registration looks for in a ``pyspark_*`` module.
 DefaultSource = RockletDataSource
@@ -35,4 +38,6 @@ __all__ = [
     "RockletOptionError",
     "RockletSourceError",
     "TopicNotFoundError",
+    "TopicProgress",
+    "topic_progress",
 ]

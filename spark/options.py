@@ -61,6 +61,7 @@ _SOURCE_NAMES: Final = (
     "pullBatchSize",
     "pullTimeoutMs",
     "consumerGroup",
+    "commitOffsets",
     *TLS_OPTION_NAMES,
     "accessKey",
     "secretKey",
@@ -95,8 +96,9 @@ DEFAULT_PULL_BATCH: Final = 32
 DEFAULT_PULL_TIMEOUT_MS: Final = 3000
 DEFAULT_PRODUCER_GROUP: Final = "rocklet-spark-sink"
 #: The consumer group named in the source's pulls. A broker needs one (and, with
-#: ``autoCreateSubscriptionGroup=false``, needs it created); the connector commits no
-#: offset under it: the checkpoint is the truth, as with Kafka.
+#: ``autoCreateSubscriptionGroup=false``, needs it created). The checkpoint is the
+#: truth, as with Kafka: offsets are written under a group only with ``commitOffsets``,
+#: and never under this shared default (:func:`_commit_offsets`).
 DEFAULT_CONSUMER_GROUP: Final = "rocklet-spark-source"
 
 
@@ -163,6 +165,8 @@ class SourceOptions:
         pull_batch_size: Messages asked per pull.
         pull_timeout_ms: Timeout of each request.
         consumer_group: The consumer group the pulls name (``consumerGroup``).
+        commit_offsets: Streams only: write each completed micro-batch's end offsets
+            to ``consumer_group`` (``commitOffsets``), for lag dashboards.
         tls: TLS of the connections (``tls``, ``tlsCaFile``...).
         credentials: ACL account requests are signed with (``accessKey`` and
             ``secretKey``); ``None``: unsigned.
@@ -179,6 +183,7 @@ class SourceOptions:
     pull_batch_size: int = DEFAULT_PULL_BATCH
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     consumer_group: str = DEFAULT_CONSUMER_GROUP
+    commit_offsets: bool = False
     tls: TlsOptions = NO_TLS
     credentials: Credentials | None = None
 
@@ -301,6 +306,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         consumer_group=check_group(
             opts.text("consumerGroup") or DEFAULT_CONSUMER_GROUP, "consumerGroup"
         ),
+        commit_offsets=_commit_offsets(opts, streaming=streaming),
         tls=parse_tls_options(opts),
         credentials=_credentials(opts),
     )
@@ -386,6 +392,24 @@ def _delivery_guarantee(opts: OptionMap) -> bool:
             f"deliveryGuarantee must be one of {', '.join(_GUARANTEES)}; got {value!r}"
         )
     return _GUARANTEES[value]
+
+
+def _commit_offsets(opts: OptionMap, *, streaming: bool | None) -> bool:
+    """``commitOffsets``: streams only, and only under a group of the query's own."""
+    if not opts.flag("commitOffsets", False):
+        return False
+    if streaming is False:
+        raise RockletOptionError(
+            "commitOffsets is for streaming queries only (spark.readStream): a batch read "
+            "has no checkpoint whose progress a consumer group could show"
+        )
+    if (opts.text("consumerGroup") or DEFAULT_CONSUMER_GROUP) == DEFAULT_CONSUMER_GROUP:
+        raise RockletOptionError(
+            f"commitOffsets=true needs a consumerGroup of this query's own: the default "
+            f"{DEFAULT_CONSUMER_GROUP!r} is shared by every query that names none, and "
+            "their commits would overwrite each other's offsets"
+        )
+    return True
 
 
 def _credentials(opts: OptionMap) -> Credentials | None:

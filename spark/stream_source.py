@@ -16,6 +16,16 @@ A subscribed topic that does not exist fails the query (at its start, or when a 
 the checkpoint does not hold yet is missing); one the checkpoint holds may vanish. The
 consumer group is checked once per run. An availableNow run with nothing to read logs
 why at WARNING (:mod:`rocklet.spark.empty_run`).
+
+With ``commitOffsets``, the end of each completed micro-batch is written as the
+consumer group's offsets (:func:`rocklet.spark.progress.commit_group_offsets`). Spark
+calls :meth:`RockletStreamReader.commit` with a batch's end only when it plans the
+*next* batch (pyspark 4.3's ``MicroBatchExecution``: after the offset log is written),
+which would leave the group a batch behind while no new data arrives, and never record
+the last batch of an availableNow run. So the reader also writes the ``start`` Spark
+passes to ``latestOffset``: at every trigger, that is the end of the last batch the
+checkpoint records as complete (or, in a new checkpoint, where it starts, which is not
+written). Each offset is written once per run; ``commit`` retries what failed.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from rocklet.spark.empty_run import reachable_rows, why_nothing_to_read
 from rocklet.spark.offsets import Offsets, from_json, limit_offsets, to_json
 from rocklet.spark.options import SourceOptions
 from rocklet.spark.planning import Snapshot, resolve_offsets, take_snapshot
+from rocklet.spark.progress import commit_group_offsets
 from rocklet.spark.ranges import DataLossError, QueueRange, plan_ranges, read_range
 from rocklet.transport.logs import get_logger
 
@@ -117,6 +128,11 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._new_checkpoint = False
         self._first_batch_planned = False
         self._replayed_rows = False
+        # commitOffsets: where a new checkpoint starts (never written: no batch
+        # completed there), and per queue what this run tried to write and wrote.
+        self._initial: dict[str, Any] | None = None
+        self._attempted: Offsets = {}
+        self._written: Offsets = {}
 
     def _snapshot(
         self,
@@ -124,12 +140,13 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with_times: bool = False,
         require_topics: bool = True,
         known_topics: frozenset[str] = frozenset(),
+        group_offsets: Offsets | None = None,
     ) -> Snapshot:
         opts = self._opts
         check_group = not self._group_checked
 
         async def snapshot(cluster: Cluster) -> Snapshot:
-            return await take_snapshot(
+            snap = await take_snapshot(
                 cluster,
                 opts,
                 with_times=with_times,
@@ -137,6 +154,9 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 known_topics=known_topics,
                 check_group=check_group,
             )
+            if group_offsets:  # same connections, after the snapshot fetched the routes
+                self._written.update(await commit_group_offsets(cluster, group_offsets))
+            return snap
 
         snap = run_with_cluster(
             opts.name_server,
@@ -167,7 +187,8 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         start = resolve_offsets(self._opts.starting, snap, option="startingOffsets")
         _log.info("stream starts", start=to_json(start))
-        return dict(to_json(start))
+        self._initial = dict(to_json(start))
+        return dict(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``maxOffsetsPerTrigger`` as ReadMaxRows, else everything available."""
@@ -197,7 +218,12 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             DataLossError: A queue now ends before ``start`` and failOnDataLoss is on.
         """
         begin = from_json(start)
-        snap = self._snapshot(known_topics=frozenset(mq.topic for mq in begin))
+        due: Offsets = {}
+        if self._opts.commit_offsets and start != self._initial:
+            # ``start`` is the end of the last batch the checkpoint records as complete.
+            due = _changed(begin, self._attempted)
+            self._attempted.update(due)
+        snap = self._snapshot(known_topics=frozenset(mq.topic for mq in begin), group_offsets=due)
         self._latest = {**begin, **snap.maxima()}
         if self._target is not None and not (self._first_batch_planned or self._replayed_rows):
             self._explain_if_empty(begin, snap, self._target)
@@ -255,8 +281,44 @@ class RockletStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: the checkpoint is the source of truth (as Kafka's source)."""
+        """A batch is complete: with ``commitOffsets``, write what is not written yet.
+
+        The checkpoint stays the source of truth (as with Kafka's source): a failed
+        write logs a WARNING and the query goes on. Spark calls this when it plans the
+        next batch; :meth:`latestOffset` usually wrote these offsets already.
+        """
         _log.debug("batch committed", end=end)
+        if not self._opts.commit_offsets:
+            return
+        due = _changed(from_json(end), self._written)
+        if not due:
+            return
+        self._attempted.update(due)
+        opts = self._opts
+        try:
+            written = run_with_cluster(
+                opts.name_server,
+                lambda cluster: commit_group_offsets(cluster, due),
+                group=opts.consumer_group,
+                tls=opts.tls.context(),
+                credentials=opts.credentials,
+            )
+        except Exception as exc:  # the cluster could not even be reached: dashboards only
+            _log.warning(
+                "could not write the consumer group's offsets (commitOffsets); the query "
+                "goes on, its checkpoint is unaffected",
+                group=opts.consumer_group,
+                name_server=opts.name_server,
+                error=f"{type(exc).__name__}: {exc}",
+                not_written=to_json(due),
+            )
+            return
+        self._written.update(written)
 
     def stop(self) -> None:
         """Nothing to release: no connection outlives a call."""
+
+
+def _changed(offsets: Offsets, done: Offsets) -> Offsets:
+    """The queues of ``offsets`` whose offset differs from the one in ``done``."""
+    return {mq: offset for mq, offset in offsets.items() if done.get(mq) != offset}

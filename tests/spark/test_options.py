@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import random
+import uuid
+from typing import Any
 
 import pytest
+from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.spark.offsets import QueueBounds, from_json, limit_offsets, to_json
@@ -18,6 +21,7 @@ from rocklet.spark.options import (
     parse_source_options,
 )
 from rocklet.spark.planning import Snapshot, resolve_offsets
+from rocklet.spark.progress import TopicProgress, topic_progress
 from rocklet.spark.ranges import DataLossError, plan_ranges
 from rocklet.spark.stream_source import next_end
 from tests.conftest import GOLDEN_STORE
@@ -81,13 +85,37 @@ def test_defaults_differ_for_batch_and_stream() -> None:
         ({"assign": '{"a": []}'}, False, "non-empty list"),
         ({"subscribe": "a", "consumerGroup": "my group"}, False, "consumerGroup: .*illegal"),
         ({"subscribe": "a", "consumerGroup": "g" * 256}, False, "consumerGroup: .*max length"),
+        (
+            {"subscribe": "a", "commitOffsets": "true", "consumerGroup": "g"},
+            False,
+            "commitOffsets is for streaming queries only",
+        ),
+        ({"subscribe": "a", "commitOffsets": "true"}, True, "needs a consumerGroup of this query"),
+        (
+            {"subscribe": "a", "commitOffsets": "true", "consumerGroup": "rocklet-spark-source"},
+            None,
+            "default 'rocklet-spark-source' is shared by every query",
+        ),
+        ({"subscribe": "a", "commitOffsets": "1"}, True, "commitOffsets must be true or false"),
     ],
 )
 def test_bad_source_options_name_the_problem(
-    opts: dict[str, str], streaming: bool, message: str
+    opts: dict[str, str], streaming: bool | None, message: str
 ) -> None:
     with pytest.raises(RockletOptionError, match=message):
         parse_source_options({"nameServer": NS, **opts}, streaming=streaming)
+
+
+def test_commit_offsets_is_off_by_default_and_needs_a_group_of_its_own() -> None:
+    assert not source(streaming=True).commit_offsets
+    assert not source(commitOffsets="false").commit_offsets  # off is fine in a batch read
+    dash = source(streaming=True, COMMITOFFSETS="True", consumerGroup="orders-dashboard")
+    assert dash.commit_offsets and dash.consumer_group == "orders-dashboard"
+    # load() checks the options before it knows the mode (streaming=None).
+    assert parse_source_options(
+        {"nameServer": NS, "subscribe": "T", "commitOffsets": "true", "consumerGroup": "g"},
+        streaming=None,
+    ).commit_offsets
 
 
 def test_name_server_is_required() -> None:
@@ -208,3 +236,82 @@ def test_next_end_reports_a_queue_that_moved_backwards() -> None:
         next_end({mq(0): 10}, snap, target=None, max_rows=None, fail_on_data_loss=True)
     end = next_end({mq(0): 10}, snap, target=None, max_rows=None, fail_on_data_loss=False)
     assert end == {mq(0): 3}
+
+
+# -- progress per topic ---------------------------------------------------------------------
+
+
+def source_report(start: object, end: object, latest: object, rows: int = 0) -> dict[str, Any]:
+    """One source of a progress report, as Spark's JSON has it (offsets are JSON values)."""
+    return {
+        "description": "PythonMicroBatchStream",
+        "startOffset": start,
+        "endOffset": end,
+        "latestOffset": latest,
+        "numInputRows": rows,
+        "inputRowsPerSecond": 0.0,
+        "processedRowsPerSecond": 0.0,
+        "metrics": {},
+    }
+
+
+def progress_report(*sources: dict[str, Any]) -> dict[str, Any]:
+    """``json.loads(query.lastProgress.json)``: a whole report."""
+    return {
+        "id": str(uuid.uuid4()),
+        "runId": str(uuid.uuid4()),
+        "name": None,
+        "timestamp": "2025-06-01T00:00:00.000Z",
+        "batchId": 3,
+        "batchDuration": 10,
+        "durationMs": {},
+        "eventTime": {},
+        "stateOperators": [],
+        "sources": list(sources),
+        "sink": {"description": "ForeachBatchSink", "numOutputRows": -1, "metrics": {}},
+        "numInputRows": 12,
+        "inputRowsPerSecond": 0.0,
+        "processedRowsPerSecond": 0.0,
+        "observedMetrics": {},
+    }
+
+
+def test_topic_progress_sums_rows_and_lag_per_topic_and_skips_other_sources() -> None:
+    ours = source_report(
+        {"A": {"b:0": 10, "b:1": 4}, "B": {"b:0": 0}},
+        {"A": {"b:0": 15, "b:1": 4, "b:2": 0}, "B": {"b:0": 7}},  # A's b:2 appeared: registered
+        {"A": {"b:0": 20, "b:1": 6, "b:2": 3}, "B": {"b:0": 7}},
+        rows=12,
+    )
+    kafka = source_report({"orders": {"0": 1}}, {"orders": {"0": 5}}, {"orders": {"0": 9}})
+    rate = source_report(10, 20, 20)
+    files = source_report({"logOffset": 2}, {"logOffset": 3}, None)
+    report = progress_report(kafka, ours, rate, files)
+    expected = {
+        "A": TopicProgress("A", rows=5, lag=5 + 2 + 3, queues=("b:0", "b:1", "b:2")),
+        "B": TopicProgress("B", rows=7, lag=0, queues=("b:0",)),
+    }
+    assert topic_progress(report) == expected
+    assert list(topic_progress(report)) == ["A", "B"]
+    # The same report as text, and as pyspark's object (offsets as JSON strings there).
+    assert topic_progress(json.dumps(report)) == expected
+    assert topic_progress(StreamingQueryProgress.fromJson(report)) == expected
+
+
+def test_topic_progress_without_start_or_latest_and_with_two_sources() -> None:
+    end = {"A": {"b:0": 8, "c:0": 1}}
+    first = source_report(None, end, {"A": {"b:0": 9, "c:0": 1}})  # a new checkpoint's first batch
+    replayed = source_report({"A": {"b:0": 6, "c:0": 1}}, end, None)  # replayed after a restart
+    (a,) = topic_progress(progress_report(first)).values()
+    assert (a.rows, a.lag, a.queues) == (None, 1, ("b:0", "c:0"))
+    (a,) = topic_progress(StreamingQueryProgress.fromJson(progress_report(replayed))).values()
+    assert (a.rows, a.lag) == (2, None)
+    # Two rocklet sources reading one topic: added up.
+    other = source_report({"A": {"d:0": 0}}, {"A": {"d:0": 4}}, {"A": {"d:0": 4}})
+    twice = source_report({"A": {"b:0": 6, "c:0": 1}}, end, {"A": {"b:0": 10, "c:0": 1}})
+    assert topic_progress(progress_report(twice, other)) == {
+        "A": TopicProgress("A", rows=2 + 4, lag=2, queues=("b:0", "c:0", "d:0"))
+    }
+    assert topic_progress(progress_report()) == {}
+    with pytest.raises(ValueError, match="not a streaming query progress"):
+        topic_progress({"batchId": 1})

@@ -1,4 +1,5 @@
-"""The streaming source: restarts, replays, queues appearing, data lost to retention."""
+"""The streaming source: restarts, replays, queues appearing, data lost to retention,
+and what operators see of a stream's progress (per topic, and as a consumer group's)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from rocklet.spark import topic_progress
 from rocklet.store.retention import DiskUsage, RetentionService
 from tests.spark.support import QUERY_TIMEOUT, BrokerThread, drop_last_commit, produce
+from tests.spark.test_stream_reader import group_progress
 
 pytestmark = pytest.mark.spark
 
@@ -53,22 +56,45 @@ def run_available_now(df: DataFrame, sink: Collector, checkpoint: Path) -> Strea
     return query
 
 
+def last_end(query: StreamingQuery) -> dict[str, dict[str, int]]:
+    """The end offsets of the query's last report (its only source's)."""
+    progress = query.lastProgress
+    assert progress is not None
+    end: dict[str, dict[str, int]] = json.loads(progress["sources"][0]["endOffset"])
+    return end
+
+
 def test_available_now_restarts_lose_nothing_and_replay_exactly_their_range(
     spark: SparkSession, broker: BrokerThread, tmp_path: Path
 ) -> None:
     broker.set_queues("Events", 4)
     sent = produce(broker.namesrv, "Events", [f"e{i}".encode() for i in range(40)])
     checkpoint, first = tmp_path / "checkpoint", Collector()
-    events = stream(spark, broker.namesrv, "Events", maxOffsetsPerTrigger="15")
-    run_available_now(events, first, checkpoint)
+    # commitOffsets: the group shows the stream's position (and lag) to consumerProgress.
+    options = {"maxOffsetsPerTrigger": "15", "commitOffsets": "true", "consumerGroup": "ev-dash"}
+    events = stream(spark, broker.namesrv, "Events", **options)
+    query = run_available_now(events, first, checkpoint)
     assert [len(rows) for _, rows in first.batches] == [15, 15, 10]
+    # Per topic, from Spark's reports: 15, 15 then 10 of 40 read, 25, 10 then 0 left. The
+    # first batch of a new checkpoint has no startOffset in Spark's report.
+    figures = [topic_progress(p)["Events"] for p in query.recentProgress if p["numInputRows"]]
+    assert [(f.rows, f.lag) for f in figures] == [(None, 25), (15, 10), (10, 0)]
+    assert figures[0].queues == ("broker-a:0", "broker-a:1", "broker-a:2", "broker-a:3")
+    # The run's last trigger found nothing more, and wrote the last batch's end.
+    end = last_end(query)
+    assert end == {"Events": {f"broker-a:{q}": 10 for q in range(4)}}
+    assert group_progress(broker, "ev-dash") == (end, 0)
 
     replayed = drop_last_commit(checkpoint)  # the query "died" before committing batch 2
     broker.set_queues("Events", 6)  # two new queues while it was down: read from 0
     sent += produce(broker.namesrv, "Events", [f"e{i}".encode() for i in range(40, 64)], queues=6)
+    assert group_progress(broker, "ev-dash")[1] == 24  # consumerProgress: the stream's lag
     second = Collector()
-    events = stream(spark, broker.namesrv, "Events", maxOffsetsPerTrigger="15")
-    run_available_now(events, second, checkpoint)
+    events = stream(spark, broker.namesrv, "Events", **options)
+    query = run_available_now(events, second, checkpoint)
+    end = last_end(query)
+    assert group_progress(broker, "ev-dash") == (end, 0)
+    assert sum(end["Events"].values()) == 64
 
     assert second.batches[0] == first.batches[-1] == (replayed, first.batches[-1][1])
     # 16 new rows on queues 0-3 (capped at 15; queues 4 and 5 registered), then the rest.
