@@ -49,8 +49,11 @@ from rocklet.client.producer_config import ProducerConfig
 from rocklet.client.request_reply import REPLY_MESSAGE_FLAG
 from rocklet.client.send_wire import (
     BATCH_PROPERTIES,
+    EncodedBatch,
+    check_encoded_batch,
     encode_batch,
     read_send_result,
+    reserve_uniq_keys,
     send_command,
     send_failure,
 )
@@ -232,6 +235,52 @@ class Producer:
         if msg.properties and msg.properties.get(Prop.MSG_TYPE) == REPLY_MESSAGE_FLAG:
             code = RequestCode.SEND_REPLY_MESSAGE_V2
         return await self._send(msg.topic, body, props, sys_flag, msg.flag, uniq, code)
+
+    def reserve_uniq_keys(self, n: int) -> tuple[str, int]:
+        """Reserve ``n`` UNIQ_KEYs for a batch body the caller encodes.
+
+        Args:
+            n: How many, at least 1.
+
+        Returns:
+            ``(prefix, first)``: the i-th key is ``send_wire.uniq_key(prefix, first + i)``;
+            the producer's other sends never use them.
+
+        Raises:
+            ClientStateError: The producer is not running.
+        """
+        if self._ids is None or self._status is not ProducerStatus.RUNNING:
+            raise ClientStateError(f"producer {self.config.group!r} is {self._status.value}")
+        return reserve_uniq_keys(self._ids, n)
+
+    async def send_encoded_batch(self, batch: EncodedBatch) -> SendResult:
+        """Send a batch body encoded by the caller, as :meth:`send` sends a batch.
+
+        For encoders that build many messages' items at once (the Spark sink builds
+        them from Arrow columns); the keys in the body come from
+        :meth:`reserve_uniq_keys`. Route, retries and result are :meth:`send`'s.
+
+        Args:
+            batch: The body, its topic and its messages' UNIQ_KEYs.
+
+        Returns:
+            Where it was stored (``msg_id``: ``batch.msg_ids``).
+
+        Raises:
+            InvalidMessageError: The topic or the body's size is not allowed.
+            BrokerError, TransportError, NoRouteError: As :meth:`send`.
+        """
+        self.instance.check_errors()
+        check_encoded_batch(batch, self.config.max_message_size)
+        return await self._send(
+            batch.topic,
+            batch.body,
+            BATCH_PROPERTIES,
+            0,
+            0,
+            batch.msg_ids,
+            RequestCode.SEND_BATCH_MESSAGE,
+        )
 
     async def send_with_properties(
         self, msg: Message, extra: Mapping[str, str] | None = None, *, sys_flag: int = 0

@@ -9,8 +9,10 @@ message, so they are written for speed (see the comments).
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from rocklet.client.errors import InvalidMessageError, RequestTimeoutError, error_for_code
@@ -29,10 +31,21 @@ from rocklet.protocol.codes import ResponseCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.headers.send import SendMessageResponseHeader
-from rocklet.protocol.names import AUTO_CREATE_TOPIC
+from rocklet.protocol.names import AUTO_CREATE_TOPIC, check_topic_name
 from rocklet.protocol.properties import MAX_PROPERTIES_SIZE
 
-__all__ = ["BATCH_PROPERTIES", "encode_batch", "read_send_result", "send_command", "send_failure"]
+__all__ = [
+    "BATCH_PROPERTIES",
+    "UNIQ_COUNTER_MASK",
+    "EncodedBatch",
+    "check_encoded_batch",
+    "encode_batch",
+    "read_send_result",
+    "reserve_uniq_keys",
+    "send_command",
+    "send_failure",
+    "uniq_key",
+]
 
 #: Java's MessageBatch carries WAIT but no UNIQ_KEY of its own (sendKernelImpl).
 BATCH_PROPERTIES: Final = "WAIT\x01true"
@@ -52,6 +65,8 @@ _DEFAULT_QUEUE_NUMS: Final = str(DEFAULT_TOPIC_QUEUE_NUMS)
 _BATCH_ITEM_HEAD: Final = struct.Struct(">iiiii")
 _BATCH_ITEM_OVERHEAD: Final = 22
 _I16: Final = struct.Struct(">h")
+#: A UNIQ_KEY's counter part: 12 hex digits (``UniqKeyGenerator.next``).
+UNIQ_COUNTER_MASK: Final = 0xFFFFFFFFFFFF
 #: The compiled twin of encode_batch's loop (None: the Python loop serves).
 _speedups = compiled.load("rocklet.protocol._speedups")
 
@@ -171,6 +186,81 @@ def encode_batch(
     if len(body) > max_size:
         raise InvalidMessageError(f"the batch is {len(body)} bytes; max {max_size}")
     return bytes(body), uniqs
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBatch:
+    """A SEND_BATCH_MESSAGE body its caller encoded (``Producer.send_encoded_batch``).
+
+    Attributes:
+        topic: The topic of every message in it.
+        body: The batch body (protocol.batch's layout), each message's properties text
+            holding its UNIQ_KEY first, as :func:`encode_batch` writes them; the keys
+            reserved with :func:`reserve_uniq_keys` from the sending producer.
+        msg_ids: The messages' UNIQ_KEYs comma-joined, in body order (the result's
+            ``msg_id``).
+        count: How many messages the body holds.
+    """
+
+    topic: str
+    body: bytes
+    msg_ids: str
+    count: int
+
+
+def uniq_key(prefix: str, number: int) -> str:
+    """The UNIQ_KEY ``UniqKeyGenerator.next`` makes of a prefix and a counter number."""
+    return prefix + "%012X" % (number & UNIQ_COUNTER_MASK)
+
+
+def reserve_uniq_keys(ids: UniqKeyGenerator, n: int) -> tuple[str, int]:
+    """Take ``n`` consecutive UNIQ_KEYs from a generator, for a body its caller encodes.
+
+    Args:
+        ids: The generator (a producer's).
+        n: How many, at least 1.
+
+    Returns:
+        ``(prefix, first)``: the i-th key is ``uniq_key(prefix, first + i)``, exactly
+        what ``n`` calls of ``ids.next()`` would have returned.
+
+    Raises:
+        ValueError: ``n`` is below 1.
+    """
+    if n < 1:
+        raise ValueError(f"reserve at least one UNIQ_KEY, not {n}")
+    prefix, counter = ids.parts()
+    first = next(counter)
+    if n > 1:
+        # Past the other n - 1 numbers in one call (C-speed, no key made).
+        last = next(itertools.islice(counter, n - 2, None))
+        assert last == first + n - 1, "UNIQ_KEY numbers are consecutive"
+    return prefix, first
+
+
+def check_encoded_batch(batch: EncodedBatch, max_size: int) -> None:
+    """Check what a producer can of a batch its caller encoded, before sending it.
+
+    The topic, and the body's size (the broker refuses larger); each message's own
+    limits are the encoder's to keep (as :func:`encode_batch` keeps them).
+
+    Raises:
+        InvalidMessageError: The topic, the body or the count is not allowed.
+    """
+    if (reason := check_topic_name(batch.topic)) is not None:
+        raise InvalidMessageError(reason)
+    if batch.topic == AUTO_CREATE_TOPIC:
+        raise InvalidMessageError(
+            f"the topic {AUTO_CREATE_TOPIC} is the auto-create template; send elsewhere"
+        )
+    if batch.count < 1 or not batch.body:
+        raise InvalidMessageError("a batch needs at least one message")
+    if len(batch.body) > max_size:
+        raise InvalidMessageError(f"the batch is {len(batch.body)} bytes; max {max_size}")
+    if batch.msg_ids.count(",") != batch.count - 1:
+        raise InvalidMessageError(
+            f"{batch.count} messages but not as many UNIQ_KEYs: {batch.msg_ids[:80]}"
+        )
 
 
 def read_send_result(

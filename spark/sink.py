@@ -6,6 +6,9 @@ the broker acknowledged every one. Columns: ``body`` (required, binary or string
 ``topic`` (the ``topic`` option overrides it), ``tags``, ``keys`` (a string of
 space-separated keys, or an array of strings) and ``properties`` (map); other columns
 are ignored, as Spark's Kafka sink does, so a source DataFrame can be written as is.
+The batch bodies are built from each Arrow batch's columns at once
+(:mod:`rocklet.spark.sink_batches`); rows that path does not build exactly as the SDK
+would become SDK messages one by one (:func:`rows_to_messages`).
 Property names RocketMQ reserves (TAGS, KEYS, UNIQ_KEY, WAIT, DELAY...) are dropped
 from ``properties``: the SDK and the broker own them.
 
@@ -36,11 +39,20 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from rocklet.client.message import Message, SendResult
+from rocklet.client.message import Message
 from rocklet.client.producer import Producer
-from rocklet.protocol.properties import Prop
+from rocklet.client.send_wire import EncodedBatch
 from rocklet.spark.broker import Cluster
+from rocklet.spark.in_flight import InFlight
 from rocklet.spark.options import SinkOptions
+from rocklet.spark.sink_batches import (
+    BATCH_BYTES,
+    BATCH_MESSAGES,
+    SYSTEM_PROPERTIES,
+    WRITE_ID_PROPERTY,
+    WriteIds,
+    encode_rows,
+)
 from rocklet.spark.sink_marker import WriteIdent, mark_done, marker_done
 from rocklet.spark.sink_txn import (
     Prepared,
@@ -68,17 +80,8 @@ __all__ = [
 
 _log = get_logger(__name__)
 
-#: The property holding a message's deterministic write id.
-WRITE_ID_PROPERTY: Final = "rockletWriteId"
-#: Messages and bytes per batch send (RocketMQ caps a batch body at 4 MiB).
-_BATCH_MESSAGES: Final = 256
-_BATCH_BYTES: Final = 1 << 20
 #: Batch sends in flight per task.
 _IN_FLIGHT: Final = 8
-#: Property names the SDK or broker own: dropped from the ``properties`` column.
-_SYSTEM_PROPERTIES: Final = frozenset(
-    value for name, value in vars(Prop).items() if name.isupper() and isinstance(value, str)
-)
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ def rows_to_messages(
             raise RowError(f"a row has an empty body (RocketMQ refuses empty messages): {i}")
         if not dest:
             raise RowError(f"a row has no topic (set the topic option or column): row {i}")
-        user = {k: v for k, v in (props[i] or ()) if v is not None and k not in _SYSTEM_PROPERTIES}
+        user = {k: v for k, v in (props[i] or ()) if v is not None and k not in SYSTEM_PROPERTIES}
         if write_ids is not None:
             user[WRITE_ID_PROPERTY] = next(write_ids)
         key = keys[i]
@@ -159,48 +162,13 @@ def batches_by_topic(msgs: Sequence[Message]) -> Iterator[list[Message]]:
         chunk: list[Message] = []
         size = 0
         for msg in same_topic:
-            if chunk and (len(chunk) >= _BATCH_MESSAGES or size + len(msg.body) > _BATCH_BYTES):
+            if chunk and (len(chunk) >= BATCH_MESSAGES or size + len(msg.body) > BATCH_BYTES):
                 yield chunk
                 chunk, size = [], 0
             chunk.append(msg)
             size += len(msg.body)
         if chunk:
             yield chunk
-
-
-class _Sender:
-    """Keeps up to ``_IN_FLIGHT`` batch sends running; the first failure fails all."""
-
-    def __init__(self, producer: Producer) -> None:
-        self._producer = producer
-        self._tasks: set[asyncio.Task[SendResult]] = set()
-        self.sent = 0
-
-    async def submit(self, chunk: list[Message]) -> None:
-        while len(self._tasks) >= _IN_FLIGHT:
-            await self._wait(asyncio.FIRST_COMPLETED)
-        task = asyncio.get_running_loop().create_task(self._send(chunk))
-        self._tasks.add(task)
-
-    async def _send(self, chunk: list[Message]) -> SendResult:
-        result = await self._producer.send(chunk)
-        self.sent += len(chunk)
-        return result
-
-    async def _wait(self, when: str) -> None:
-        done, self._tasks = await asyncio.wait(self._tasks, return_when=when)
-        for task in done:
-            task.result()  # raises the send's failure
-
-    async def drain(self) -> None:
-        if self._tasks:
-            await self._wait(asyncio.ALL_COMPLETED)
-
-    async def cancel(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
 
 
 def _rows_or_none(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | None:
@@ -282,7 +250,7 @@ async def _send_all(
             for _ in batches:  # Spark streams the input to us: read it to the end anyway
                 pass
             return SinkCommit(partition, 0, skipped=True)
-        write_ids = ident.write_ids() if ident is not None and opts.write_id else None
+        write_ids = WriteIds.of(ident) if ident is not None and opts.write_id else None
         producer = Producer(
             opts.producer_group,
             opts.name_server,
@@ -291,18 +259,37 @@ async def _send_all(
             tls=cluster.tls,
             credentials=opts.credentials,
         )
-        async with producer:
-            sender = _Sender(producer)
-            try:
-                for batch in batches:
-                    for chunk in batches_by_topic(rows_to_messages(batch, opts.topic, write_ids)):
-                        await sender.submit(chunk)
-                await sender.drain()
-            finally:
-                await sender.cancel()
+        sent = 0
+
+        async def send(chunk: list[Message] | EncodedBatch) -> None:
+            nonlocal sent
+            if isinstance(chunk, EncodedBatch):
+                await producer.send_encoded_batch(chunk)
+                sent += chunk.count
+            else:
+                await producer.send(chunk)
+                sent += len(chunk)
+
+        async with producer, InFlight(_IN_FLIGHT) as flight:
+            for batch in batches:
+                for chunk in _send_batches(batch, opts.topic, write_ids, producer):
+                    await flight.submit(send(chunk))
+            await flight.drain()
         if ident is not None:
             await mark_done(cluster, ident)
-    return SinkCommit(partition, sender.sent)
+    return SinkCommit(partition, sent)
+
+
+def _send_batches(
+    rows: pa.RecordBatch, topic: str | None, write_ids: WriteIds | None, producer: Producer
+) -> Sequence[list[Message] | EncodedBatch]:
+    """The batch sends of some rows: built from the columns, else message by message."""
+    max_size = producer.config.max_message_size
+    encoded = encode_rows(rows, topic, write_ids, producer, max_size)
+    if encoded is not None:
+        return encoded
+    _log.debug("rows sent message by message", rows=rows.num_rows)
+    return list(batches_by_topic(rows_to_messages(rows, topic, write_ids)))
 
 
 def _partition_id() -> int:

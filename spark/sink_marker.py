@@ -81,9 +81,14 @@ class WriteIdent:
         """The consumer group the marker is kept under."""
         return f"rocklet-sink-{self.query_id}"
 
+    @property
+    def write_id_prefix(self) -> str:
+        """What every write id of this task starts with: ``<queryId>:<batchId>:<partitionId>:``."""
+        return f"{self.query_id}:{self.batch_id}:{self.partition_id}:"
+
     def write_ids(self) -> Iterator[str]:
         """``<queryId>:<batchId>:<partitionId>:<seq>`` for seq = 0, 1, ..."""
-        prefix = f"{self.query_id}:{self.batch_id}:{self.partition_id}:"
+        prefix = self.write_id_prefix
         return (f"{prefix}{seq}" for seq in itertools.count())
 
     def __str__(self) -> str:

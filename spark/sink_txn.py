@@ -55,6 +55,7 @@ from rocklet.client.transaction import HalfMessage, LocalTransactionState, Trans
 from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.properties import Prop
 from rocklet.spark.broker import Cluster
+from rocklet.spark.in_flight import InFlight
 from rocklet.spark.options import SinkOptions
 from rocklet.transport.logs import get_logger
 
@@ -168,7 +169,6 @@ async def send_halves(
             durably; the task fails and Spark retries it (the attempt loses).
     """
     handles: list[HalfMessage] = []
-    pending: set[asyncio.Task[None]] = set()
     marks = {TXN_PROPERTY: tag, Prop.CHECK_IMMUNITY_TIME_IN_SECONDS: str(CHECK_IMMUNITY_S)}
 
     async def one(msg: Message) -> None:
@@ -180,23 +180,12 @@ async def send_halves(
             )
         handles.append(HalfMessage.of(msg.topic, result))
 
-    try:
+    async with InFlight(IN_FLIGHT) as flight:
         for chunk in chunks:
             for msg in chunk:
                 msg.properties = {**(msg.properties or {}), **marks}
-                if len(pending) >= IN_FLIGHT:
-                    done, pending = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
-                    for task in done:
-                        task.result()
-                pending.add(asyncio.ensure_future(one(msg)))
-        if pending:
-            done, pending = await asyncio.wait(pending)
-            for task in done:
-                task.result()
-    finally:
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+                await flight.submit(one(msg))
+        await flight.drain()
     return handles
 
 

@@ -82,3 +82,18 @@ def test_the_body_decodes_to_the_messages_with_their_keys() -> None:
     assert props[0] == {"UNIQ_KEY": uniqs[0], "WAIT": "true", "TAGS": "tg", "KEYS": "k1 k2"}
     assert props[1] == {"UNIQ_KEY": uniqs[1], "WAIT": "true"}
     assert len(set(uniqs)) == 2 and all(len(u) == 32 for u in uniqs)
+
+
+@pytest.mark.parametrize("n", [1, 2, 300])
+def test_reserved_keys_are_the_generators_next_keys(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "urandom", lambda k: b"\x5a" * k)
+    reserved, called = (UniqKeyGenerator("10.1.2.3", now_ms=1_700_000_000_000) for _ in range(2))
+    prefix, first = send_wire.reserve_uniq_keys(reserved, n)
+    assert [send_wire.uniq_key(prefix, first + i) for i in range(n)] == [
+        called.next() for _ in range(n)
+    ]
+    assert reserved.next() == called.next()  # exactly n numbers taken
+    with pytest.raises(ValueError, match="at least one"):
+        send_wire.reserve_uniq_keys(reserved, 0)

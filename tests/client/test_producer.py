@@ -10,9 +10,16 @@ from pathlib import Path
 import pytest
 
 from rocklet.client.admin import Admin
-from rocklet.client.errors import ClientStateError, MessageIllegalError, NoRouteError
-from rocklet.client.message import Message, SendStatus
+from rocklet.client.errors import (
+    ClientStateError,
+    InvalidMessageError,
+    MessageIllegalError,
+    NoRouteError,
+)
+from rocklet.client.message import Message, SendStatus, send_properties
 from rocklet.client.producer import Producer, hash_selector
+from rocklet.client.send_wire import EncodedBatch, uniq_key
+from rocklet.protocol.batch import BatchItem, encode_batch
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.message import SysFlag
@@ -102,6 +109,40 @@ async def test_batch_is_stored_as_individual_messages(tmp_path: Path) -> None:
             await p.send([Message("A", b"1"), Message("B", b"2")])
         with pytest.raises(ValueError, match="delayed"):
             await p.send([Message("A", b"1", delay_level=2)])
+
+
+async def test_a_batch_body_encoded_by_the_caller_is_sent_as_a_batch(tmp_path: Path) -> None:
+    async with (
+        running_cluster(tmp_path) as cluster,
+        Producer("PG", cluster.namesrv_addr, max_message_size=1000) as p,
+    ):
+        prefix, first = p.reserve_uniq_keys(3)
+        keys = [uniq_key(prefix, first + i) for i in range(3)]
+        msgs = [Message("Encoded", b"e%d" % i, tags="T", keys=f"k{i}") for i in range(3)]
+        body = encode_batch(
+            BatchItem(0, m.body, send_properties(m, key).encode())
+            for m, key in zip(msgs, keys, strict=True)
+        )
+        result = await p.send_encoded_batch(EncodedBatch("Encoded", body, ",".join(keys), 3))
+        assert result.status is SendStatus.SEND_OK and result.msg_id == ",".join(keys)
+        got = stored(cluster.broker, "Encoded", result.message_queue.queue_id)
+        assert [(m.body, m.tags, m.keys) for m in got] == [
+            (b"e%d" % i, "T", (f"k{i}",)) for i in range(3)
+        ]
+        assert [m.msg_id for m in got] == keys
+        # The producer's own sends go on after the reserved keys.
+        assert (await p.send(Message("Encoded", b"next"))).msg_id == uniq_key(prefix, first + 3)
+
+        with pytest.raises(InvalidMessageError, match="1001 bytes; max 1000"):
+            await p.send_encoded_batch(EncodedBatch("Encoded", b"x" * 1001, keys[0], 1))
+        with pytest.raises(InvalidMessageError, match="not as many UNIQ_KEYs"):
+            await p.send_encoded_batch(EncodedBatch("Encoded", body, keys[0], 3))
+        with pytest.raises(InvalidMessageError, match="auto-create template"):
+            await p.send_encoded_batch(EncodedBatch("TBW102", body, ",".join(keys), 3))
+        with pytest.raises(InvalidMessageError, match="at least one"):
+            await p.send_encoded_batch(EncodedBatch("Encoded", b"", "", 0))
+    with pytest.raises(ClientStateError):
+        p.reserve_uniq_keys(1)
 
 
 async def test_compression_over_the_threshold_round_trips(tmp_path: Path) -> None:
