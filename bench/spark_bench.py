@@ -17,7 +17,10 @@ then, in one run so the figures compare:
 5. Spark write: ``df.write.format("rocklet")`` of a generated DataFrame with the same
    bodies;
 6. with ``--exactly-once``: the stream copy and the Spark write again with
-   ``deliveryGuarantee=exactly-once`` (half messages, then a commit per batch).
+   ``deliveryGuarantee=exactly-once`` (half messages, then a commit per batch);
+7. with ``--floors``: Spark's own floor for a Python data source
+   (:mod:`spark_floors`): a read of prebuilt Arrow batches with no broker, and a write
+   to a sink that discards its rows; the connector cannot beat these.
 
 Spark is warmed up first (a small read and write), so the figures are steady-state
 rather than JVM start-up. Each row reports rows/s, wall seconds and the broker's CPU
@@ -40,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import spark_floors
 from broker_bench import QUEUES, TOPIC, Standalone, create_topic, machine, standalone
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -121,7 +125,9 @@ def spark_session() -> SparkSession:
     """local[2], UI off, the connector importable by the Python workers."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     path = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
+    # The workers import the connector from the checkout, and spark_floors from bench/.
+    here = f"{ROOT}{os.pathsep}{ROOT / 'bench'}"
+    os.environ["PYTHONPATH"] = f"{here}{os.pathsep}{path}" if path else here
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("rocklet-spark-bench")
@@ -197,7 +203,9 @@ def spark_copy(
 # -- the run ----------------------------------------------------------------------------------
 
 
-def run(rows: int, body_size: int, root: Path, exactly_once: bool = False) -> list[Row]:
+def run(
+    rows: int, body_size: int, root: Path, exactly_once: bool = False, floors: bool = False
+) -> list[Row]:
     """Every case against one broker; returns the measurements."""
     body = b"x" * body_size
     out: list[Row] = []
@@ -228,6 +236,14 @@ def run(rows: int, body_size: int, root: Path, exactly_once: bool = False) -> li
                     spark_write(spark, namesrv, "BenchSparkOutEo", rows, body, "exactly-once")
                 assert asyncio.run(sdk_drain(namesrv, "BenchSparkOutEo")) == rows
                 assert asyncio.run(sdk_drain(namesrv, "BenchCopyEo")) == rows
+            if floors:
+                spark_floors.register(spark)
+                spark_floors.floor_read(spark, 1000, body_size, QUEUES)  # warm-up
+                with timed(broker, "floor: Spark read of prebuilt batches (no broker)", rows, out):
+                    spark_floors.floor_read(spark, rows, body_size, QUEUES)
+                spark_floors.floor_write(spark, 1000, body, QUEUES)
+                with timed(broker, "floor: Spark write to a sink that discards", rows, out):
+                    spark_floors.floor_write(spark, rows, body, QUEUES)
         finally:
             spark.stop()
     return out
@@ -266,10 +282,15 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="also the stream copy and batch write with deliveryGuarantee=exactly-once",
     )
+    parser.add_argument(
+        "--floors",
+        action="store_true",
+        help="also Spark's own floor: a read of prebuilt batches, a write that discards",
+    )
     args = parser.parse_args(argv)
     rows = 20_000 if args.quick else args.rows
     with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp:
-        results = run(rows, args.body_size, Path(tmp), args.exactly_once)
+        results = run(rows, args.body_size, Path(tmp), args.exactly_once, args.floors)
     print(report(results, rows, args.body_size))
 
 
