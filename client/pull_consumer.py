@@ -132,19 +132,25 @@ class PullConsumer(PullConsumerBase):
         return read_pull_response(answer, mq.broker_name, tags=selector.tags(), addr=addr)
 
     async def pull_raw(
-        self, mq: MessageQueue, offset: int, max_nums: int = 32, *, expression: str = "*"
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        *,
+        expression: str | MessageSelector = "*",
     ) -> RawPullResult:
         """Pull as :meth:`pull` does, but return the stored records undecoded.
 
-        For callers that decode records themselves. The broker filters by tag hash,
-        which collides: the caller must re-check each record's TAGS against the
-        expression (:func:`rocklet.protocol.filter.parse_tag_expression`).
+        For callers that decode records themselves. With a tag expression the broker
+        filters by tag hash, which collides: the caller must re-check each record's
+        TAGS against the expression (:func:`rocklet.protocol.filter.parse_tag_expression`).
+        An SQL92 selector the broker applies in full.
 
         Args:
             mq: The queue.
             offset: The first queue offset wanted.
             max_nums: Most messages (the broker caps it too).
-            expression: Tag expression.
+            expression: Tag expression, or ``MessageSelector.by_sql(...)``.
 
         Returns:
             The status, the raw records and where the next pull starts.

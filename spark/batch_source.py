@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
+from rocklet.protocol.sql92 import TAG
 from rocklet.spark.broker import Cluster, run_with_cluster
 from rocklet.spark.offsets import Offsets, to_json
 from rocklet.spark.options import RockletOptionError, SourceOptions
@@ -135,7 +136,7 @@ class FilteringBatchReader(RockletBatchReader):
         Returns:
             The filters left to Spark (the ``storeTimestamp`` bounds among them).
         """
-        self._pushdown, left = translate(filters)
+        self._pushdown, left = translate(filters, tags=self._opts.expression_type == TAG)
         # explain("formatted") lists only the filters Spark no longer evaluates, so
         # the time bounds, which narrow the read too, show only here.
         _log.info("filters pushed", pushed=self._pushdown.describe(), left_to_spark=len(left))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from rocklet.protocol.acl import Credentials
+from rocklet.protocol.sql92 import SQL92, TAG, SelectorError, compile_selector
 from rocklet.spark.offsets import EARLIEST, LATEST, QueueRef
 from rocklet.spark.option_values import (
     OptionMap,
@@ -52,6 +53,7 @@ _SOURCE_NAMES: Final = (
     "assign",
     "topic",
     "subExpression",
+    "expressionType",
     "startingOffsets",
     "endingOffsets",
     "startingTimestamp",
@@ -156,7 +158,8 @@ class SourceOptions:
     Attributes:
         name_server: Name server address(es).
         subscription: Which queues to read.
-        sub_expression: Tag filter.
+        sub_expression: Tag filter, or with ``expression_type`` SQL92 a selector.
+        expression_type: ``"TAG"`` or ``"SQL92"`` (``expressionType``).
         starting: Where a batch read, or a new streaming checkpoint, starts.
         ending: Where a batch read ends.
         max_offsets_per_trigger: Cap on rows per micro-batch.
@@ -175,6 +178,7 @@ class SourceOptions:
     name_server: str
     subscription: Subscription
     sub_expression: str = "*"
+    expression_type: str = TAG
     starting: OffsetSpec = OffsetSpec(OffsetKind.LATEST)
     ending: OffsetSpec = OffsetSpec(OffsetKind.LATEST)
     max_offsets_per_trigger: int | None = None
@@ -295,7 +299,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
     return SourceOptions(
         name_server=name_server,
         subscription=subscription,
-        sub_expression=_sub_expression(opts),
+        sub_expression=_sub_expression(opts, _expression_type(opts)),
+        expression_type=_expression_type(opts),
         starting=starting,
         ending=ending,
         max_offsets_per_trigger=opts.positive("maxOffsetsPerTrigger"),
@@ -515,8 +520,27 @@ def _has_value(spec: OffsetSpec, value: int) -> bool:
     )
 
 
-def _sub_expression(opts: OptionMap) -> str:
+def _expression_type(opts: OptionMap) -> str:
+    """``expressionType``: TAG (default) or SQL92, as RocketMQ spells them."""
+    value = (opts.text("expressionType", TAG) or TAG).upper()
+    if value not in (TAG, SQL92):
+        raise RockletOptionError(f"expressionType must be TAG or SQL92, not {value!r}")
+    return value
+
+
+def _sub_expression(opts: OptionMap, expression_type: str = TAG) -> str:
     expr = opts.text("subExpression", "*") or "*"
+    if expression_type == SQL92:
+        if expr == "*":
+            raise RockletOptionError(
+                "expressionType=SQL92 needs a subExpression selector, e.g. \"region = 'eu'\""
+            )
+        try:
+            compile_selector(expr)
+        except SelectorError as exc:
+            problem = f"subExpression is not a valid SQL92 selector: {exc}"
+            raise RockletOptionError(problem) from None
+        return expr
     if expr != "*" and not all(tag.strip() for tag in expr.split("||")):
         raise RockletOptionError(f"subExpression {expr!r} has an empty tag: use 'TagA || TagB'")
     return expr

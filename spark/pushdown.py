@@ -134,7 +134,7 @@ class Pushdown:
 NO_PUSHDOWN: Final = Pushdown()
 
 
-def translate(filters: Sequence[Filter]) -> tuple[Pushdown, list[Filter]]:
+def translate(filters: Sequence[Filter], *, tags: bool = True) -> tuple[Pushdown, list[Filter]]:
     """Split Spark's pushed filters into what the read applies and what Spark must.
 
     The filters are a conjunction; each restriction of one column intersects with
@@ -142,12 +142,14 @@ def translate(filters: Sequence[Filter]) -> tuple[Pushdown, list[Filter]]:
 
     Args:
         filters: What ``pushFilters`` received.
+        tags: Whether ``tags`` filters can go to the pulls' tag filter (not when the
+            pulls already carry an SQL92 selector: a pull has one expression).
 
     Returns:
         The narrowing, and the filters Spark must still evaluate: the very objects
         received (Spark matches them by identity), in their order.
     """
-    tags: frozenset[str] | None = None
+    wanted: frozenset[str] | None = None
     queue_ids: frozenset[int] | None = None
     brokers: frozenset[str] | None = None
     min_ms: int | None = None
@@ -155,8 +157,13 @@ def translate(filters: Sequence[Filter]) -> tuple[Pushdown, list[Filter]]:
     left: list[Filter] = []
     for item in filters:
         column = _column(item)
-        if column == "tags" and (values := _values(item, str)) is not None and _taggable(values):
-            tags = values if tags is None else tags & values
+        if (
+            tags
+            and column == "tags"
+            and (values := _values(item, str)) is not None
+            and _taggable(values)
+        ):
+            wanted = values if wanted is None else wanted & values
             notes.append(f"tags {_sql(values)}")
         elif column == "queueid" and (ids := _values(item, int)) is not None:
             queue_ids = ids if queue_ids is None else queue_ids & ids
@@ -172,7 +179,7 @@ def translate(filters: Sequence[Filter]) -> tuple[Pushdown, list[Filter]]:
             left.append(item)  # the start is approximate: Spark re-checks every row
         else:
             left.append(item)
-    return Pushdown(tags, queue_ids, brokers, min_ms, tuple(notes)), left
+    return Pushdown(wanted, queue_ids, brokers, min_ms, tuple(notes)), left
 
 
 def planning_with_filters() -> bool:

@@ -22,6 +22,7 @@ from pyspark.sql.datasource import InputPartition
 
 from rocklet.client.errors import SubscriptionGroupNotExistError
 from rocklet.client.pull_api import PullResult, PullStatus, RawPullResult
+from rocklet.client.selector import TAG, MessageSelector
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.filter import parse_tag_expression
@@ -61,7 +62,8 @@ class QueueRange(InputPartition):
         mq: The queue.
         start: First offset to read.
         end: Offset after the last to read.
-        sub_expression: Tag filter.
+        sub_expression: Tag filter, or an SQL92 selector (``expression_type``).
+        expression_type: ``"TAG"`` or ``"SQL92"``.
         pull_batch_size: Messages asked per pull.
         pull_timeout_ms: Timeout of each pull.
         fail_on_data_loss: Fail (True) or skip with a warning (False) when part of
@@ -76,6 +78,7 @@ class QueueRange(InputPartition):
     start: int
     end: int
     sub_expression: str = "*"
+    expression_type: str = TAG
     pull_batch_size: int = 32
     pull_timeout_ms: int = 3000
     fail_on_data_loss: bool = True
@@ -117,6 +120,7 @@ def plan_ranges(
                 start=lo,
                 end=hi,
                 sub_expression=opts.sub_expression,
+                expression_type=opts.expression_type,
                 pull_batch_size=opts.pull_batch_size,
                 pull_timeout_ms=opts.pull_timeout_ms,
                 fail_on_data_loss=opts.fail_on_data_loss,
@@ -169,7 +173,10 @@ def _read(runner: asyncio.Runner, cluster: Cluster, part: QueueRange) -> Iterato
     # Each turn of the event loop reads a chunk of offsets with several pulls in flight;
     # entering the loop costs far more than a pull, so it is entered once per chunk.
     # The pull bodies stay raw: RecordColumns builds the columns from them in bulk.
-    rows = RecordColumns(part.mq.broker_name, parse_tag_expression(part.sub_expression))
+    # An SQL92 selector is applied by the broker alone (RocketMQ's clients do not check
+    # it again); a tag filter is re-checked, since the broker filters by tag hash.
+    tags = parse_tag_expression(part.sub_expression) if part.expression_type == TAG else None
+    rows = RecordColumns(part.mq.broker_name, tags)
     offset, span = part.start, part.pull_batch_size * _PULLS_IN_FLIGHT * 8
     size = 0
     while offset < part.end:
@@ -230,11 +237,10 @@ async def _read_window(cluster: Cluster, part: QueueRange, low: int, high: int) 
     out: list[_Window] = []
     offset, stalls = low, 0
     consumer = cluster.consumer
+    selector = MessageSelector(part.expression_type, part.sub_expression)
     while offset < high:
         # Cluster.pull decodes into SDK messages; the raw records go to RecordColumns.
-        result = await consumer.pull_raw(
-            part.mq, offset, high - offset, expression=part.sub_expression
-        )
+        result = await consumer.pull_raw(part.mq, offset, high - offset, expression=selector)
         nxt = _advance(part, offset, high, result)
         if result.body:
             out.append((result.body, offset, high))

@@ -315,3 +315,20 @@ def test_topic_progress_without_start_or_latest_and_with_two_sources() -> None:
     assert topic_progress(progress_report()) == {}
     with pytest.raises(ValueError, match="not a streaming query progress"):
         topic_progress({"batchId": 1})
+
+
+def test_sql92_selectors_are_checked_when_the_options_are_read() -> None:
+    base = {"nameServer": "127.0.0.1:9876", "subscribe": "T"}
+    opts = parse_source_options(
+        {**base, "expressionType": "sql92", "subExpression": "a > 1 AND b = 'x'"},
+        streaming=False,
+    )
+    assert (opts.expression_type, opts.sub_expression) == ("SQL92", "a > 1 AND b = 'x'")
+    assert parse_source_options(base, streaming=True).expression_type == "TAG"
+    for options, message in [
+        ({"expressionType": "SQL92"}, "needs a subExpression selector"),
+        ({"expressionType": "SQL92", "subExpression": "a >"}, "not a valid SQL92 selector"),
+        ({"expressionType": "regex", "subExpression": "x"}, "must be TAG or SQL92"),
+    ]:
+        with pytest.raises(RockletOptionError, match=message):
+            parse_source_options({**base, **options}, streaming=False)
