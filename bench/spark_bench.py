@@ -19,8 +19,9 @@ then, in one run so the figures compare:
 6. with ``--exactly-once``: the stream copy and the Spark write again with
    ``deliveryGuarantee=exactly-once`` (half messages, then a commit per batch);
 7. with ``--floors``: Spark's own floor for a Python data source
-   (:mod:`spark_floors`): a read of prebuilt Arrow batches with no broker, and a write
-   to a sink that discards its rows; the connector cannot beat these.
+   (:mod:`spark_floors`): a read of prebuilt Arrow batches with no broker, a write to a
+   sink that discards its rows, and a stream copy from the one to the other; the
+   connector cannot beat these.
 
 Spark is warmed up first (a small read and write), so the figures are steady-state
 rather than JVM start-up. Each row reports rows/s, wall seconds and the broker's CPU
@@ -244,6 +245,9 @@ def run(
                 spark_floors.floor_write(spark, 1000, body, QUEUES)
                 with timed(broker, "floor: Spark write to a sink that discards", rows, out):
                     spark_floors.floor_write(spark, rows, body, QUEUES)
+                spark_floors.floor_copy(spark, 1000, body_size, QUEUES, str(root / "fw"))
+                with timed(broker, "floor: stream copy, prebuilt source to that sink", rows, out):
+                    spark_floors.floor_copy(spark, rows, body_size, QUEUES, str(root / "fc"))
         finally:
             spark.stop()
     return out

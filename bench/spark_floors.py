@@ -7,7 +7,10 @@ connector can reach on this machine:
   schema (the columns a real read builds from pull bodies), with no broker and no
   decoding; read through the ``noop`` sink like the benchmark's Spark read;
 * ``floor-write``: an Arrow writer that reads every batch Spark hands it and sends
-  nothing; written from the same generated DataFrame as the benchmark's Spark write.
+  nothing; written from the same generated DataFrame as the benchmark's Spark write;
+* a stream copy from one to the other: ``floor-read`` as a streaming source (one
+  micro-batch of prebuilt batches) into ``floor-write`` as a streaming sink, with
+  ``trigger(availableNow=True)`` and a checkpoint, as the benchmark's stream copy.
 
 The connector's rate divided by the SDK's cannot exceed the floor's divided by the SDK's.
 """
@@ -24,12 +27,15 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-__all__ = ["floor_read", "floor_write", "register"]
+__all__ = ["floor_copy", "floor_read", "floor_write", "register"]
 
 _BATCH = 4096
 
@@ -87,6 +93,28 @@ class _FloorReader(DataSourceReader):
             yield part
 
 
+class _FloorStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """One micro-batch holding every row: offsets 0 -> 1."""
+
+    def __init__(self, rows: int, body_size: int, partitions: int) -> None:
+        self._batch = _FloorReader(rows, body_size, partitions)
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"at": 0}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        return {"at": 1}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        return self._batch.partitions() if start["at"] < end["at"] else []
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self._batch.read(partition)
+
+
 class FloorRead(DataSource):
     """``spark.read.format("floor-read")``: prebuilt batches, no broker."""
 
@@ -106,8 +134,20 @@ class FloorRead(DataSource):
         opts = self.options
         return _FloorReader(int(opts["rows"]), int(opts["bodySize"]), int(opts["partitions"]))
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """The same rows as one micro-batch."""
+        opts = self.options
+        return _FloorStream(int(opts["rows"]), int(opts["bodySize"]), int(opts["partitions"]))
+
 
 class _NullWriter(DataSourceArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+
+class _NullStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         for _ in iterator:
             pass
@@ -125,6 +165,10 @@ class FloorWrite(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         """The discarding writer."""
         return _NullWriter()
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        """The discarding streaming writer."""
+        return _NullStreamWriter()
 
 
 def register(spark: SparkSession) -> None:
@@ -144,3 +188,24 @@ def floor_write(spark: SparkSession, rows: int, body: bytes, partitions: int) ->
     """Hand ``rows`` generated rows to the discarding writer (as the Spark write)."""
     df = spark.range(rows, numPartitions=partitions).select(F.lit(body).alias("body"))
     df.write.format("floor-write").mode("append").save()
+
+
+def floor_copy(
+    spark: SparkSession, rows: int, body_size: int, partitions: int, checkpoint: str
+) -> None:
+    """Stream ``rows`` prebuilt rows into the discarding sink (as the stream copy)."""
+    query = (
+        spark.readStream.format("floor-read")
+        .option("rows", str(rows))
+        .option("bodySize", str(body_size))
+        .option("partitions", str(partitions))
+        .load()
+        .select("body")
+        .writeStream.format("floor-write")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(f"floor copy failed: {query.exception()}")
