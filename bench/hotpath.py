@@ -181,21 +181,28 @@ async def run_raw(broker: Standalone, total: int, window: int) -> tuple[int, flo
     )
 
 
+async def _spread(
+    total: int, inflight: int, send_one: Callable[[], Awaitable[object]]
+) -> tuple[int, float]:
+    """``total`` calls of ``send_one`` by ``inflight`` concurrent tasks; count and seconds."""
+    left = total
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await send_one()
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(inflight)))
+    return total, time.perf_counter() - began
+
+
 async def run_single(namesrv: str, total: int, inflight: int) -> tuple[int, float]:
     """SDK single sends, ``inflight`` concurrent tasks on one connection."""
     async with Producer("PG_hot_single", namesrv) as producer:
         await producer.send(Message(SEND_TOPIC, BODY))  # route lookup and connect
-        left = total
-
-        async def worker() -> None:
-            nonlocal left
-            while left > 0:
-                left -= 1
-                await producer.send(Message(SEND_TOPIC, BODY))
-
-        began = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(inflight)))
-        return total, time.perf_counter() - began
+        return await _spread(total, inflight, lambda: producer.send(Message(SEND_TOPIC, BODY)))
 
 
 async def run_batch(namesrv: str, total: int, batch: int) -> tuple[int, float]:
@@ -269,18 +276,12 @@ async def run_half(namesrv: str, total: int, handles: list[HalfMessage]) -> tupl
         "PG_hot_txn", namesrv, check_listener=lambda _msg: LocalTransactionState.UNKNOWN
     ) as producer:
         await producer.send(Message(SEND_TOPIC, BODY))  # route lookup and connect
-        left = total
 
-        async def worker() -> None:
-            nonlocal left
-            while left > 0:
-                left -= 1
-                result = await producer.send_half(Message(SEND_TOPIC, BODY, properties=immune))
-                handles.append(HalfMessage.of(SEND_TOPIC, result))
+        async def one() -> None:
+            result = await producer.send_half(Message(SEND_TOPIC, BODY, properties=immune))
+            handles.append(HalfMessage.of(SEND_TOPIC, result))
 
-        began = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(256)))
-        return total, time.perf_counter() - began
+        return await _spread(total, 256, one)
 
 
 async def run_end(namesrv: str, handles: list[HalfMessage]) -> tuple[int, float]:

@@ -27,6 +27,7 @@ oneway, so the connection sends nothing. RocketMQ answers UNKNOWN with nothing a
 
 from __future__ import annotations
 
+import logging
 from typing import Final
 
 import structlog
@@ -53,6 +54,8 @@ from rocklet.transport.clock import Clock
 __all__ = ["EndTransactionProcessor", "register"]
 
 log = structlog.get_logger(__name__)
+#: The stdlib logger ``log`` writes through: asked first whether a debug line is wanted.
+_std_log = logging.getLogger(__name__)
 
 _NOT_FOUND: Final = "Find prepared transaction message failed"
 
@@ -97,14 +100,15 @@ class EndTransactionProcessor:
         # logged at debug, as RocketMQ logs only check-back answers, rollbacks and
         # "unknown" endings.
         routine = kind is TransactionType.COMMIT and not header.from_transaction_check
-        (log.debug if routine else log.info)(
-            "end transaction",
-            peer=rctx.peer_address,
-            kind=kind.name if kind is not None else header.commit_or_rollback,
-            from_check=header.from_transaction_check,
-            msg_id=header.msg_id,
-            remark=_loggable(cmd.remark),
-        )
+        if not routine or _std_log.isEnabledFor(logging.DEBUG):  # no event built when unseen
+            (log.debug if routine else log.info)(
+                "end transaction",
+                peer=rctx.peer_address,
+                kind=kind.name if kind is not None else header.commit_or_rollback,
+                from_check=header.from_transaction_check,
+                msg_id=header.msg_id,
+                remark=_loggable(cmd.remark),
+            )
         if kind is None:
             return cmd.make_response(
                 ResponseCode.SYSTEM_ERROR,
@@ -210,5 +214,5 @@ def _loggable(remark: str | None) -> str | None:
 
 
 def register(registry: ProcessorRegistry, processor: EndTransactionProcessor) -> None:
-    """Register END_TRANSACTION."""
-    registry.register(RequestCode.END_TRANSACTION, processor.process)
+    """Register END_TRANSACTION (eager: an ASYNC_FLUSH commit answers without a task)."""
+    registry.register(RequestCode.END_TRANSACTION, processor.process, eager=True)

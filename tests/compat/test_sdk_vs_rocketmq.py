@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from rocklet.client.admin import Admin
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.message import Message, MessageExt, SendStatus
 from rocklet.client.producer import Producer
@@ -23,8 +22,7 @@ from rocklet.client.pull_api import PullStatus
 from rocklet.client.pull_consumer import PullConsumer
 from rocklet.client.push_consumer import PushConsumer
 from rocklet.protocol.bodies.queue import MessageQueue
-from tests.replication.nodes import until
-from tests.replication.test_anchor_interop import _missing, _rmq_down, _rmq_up
+from tests.replication.test_anchor_interop import _missing, _rmq_down, _rmq_topic, _rmq_up
 
 pytestmark = [
     pytest.mark.slow,
@@ -39,17 +37,7 @@ QUEUES = 4
 async def test_sdk_sends_and_consumes_through_a_real_rocketmq(tmp_path: Path) -> None:
     ns, _, ns_pid, broker_pid, _ = await _rmq_up(tmp_path / "rmq", "")
     try:
-        async with Admin(ns) as admin:
-            await admin.create_topic(TOPIC, queue_nums=QUEUES)
-
-            async def routed() -> bool:
-                try:
-                    return bool((await admin.topic_route(TOPIC)).queue_datas)
-                except Exception:
-                    return False
-
-            await until("the topic's route on the RocketMQ name server", routed, 30)
-
+        await _rmq_topic(ns, TOPIC, QUEUES)
         sent: dict[str, bytes] = {}
         async with Producer("SdkOnRmqPG", ns) as producer:
             for i in range(40):

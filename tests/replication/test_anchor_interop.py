@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from rocklet.client.admin import Admin
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.subscription_group import (
     SubscriptionGroupConfig,
@@ -80,6 +81,20 @@ async def _rmq_up(store: Path, extra: str) -> list[str]:
     fields = out.decode().strip().splitlines()[-1].split()
     assert proc.returncode == 0 and len(fields) == 5, out.decode()[-2000:]
     return fields
+
+
+async def _rmq_topic(ns: str, topic: str, queues: int) -> None:
+    """Create ``topic`` through RocketMQ's name server; wait until it routes it."""
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, queue_nums=queues)
+
+        async def routed() -> bool:
+            try:
+                return bool((await admin.topic_route(topic)).queue_datas)
+            except Exception:
+                return False
+
+        await until(f"the route of {topic} on the RocketMQ name server", routed, 30)
 
 
 async def _rmq_down(ns_pid: str, broker_pid: str) -> None:

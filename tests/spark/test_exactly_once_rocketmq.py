@@ -20,11 +20,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from rocklet.client.admin import Admin
 from rocklet.spark.options import parse_sink_options
 from rocklet.spark.sink_txn import JOURNAL_TOPIC, TXN_PROPERTY, commit_batch, connect
-from tests.replication.nodes import until
-from tests.replication.test_anchor_interop import _missing, _rmq_down, _rmq_up
+from tests.replication.test_anchor_interop import _missing, _rmq_down, _rmq_topic, _rmq_up
 from tests.spark.support import pull_all
 
 pytestmark = [
@@ -38,25 +36,12 @@ ROWS = 150
 TOPIC = "EoRmqOut"
 
 
-async def _topic(ns: str) -> None:
-    async with Admin(ns) as admin:
-        await admin.create_topic(TOPIC, queue_nums=2)
-
-        async def routed() -> bool:
-            try:
-                return bool((await admin.topic_route(TOPIC)).queue_datas)
-            except Exception:
-                return False
-
-        await until("the topic's route on the RocketMQ name server", routed, 30)
-
-
 def test_an_exactly_once_write_and_its_replayed_commit_on_rocketmq(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     ns, _, ns_pid, broker_pid, _ = asyncio.run(_rmq_up(tmp_path / "rmq", ""))
     try:
-        asyncio.run(_topic(ns))  # the journal topic is left to the sink (first use)
+        asyncio.run(_rmq_topic(ns, TOPIC, 2))  # the journal topic is left to the sink
         df = spark.range(ROWS, numPartitions=3).select(
             F.concat(F.lit("rmq-row-"), F.col("id").cast("string")).alias("body")
         )
