@@ -7,6 +7,7 @@ finished, 1 when it failed.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -34,7 +35,12 @@ def copy(spark: SparkSession, namesrv: str, checkpoint: Path) -> Exception | Non
 
 def main(argv: list[str]) -> int:
     """Run the copy once; the exit status says whether the query finished."""
-    spark = local_session("rocklet-eo-driver")
+    # A test SIGKILLs this driver: its JVM's and Python workers' temporary files go
+    # beside the checkpoint, in the test's own directory, not in /tmp.
+    scratch = Path(argv[2]).parent / "driver-tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(scratch)  # the Python workers inherit it
+    spark = local_session("rocklet-eo-driver", scratch)
     try:
         failure = copy(spark, argv[1], Path(argv[2]))
     finally:

@@ -216,10 +216,23 @@ def driver_environment() -> dict[str, str]:
     }
 
 
-def local_session(app: str) -> SparkSession:
-    """The tests' SparkSession: local[2], loopback only, small and quick to plan."""
+def local_session(app: str, scratch: Path | None = None) -> SparkSession:
+    """The tests' SparkSession: local[2], loopback only, small and quick to plan.
+
+    Args:
+        app: The application's name.
+        scratch: Where the driver's JVM keeps its temporary files (``spark.local.dir``
+            and ``java.io.tmpdir``) instead of ``/tmp``: for a driver a test kills,
+            whose shutdown hooks never remove them. Default: Spark's own.
+    """
+    builder = SparkSession.builder
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+        builder = builder.config("spark.local.dir", str(scratch)).config(
+            "spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch}"
+        )
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
