@@ -330,8 +330,19 @@ def _offset_rows(lines: list[str]) -> list[list[str]]:
 
 
 def test_reset_offset_by_time_then_skip_of_an_online_group(seeded: Seeded) -> None:
-    # The broker answers the offsets it tells the group's clients to take. (The 4.9.4
-    # client then sleeps 10 s before it reads again: its re-reading is not waited for.)
+    try:
+        _reset_then_skip(seeded)
+    finally:
+        # The 4.9.4 client applies each reset 10 s after it is told, one at a time, so
+        # it may read the 8 messages again from offset 0 well after this test: in a
+        # later test's window, on the broker-wide totals clusterList -m prints. It has
+        # served its purpose; it goes now rather than at the end of the session.
+        seeded.online[RESET_ONLINE].kill()
+
+
+def _reset_then_skip(seeded: Seeded) -> None:
+    # The broker answers the offsets it tells the group's clients to take (the client's
+    # re-reading, 10 s later, is not waited for).
     output = seeded.run("resetOffsetByTime", "-g", RESET_ONLINE, "-t", TOPIC, "-s", "0")
     lines = output.splitlines()
     assert lines[0] == (
