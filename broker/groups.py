@@ -16,14 +16,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rocklet.broker.config_writer import ConfigWriter
-from rocklet.broker.json_file import load_json, persist_json
+from rocklet.broker.config_table import ConfigTable
+from rocklet.broker.json_file import persist_json
 from rocklet.protocol.bodies.subscription_group import (
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
 )
-from rocklet.protocol.bodies.topic import DataVersion
-from rocklet.protocol.errors import BodyError
 from rocklet.protocol.names import check_group_name
 from rocklet.transport.clock import Clock
 
@@ -42,7 +40,7 @@ _SYSTEM_GROUPS = (
 )
 
 
-class SubscriptionGroupManager:
+class SubscriptionGroupManager(ConfigTable[SubscriptionGroupConfig, dict[str, Any]]):
     """Group configs by name. Not thread-safe: use it from the event loop.
 
     Args:
@@ -51,36 +49,12 @@ class SubscriptionGroupManager:
         auto_create: ``autoCreateSubscriptionGroup``.
     """
 
-    def __init__(self, path: Path, clock: Clock, *, auto_create: bool = True) -> None:
-        self._path = path
-        self._clock = clock
-        self._auto_create = auto_create
-        self._table: dict[str, SubscriptionGroupConfig] = {
-            name: SubscriptionGroupConfig(name) for name in _SYSTEM_GROUPS
-        }
-        self.data_version = DataVersion()
-        #: Groups whose latest change is not on disk yet -> that change's generation.
-        #: Empty almost always: hot paths test it before calling :meth:`saved`.
-        self.unsaved: dict[str, int] = {}
-        self.writer: ConfigWriter[dict[str, Any]] = ConfigWriter(
-            path.name, self.wrapper, self._write_file
-        )
-        self.writer.on_saved = self._forget_saved
+    TABLE_KEY = "subscriptionGroupTable"
 
-    def load(self) -> None:
-        """Load the file or its backup; entries that do not parse are skipped."""
-        obj = load_json(self._path)
-        if not isinstance(obj, dict):
-            return
-        for name, raw in (obj.get("subscriptionGroupTable") or {}).items():
-            try:
-                self._table[name] = SubscriptionGroupConfig.from_dict(raw)
-            except BodyError:
-                continue
-        try:
-            self.data_version = DataVersion.from_dict(obj.get("dataVersion", {}))
-        except BodyError:
-            self.data_version = DataVersion()
+    def __init__(self, path: Path, clock: Clock, *, auto_create: bool = True) -> None:
+        super().__init__(path, clock, SubscriptionGroupConfig.from_dict)
+        self._auto_create = auto_create
+        self._table.update((name, SubscriptionGroupConfig(name)) for name in _SYSTEM_GROUPS)
 
     def find(self, group: str, *, create: bool = True) -> SubscriptionGroupConfig | None:
         """Return a group's config, creating it with defaults when allowed.
@@ -110,34 +84,7 @@ class SubscriptionGroupManager:
         Returns:
             Whether the table was replaced.
         """
-        if wrapper.data_version == self.data_version:
-            return False
-        self._table = dict(wrapper.subscription_group_table)
-        self.data_version = wrapper.data_version
-        generation = self.writer.changed(urgent=True)
-        for group in self._table:
-            self.unsaved[group] = generation
-        return True
-
-    def delete(self, group: str) -> bool:
-        """Delete a group; returns whether it existed."""
-        if self._table.pop(group, None) is None:
-            return False
-        self._changed(group)
-        return True
-
-    async def saved(self, *groups: str) -> None:
-        """Wait until the latest change of each named group is on disk.
-
-        Returns at once for groups not in :attr:`unsaved`.
-
-        Raises:
-            ConfigWriteError: ``subscriptionGroup.json`` could not be written.
-        """
-        unsaved = self.unsaved
-        pending = [unsaved[g] for g in groups if g in unsaved]
-        if pending:
-            await self.writer.durable(max(pending))
+        return self._replace(wrapper.subscription_group_table, wrapper.data_version)
 
     def all(self) -> list[SubscriptionGroupConfig]:
         """Return every group config."""
@@ -152,11 +99,3 @@ class SubscriptionGroupManager:
 
     def _write_file(self, content: dict[str, Any]) -> None:
         persist_json(self._path, content)
-
-    def _forget_saved(self, generation: int) -> None:
-        for group in [g for g, gen in self.unsaved.items() if gen <= generation]:
-            del self.unsaved[group]
-
-    def _changed(self, group: str) -> None:
-        self.data_version = self.data_version.next_version(self._clock.now_ms())
-        self.unsaved[group] = self.writer.changed(urgent=True)

@@ -21,11 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from rocklet.broker.config_writer import ConfigWriter
-from rocklet.broker.json_file import load_json, persist_json
+from rocklet.broker.config_table import ConfigTable
+from rocklet.broker.json_file import persist_json
 from rocklet.protocol.bodies.route import Perm
-from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from rocklet.protocol.errors import BodyError
+from rocklet.protocol.bodies.topic import TopicConfig, TopicConfigSerializeWrapper
 from rocklet.protocol.names import (
     AUTO_CREATE_TOPIC,
     OFFSET_MOVED_EVENT,
@@ -43,7 +42,7 @@ def _inherit_perm(enabled: bool) -> int:
     return int(Perm.INHERIT) | (_RW if enabled else 0)
 
 
-class TopicConfigManager:
+class TopicConfigManager(ConfigTable[TopicConfig, TopicConfigSerializeWrapper]):
     """Topic configs by name. Not thread-safe: use it from the event loop.
 
     Args:
@@ -60,6 +59,8 @@ class TopicConfigManager:
         on_change: Called after any change, e.g. to re-register with name servers.
     """
 
+    TABLE_KEY = "topicConfigTable"
+
     def __init__(
         self,
         path: Path,
@@ -74,20 +75,10 @@ class TopicConfigManager:
         trace_topic: str | None = None,
         on_change: Callable[[], None] | None = None,
     ) -> None:
-        self._path = path
-        self._clock = clock
+        # The snapshot is a shallow copy (configs are immutable); the thread encodes it.
+        super().__init__(path, clock, TopicConfig.from_dict)
         self._auto_create = auto_create
         self.on_change = on_change
-        self._table: dict[str, TopicConfig] = {}
-        self.data_version = DataVersion()
-        #: Topics whose latest change is not on disk yet -> that change's generation.
-        #: Empty almost always: hot paths test it before calling :meth:`saved`.
-        self.unsaved: dict[str, int] = {}
-        # The snapshot is a shallow copy (configs are immutable); the thread encodes it.
-        self.writer: ConfigWriter[TopicConfigSerializeWrapper] = ConfigWriter(
-            path.name, self.wrapper, self._write_file
-        )
-        self.writer.on_saved = self._forget_saved
         system = [
             TopicConfig(SELF_TEST_TOPIC, 1, 1),
             # The cluster's and the broker's own topics always exist; the two switches
@@ -107,22 +98,9 @@ class TopicConfigManager:
         for config in system:
             self._table[config.topic_name] = config
 
-    def load(self) -> None:
-        """Load the file or its backup; entries that do not parse are skipped."""
-        obj = load_json(self._path)
-        if not isinstance(obj, dict):
-            return
-        for name, raw in (obj.get("topicConfigTable") or {}).items():
-            if name == AUTO_CREATE_TOPIC and not self._auto_create:
-                continue  # RocketMQ drops the template when auto-creation is turned off
-            try:
-                self._table[name] = TopicConfig.from_dict(raw)
-            except BodyError:
-                continue
-        try:
-            self.data_version = DataVersion.from_dict(obj.get("dataVersion", {}))
-        except BodyError:
-            self.data_version = DataVersion()
+    def _loads(self, name: str) -> bool:
+        # RocketMQ drops the template when auto-creation is turned off.
+        return name != AUTO_CREATE_TOPIC or self._auto_create
 
     def find(self, topic: str) -> TopicConfig | None:
         """Return a topic's config, or ``None`` when unknown."""
@@ -206,46 +184,7 @@ class TopicConfigManager:
         Returns:
             Whether the table was replaced.
         """
-        if wrapper.data_version == self.data_version:
-            return False
-        self._table = dict(wrapper.topic_config_table)
-        self.data_version = wrapper.data_version
-        generation = self.writer.changed(urgent=True)
-        for topic in self._table:
-            self.unsaved[topic] = generation
-        if self.on_change is not None:
-            self.on_change()
-        return True
-
-    def delete(self, topic: str) -> bool:
-        """Delete a topic's config; returns whether it existed."""
-        if self._table.pop(topic, None) is None:
-            return False
-        self._changed(topic)
-        return True
-
-    async def saved(self, *topics: str) -> None:
-        """Wait until the latest change of each named topic is on disk.
-
-        Returns at once for topics not in :attr:`unsaved`.
-
-        Raises:
-            ConfigWriteError: ``topics.json`` could not be written.
-        """
-        unsaved = self.unsaved
-        pending = [unsaved[t] for t in topics if t in unsaved]
-        if pending:
-            await self.writer.durable(max(pending))
+        return self._replace(wrapper.topic_config_table, wrapper.data_version)
 
     def _write_file(self, wrapper: TopicConfigSerializeWrapper) -> None:
         persist_json(self._path, wrapper.to_dict())
-
-    def _forget_saved(self, generation: int) -> None:
-        for topic in [t for t, g in self.unsaved.items() if g <= generation]:
-            del self.unsaved[topic]
-
-    def _changed(self, topic: str) -> None:
-        self.data_version = self.data_version.next_version(self._clock.now_ms())
-        self.unsaved[topic] = self.writer.changed(urgent=True)
-        if self.on_change is not None:
-            self.on_change()

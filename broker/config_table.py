@@ -1,0 +1,123 @@
+"""What the topic and group tables share: configs by name in one JSON file.
+
+Both files have RocketMQ's shape (``{"dataVersion": ..., "<table>": {name: config}}``),
+both bump the data version on every change, and both save through one
+:class:`~rocklet.broker.config_writer.ConfigWriter` with the changed names listed in
+:attr:`ConfigTable.unsaved` until their write is durable. The subclasses add what
+differs: their system entries, creation rules and the file's snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+from rocklet.broker.config_writer import ConfigWriter
+from rocklet.broker.json_file import load_json
+from rocklet.protocol.bodies.topic import DataVersion
+from rocklet.protocol.errors import BodyError
+from rocklet.transport.clock import Clock
+
+__all__ = ["ConfigTable"]
+
+C = TypeVar("C")
+S = TypeVar("S")
+
+
+class ConfigTable(Generic[C, S]):
+    """Configs of type ``C`` by name, written as snapshots of type ``S``. Event loop only.
+
+    Args:
+        path: The JSON file.
+        clock: Time source for data versions.
+        parse: One config from its JSON object (raises ``BodyError`` when malformed).
+    """
+
+    #: The file's key of the table (``topicConfigTable``, ``subscriptionGroupTable``).
+    TABLE_KEY: ClassVar[str]
+
+    def __init__(self, path: Path, clock: Clock, parse: Callable[[Any], C]) -> None:
+        self._path = path
+        self._clock = clock
+        self._parse = parse
+        self._table: dict[str, C] = {}
+        self.data_version = DataVersion()
+        #: Called after any change (the topic table re-registers with name servers).
+        self.on_change: Callable[[], None] | None = None
+        #: Names whose latest change is not on disk yet -> that change's generation.
+        #: Empty almost always: hot paths test it before calling :meth:`saved`.
+        self.unsaved: dict[str, int] = {}
+        self.writer: ConfigWriter[S] = ConfigWriter(path.name, self.wrapper, self._write_file)
+        self.writer.on_saved = self._forget_saved
+
+    def wrapper(self) -> S:
+        """The snapshot the writer saves (and the admin GET_ALL_* answer)."""
+        raise NotImplementedError
+
+    def _write_file(self, snapshot: S) -> None:
+        raise NotImplementedError
+
+    def _loads(self, name: str) -> bool:
+        """Whether an entry of the file is taken on load (all by default)."""
+        return True
+
+    def load(self) -> None:
+        """Load the file or its backup; entries that do not parse are skipped."""
+        obj = load_json(self._path)
+        if not isinstance(obj, dict):
+            return
+        for name, raw in (obj.get(self.TABLE_KEY) or {}).items():
+            if not self._loads(name):
+                continue
+            try:
+                self._table[name] = self._parse(raw)
+            except BodyError:
+                continue
+        try:
+            self.data_version = DataVersion.from_dict(obj.get("dataVersion", {}))
+        except BodyError:
+            self.data_version = DataVersion()
+
+    def _replace(self, table: Mapping[str, C], version: DataVersion) -> bool:
+        """Take a master's whole table unless its data version is the one held."""
+        if version == self.data_version:
+            return False
+        self._table = dict(table)
+        self.data_version = version
+        generation = self.writer.changed(urgent=True)
+        for name in self._table:
+            self.unsaved[name] = generation
+        if self.on_change is not None:
+            self.on_change()
+        return True
+
+    def delete(self, name: str) -> bool:
+        """Delete an entry; returns whether it existed."""
+        if self._table.pop(name, None) is None:
+            return False
+        self._changed(name)
+        return True
+
+    async def saved(self, *names: str) -> None:
+        """Wait until the latest change of each named entry is on disk.
+
+        Returns at once for names not in :attr:`unsaved`.
+
+        Raises:
+            ConfigWriteError: The file could not be written.
+        """
+        unsaved = self.unsaved
+        pending = [unsaved[n] for n in names if n in unsaved]
+        if pending:
+            await self.writer.durable(max(pending))
+
+    def _forget_saved(self, generation: int) -> None:
+        for name in [n for n, gen in self.unsaved.items() if gen <= generation]:
+            del self.unsaved[name]
+
+    def _changed(self, name: str) -> None:
+        self.data_version = self.data_version.next_version(self._clock.now_ms())
+        self.unsaved[name] = self.writer.changed(urgent=True)
+        if self.on_change is not None:
+            self.on_change()
