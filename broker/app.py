@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -158,6 +158,18 @@ class _ArrivalBridge:
         else:  # a put from a worker thread (delayed delivery, transactions)
             self._loop.call_soon_threadsafe(
                 self._holds.notify, topic, queue_id, max_offset, tags_code
+            )
+
+    def arrived(
+        self, topic: str, queue_id: int, first_offset: int, tags_codes: Sequence[int],
+        store_timestamp: int,
+    ) -> None:  # fmt: skip
+        if threading.get_ident() == self._thread:
+            if (topic, queue_id) in self._parked:
+                self._holds.notify_run(topic, queue_id, first_offset, tags_codes)
+        else:
+            self._loop.call_soon_threadsafe(
+                self._holds.notify_run, topic, queue_id, first_offset, tuple(tags_codes)
             )
 
 

@@ -2,20 +2,22 @@
 
 RocketMQ's ``PullRequestHoldService`` parks a pull whose queue is caught up and
 re-checks it every 5 s, plus when the reput service reports an arrival. We keep only
-the push half: the store's dispatch listener calls :meth:`PullHoldService.notify` for
-every message it indexes, which wakes exactly the pulls parked on that queue whose
-offset is now readable and whose subscription matches the tag hash. A parked pull
-costs one future, not a polling loop, and the C++ client (which re-pulls at once on
+the push half: the store's dispatch listener calls :meth:`PullHoldService.notify_run`
+once for each run of messages a put adds to a queue (:meth:`~PullHoldService.notify`
+for a single one), which wakes exactly the pulls parked on that queue whose offset is
+now readable and whose subscription matches a tag hash of the run. A parked pull costs
+one future, not a polling loop, and the C++ client (which re-pulls at once on
 PULL_NOT_FOUND) is kept from spinning (docs/protocol.md).
 
-Everything here runs on the event loop; the store calls :meth:`notify` from the thread
-that appended, which is the loop too (puts happen on the loop).
+Everything here runs on the event loop; the store calls the listener from the thread
+that appended, which is the loop too (puts happen on the loop; the broker hands a
+worker thread's arrivals to the loop).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["PullHoldService"]
@@ -110,14 +112,35 @@ class PullHoldService:
             max_offset: The queue's new max offset (next index to be written).
             tags_code: The message's tag hash (``None`` when unknown: wake every pull).
         """
+        self.notify_run(topic, queue_id, max_offset - 1, (tags_code,))
+
+    def notify_run(
+        self, topic: str, queue_id: int, first_offset: int, tags_codes: Sequence[int | None]
+    ) -> None:
+        """Wake the parked pulls a run of new messages in one queue can answer.
+
+        A pull wakes when one of the run's messages at or past its offset matches its
+        tags, as if :meth:`notify` had been called for each message in turn, with one
+        look-up for the whole run.
+
+        Args:
+            topic: Topic of the messages.
+            queue_id: Their queue.
+            first_offset: The run's first queue offset.
+            tags_codes: Each message's tag hash, in queue order (``None``: unknown).
+        """
         holds = self._holds.get((topic, queue_id))
         if not holds:
             return
+        end = first_offset + len(tags_codes)
         for hold in holds:
-            if hold.future.done() or hold.offset >= max_offset:
+            if hold.future.done() or hold.offset >= end:
                 continue
-            if tags_code is not None and hold.tag_codes and tags_code not in hold.tag_codes:
-                continue
+            wanted = hold.tag_codes
+            if wanted:
+                start = max(0, hold.offset - first_offset)
+                if not any(c is None or c in wanted for c in tags_codes[start:]):
+                    continue
             hold.future.set_result(True)
 
     def close(self) -> None:

@@ -521,8 +521,7 @@ class MessageStore:
             if cq.append_entries(enc.cq_entries, qoff, end):
                 self._logics_ts = now
                 if self.listener is not None and not self._closed:
-                    for n, code in enumerate(enc.tags_codes, qoff + 1):
-                        self.listener.arriving(key[0], key[1], n, code, now)
+                    self.listener.arrived(key[0], key[1], qoff, enc.tags_codes, now)
             else:  # the queue does not end at qoff (never expected): as reput would
                 for n, (phy, size, code) in enumerate(ENTRY.iter_unpack(enc.cq_entries)):
                     req = DispatchRequest(*key, phy, size, code, now, qoff + n, "", "", 0)

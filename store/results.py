@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Final, Protocol
@@ -160,4 +161,20 @@ class MessageArrivingListener(Protocol):
             max_offset: The queue's new max offset (next index).
             tags_code: The entry's tags code.
             store_timestamp: The record's store time.
+        """
+
+    def arrived(
+        self, topic: str, queue_id: int, first_offset: int, tags_codes: Sequence[int],
+        store_timestamp: int,
+    ) -> None:  # fmt: skip
+        """A run of messages arrived in one queue, one call for a whole batch.
+
+        Args:
+            topic: Topic.
+            queue_id: Queue id.
+            first_offset: The run's first queue offset; the queue's new max offset is
+                ``first_offset + len(tags_codes)``.
+            tags_codes: Each entry's tags code, in queue order. The sequence may be
+                reused after the call: copy it to keep it.
+            store_timestamp: The records' store time.
         """

@@ -184,6 +184,31 @@ async def test_long_poll_wakes_on_arrival_and_filters_tags() -> None:
     assert holds.held == 0
 
 
+async def test_long_poll_run_wakes_as_its_messages_would_one_by_one() -> None:
+    """One notify_run for messages at offsets 4..7 wakes the pulls that notify would."""
+    holds = PullHoldService()
+    parked = {
+        "past the run": holds.wait("T", 0, 8, timeout_s=30),
+        "tag only before its offset": holds.wait("T", 0, 6, timeout_s=30, tag_codes={111}),
+        "tag at its offset": holds.wait("T", 0, 5, timeout_s=30, tag_codes={333}),
+        "no filter": holds.wait("T", 0, 7, timeout_s=30),
+        "other queue": holds.wait("T", 1, 0, timeout_s=30),
+    }
+    tasks = {name: asyncio.create_task(wait) for name, wait in parked.items()}
+    await asyncio.sleep(0)  # one loop turn: every task runs up to its park
+    holds.notify_run("T", 0, 4, [111, 333, 222, 222])  # offsets 4, 5, 6, 7
+    await asyncio.sleep(0)
+    assert {name for name, task in tasks.items() if task.done()} == {
+        "tag at its offset",
+        "no filter",
+    }
+    holds.notify_run("T", 0, 8, [111])  # offset 8
+    await asyncio.sleep(0)
+    assert tasks["tag only before its offset"].done() and tasks["past the run"].done()
+    holds.close()
+    assert await asyncio.wait_for(tasks["other queue"], 5) is False
+
+
 async def test_long_poll_times_out() -> None:
     holds = PullHoldService()
     assert await holds.wait("T", 0, 0, timeout_s=0.01) is False

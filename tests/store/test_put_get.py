@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from rocklet.protocol.message import SysFlag, decode_message, java_string_hash
@@ -14,15 +15,24 @@ from tests.store.layout_checker import check_store
 
 
 class Arrivals:
-    """Records listener calls."""
+    """Records listener calls: each message's, and the runs the store reported."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, int, int, int, int]] = []
+        self.runs: list[tuple[str, int, int, list[int]]] = []
 
     def arriving(
         self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int
     ) -> None:
         self.calls.append((topic, queue_id, max_offset, tags_code, store_timestamp))
+
+    def arrived(
+        self, topic: str, queue_id: int, first_offset: int, tags_codes: Sequence[int],
+        store_timestamp: int,
+    ) -> None:  # fmt: skip
+        self.runs.append((topic, queue_id, first_offset, list(tags_codes)))
+        for n, code in enumerate(tags_codes, first_offset + 1):
+            self.arriving(topic, queue_id, n, code, store_timestamp)
 
 
 def _check(path: Path) -> None:
@@ -113,10 +123,14 @@ def test_refusals_are_statuses(tmp_path: Path) -> None:
 
 
 def test_batch_is_contiguous_with_consecutive_offsets(tmp_path: Path) -> None:
-    """A batch is one append with consecutive queue offsets, each record indexed."""
-    with MessageStore.open(small_config(tmp_path)) as store:
+    """A batch is one append with consecutive queue offsets, each record indexed, and
+    one arrival run for the listener."""
+    arrivals = Arrivals()
+    with MessageStore.open(small_config(tmp_path), listener=arrivals) as store:
         store.put_message(message(100))
         res = store.put_messages([message(n) for n in range(5)])
+        even, odd = java_string_hash("even"), java_string_hash("odd")
+        assert arrivals.runs == [("T", 0, 0, [even]), ("T", 0, 1, [even, odd] * 2 + [even])]
         assert res.ok and res.queue_offset == 1 and res.msg_count == 5
         assert res.record_offsets[0] == res.wrote_offset
         got = store.get_messages("T", 0, 1, 10)
