@@ -52,10 +52,7 @@ def admin(code: RequestCode, body: bytes = b"", **ext: str) -> RemotingCommand:
     return RemotingCommand(code, ext_fields=ext, body=body)
 
 
-def send(
-    topic: str, queue_id: int, body: bytes, *, tag: str = "T", keys: str = ""
-) -> RemotingCommand:
-    props = {"TAGS": tag} | ({"KEYS": keys} if keys else {})
+def send(topic: str, queue_id: int, body: bytes) -> RemotingCommand:
     ext = {
         "producerGroup": "PG",
         "topic": topic,
@@ -65,7 +62,7 @@ def send(
         "sysFlag": "0",
         "bornTimestamp": "1700000000000",
         "flag": "0",
-        "properties": encode_properties(props).decode(),
+        "properties": encode_properties({"TAGS": "T"}).decode(),
     }
     return RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=ext, body=body)
 
