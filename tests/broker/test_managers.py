@@ -195,16 +195,20 @@ async def test_long_poll_run_wakes_as_its_messages_would_one_by_one() -> None:
         "other queue": holds.wait("T", 1, 0, timeout_s=30),
     }
     tasks = {name: asyncio.create_task(wait) for name, wait in parked.items()}
-    await asyncio.sleep(0)  # one loop turn: every task runs up to its park
+    await asyncio.wait_for(holds.wait_parked(len(tasks)), 5)
+
+    async def woken(*names: str) -> list[bool]:
+        return await asyncio.wait_for(asyncio.gather(*(tasks[n] for n in names)), 5)
+
     holds.notify_run("T", 0, 4, [111, 333, 222, 222])  # offsets 4, 5, 6, 7
-    await asyncio.sleep(0)
+    assert await woken("tag at its offset", "no filter") == [True, True]
+    # A pull woken by the same call would have run before this task resumed.
     assert {name for name, task in tasks.items() if task.done()} == {
         "tag at its offset",
         "no filter",
     }
     holds.notify_run("T", 0, 8, [111])  # offset 8
-    await asyncio.sleep(0)
-    assert tasks["tag only before its offset"].done() and tasks["past the run"].done()
+    assert await woken("tag only before its offset", "past the run") == [True, True]
     holds.close()
     assert await asyncio.wait_for(tasks["other queue"], 5) is False
 
