@@ -52,7 +52,10 @@ def admin(code: RequestCode, body: bytes = b"", **ext: str) -> RemotingCommand:
     return RemotingCommand(code, ext_fields=ext, body=body)
 
 
-def send(topic: str, queue_id: int, body: bytes) -> RemotingCommand:
+def send(
+    topic: str, queue_id: int, body: bytes, *, tag: str = "T", keys: str = ""
+) -> RemotingCommand:
+    props = {"TAGS": tag} | ({"KEYS": keys} if keys else {})
     ext = {
         "producerGroup": "PG",
         "topic": topic,
@@ -62,7 +65,7 @@ def send(topic: str, queue_id: int, body: bytes) -> RemotingCommand:
         "sysFlag": "0",
         "bornTimestamp": "1700000000000",
         "flag": "0",
-        "properties": encode_properties({"TAGS": "T"}).decode(),
+        "properties": encode_properties(props).decode(),
     }
     return RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=ext, body=body)
 

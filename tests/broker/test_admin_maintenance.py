@@ -19,11 +19,10 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.message import decode_message, iter_messages
 from rocklet.protocol.message import java_string_hash as tags_hash
-from rocklet.protocol.properties import encode_properties
 from rocklet.transport.clock import ManualClock
 from rocklet.transport.connection import Connection
 from rocklet.transport.dial import open_connection
-from tests.broker.test_admin import admin, create_topic, ok
+from tests.broker.test_admin import admin, create_topic, ok, send
 from tests.cluster import small_broker_config
 
 HOUR = 3_600_000
@@ -33,24 +32,6 @@ SEGMENT = 64 * 1024
 def _at_hour(hour: int) -> int:
     """A local time at ``hour``:30, away from the default delete hour (04)."""
     return int(time.mktime((2026, 3, 10, hour, 30, 0, 0, 0, -1)) * 1000)
-
-
-def send(
-    topic: str, queue_id: int, body: bytes, *, tag: str = "T", keys: str = ""
-) -> RemotingCommand:
-    props = {"TAGS": tag} | ({"KEYS": keys} if keys else {})
-    ext = {
-        "producerGroup": "PG",
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "defaultTopicQueueNums": "4",
-        "queueId": str(queue_id),
-        "sysFlag": "0",
-        "bornTimestamp": "1700000000000",
-        "flag": "0",
-        "properties": encode_properties(props).decode(),
-    }
-    return RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=ext, body=body)
 
 
 @asynccontextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import zlib
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,29 +20,6 @@ from rocklet.transport.dial import open_connection
 TIMEOUT = 5.0
 MASTER = "10.0.0.5:10911"
 SLAVE = "10.0.0.6:10911"
-
-
-@pytest.fixture
-async def clock() -> AsyncIterator[ManualClock]:
-    yield ManualClock()
-
-
-@pytest.fixture
-async def namesrv(clock: ManualClock) -> AsyncIterator[NamesrvServer]:
-    server = await NamesrvServer.start("127.0.0.1", 0, clock=clock)
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
-async def conn(namesrv: NamesrvServer) -> AsyncIterator[Connection]:
-    c = await open_connection("127.0.0.1", namesrv.port)
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 def topics(*configs: TopicConfig, counter: int = 1) -> TopicConfigSerializeWrapper:

@@ -4,7 +4,6 @@ configuration (319 / 318), as RocketMQ 4.9.4's ``DefaultRequestProcessor`` serve
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,24 +23,6 @@ from tests.cluster import running_cluster
 from tests.compat.harness import create_topic
 
 MASTER_B = "10.0.0.7:10911"
-
-
-@pytest.fixture
-async def namesrv() -> AsyncIterator[NamesrvServer]:
-    server = await NamesrvServer.start("127.0.0.1", 0)
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
-async def conn(namesrv: NamesrvServer) -> AsyncIterator[Connection]:
-    c = await open_connection("127.0.0.1", namesrv.port)
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 def wipe_cmd(broker: str) -> RemotingCommand:
