@@ -94,7 +94,7 @@ class SubscriptionGroupManager(ConfigTable[SubscriptionGroupConfig, dict[str, An
         """Return the GET_ALL_SUBSCRIPTIONGROUP_CONFIG / file JSON object."""
         return {
             "dataVersion": self.data_version.to_dict(),
-            "subscriptionGroupTable": {n: c.to_dict() for n, c in self._table.items()},
+            self.TABLE_KEY: {n: c.to_dict() for n, c in self._table.items()},
         }
 
     def _write_file(self, content: dict[str, Any]) -> None:

@@ -75,7 +75,6 @@ class TopicConfigManager(ConfigTable[TopicConfig, TopicConfigSerializeWrapper]):
         trace_topic: str | None = None,
         on_change: Callable[[], None] | None = None,
     ) -> None:
-        # The snapshot is a shallow copy (configs are immutable); the thread encodes it.
         super().__init__(path, clock, TopicConfig.from_dict)
         self._auto_create = auto_create
         self.on_change = on_change
@@ -112,6 +111,7 @@ class TopicConfigManager(ConfigTable[TopicConfig, TopicConfigSerializeWrapper]):
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
         """Return the table with its data version (GET_ALL_TOPIC_CONFIG, registration)."""
+        # A shallow copy is a snapshot (configs are immutable); the writer thread encodes it.
         return TopicConfigSerializeWrapper(dict(self._table), self.data_version)
 
     def for_registration(self, broker_permission: int) -> TopicConfigSerializeWrapper:
