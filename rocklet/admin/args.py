@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from rocklet.admin.args_acl import ACL_VERB_ARGS
 from rocklet.admin.args_more import MORE_VERB_ARGS
 from rocklet.credentials_args import add_credential_args
 from rocklet.tls_args import add_tls_arguments
@@ -136,6 +137,7 @@ _VERB_ARGS: Final[Mapping[str, tuple[str, Callable[[argparse.ArgumentParser], No
         _args_store_check,
     ),
     **MORE_VERB_ARGS,
+    **ACL_VERB_ARGS,
 }
 
 

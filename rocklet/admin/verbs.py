@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from rocklet.admin.format import Output, Table, fmt_ms, message_data, message_table
 from rocklet.admin.groups import consumer_progress, consumer_status
 from rocklet.admin.tool import AdminTool, TargetError
+from rocklet.admin.verbs_acl import ACL_VERBS
 from rocklet.admin.verbs_broker import BROKER_VERBS
 from rocklet.admin.verbs_consumers import CONSUMER_VERBS
 from rocklet.admin.verbs_messages import MESSAGE_VERBS
@@ -377,4 +378,5 @@ VERBS: dict[str, Verb] = {
     **BROKER_VERBS,
     **NAMESRV_VERBS,
     **MESSAGE_VERBS,
+    **ACL_VERBS,
 }

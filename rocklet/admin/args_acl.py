@@ -1,0 +1,84 @@
+"""Flags of the ``rocklet admin`` ACL verbs, with mqadmin's short and long names.
+
+Like :mod:`rocklet.admin.args`, this loads no SDK module.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from typing import Final
+
+__all__ = ["ACL_VERB_ARGS"]
+
+_PERMS: Final = "DENY, PUB, SUB or PUB|SUB"
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+    return lowered == "true"
+
+
+def _target(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("-b", "--brokerAddr", help=f"{what} this broker (host:port)")
+    p.add_argument("-c", "--clusterName", help=f"{what} every master of this cluster")
+
+
+def _access_key(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-a", "--accessKey", required=True, help="the account's access key")
+
+
+def _update(p: argparse.ArgumentParser) -> None:
+    _target(p, "change the ACL of")
+    _access_key(p)
+    p.add_argument("-s", "--secretKey", help="its secret key (needed for a new account)")
+    p.add_argument("-w", "--whiteRemoteAddress", help="addresses it may use unsigned")
+    p.add_argument("-i", "--defaultTopicPerm", help=f"for topics not listed: {_PERMS}")
+    p.add_argument("-u", "--defaultGroupPerm", help=f"for groups not listed: {_PERMS}")
+    p.add_argument("-t", "--topicPerms", help="topicA=PUB,topicB=SUB,...")
+    p.add_argument("-g", "--groupPerms", help="groupA=SUB,groupB=DENY,...")
+    p.add_argument(
+        "-m", "--admin", type=_bool, default=False, help="may send admin requests (false)"
+    )
+
+
+def _delete(p: argparse.ArgumentParser) -> None:
+    _target(p, "delete the account from")
+    _access_key(p)
+
+
+def _white(p: argparse.ArgumentParser) -> None:
+    _target(p, "change the white list of")
+    p.add_argument(
+        "-g",
+        "--globalWhiteRemoteAddresses",
+        required=True,
+        help="the new list, e.g. 10.10.103.*,192.168.0.*",
+    )
+    p.add_argument("-p", "--aclFileFullPath", help="the ACL file to change (the default one)")
+
+
+def _read(p: argparse.ArgumentParser) -> None:
+    _target(p, "read the ACL of")
+
+
+def _get(p: argparse.ArgumentParser) -> None:
+    _read(p)
+    p.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="print secret keys in the clear (masked by default)",
+    )
+
+
+ACL_VERB_ARGS: Final[Mapping[str, tuple[str, Callable[[argparse.ArgumentParser], None]]]] = {
+    "updateAclConfig": ("add or change an ACL account", _update),
+    "deleteAclConfig": ("delete an ACL account", _delete),
+    "deleteAccessConfig": ("delete an ACL account (deleteAclConfig)", _delete),
+    "updateGlobalWhiteAddr": ("replace the ACL global white list", _white),
+    "clusterAclConfigVersion": ("the ACL files' versions", _read),
+    "getAclConfig": ("every ACL account and the global white list", _get),
+    "getAccessConfigSubCommand": ("every ACL account (getAclConfig)", _get),
+}
