@@ -24,7 +24,7 @@ store totals behind the TPS windows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence, Set
 from typing import Final
 
 from rocklet.broker.metrics import NULL_METRICS, MetricsSink
@@ -36,7 +36,7 @@ from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, TRA
 from rocklet.protocol.properties import Prop
 from rocklet.store._raw_batch import RawBatch
 from rocklet.store.message_store import MessageStore
-from rocklet.store.results import MessageToStore, PutResult
+from rocklet.store.results import GetResult, MessageToStore, PutResult
 from rocklet.transport.clock import Clock
 
 __all__ = ["SCHEDULE_CONSUMER_GROUP", "MeteredMessageStore", "StatsSampler", "StatsSink"]
@@ -154,7 +154,8 @@ class MeteredMessageStore(MessageStore):
     """The message store, reporting each store call to :attr:`sink`.
 
     Set :attr:`sink` right after :meth:`~MessageStore.open` (recovery writes nothing
-    through ``put_messages``). Put times are whole milliseconds of the store's clock.
+    through ``put_messages``). Put and read times are whole milliseconds of the store's
+    clock.
     """
 
     sink: StatsSink | None = None
@@ -178,6 +179,30 @@ class MeteredMessageStore(MessageStore):
         result = super().put_raw_batch(raw)
         if result is not None:
             sink.on_stored_batch(raw.topic, result, self.clock.monotonic_ms() - started)
+        return result
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        max_bytes: int | None = None,
+        tag_codes: Set[int] | None = None,
+        record_filter: Callable[[memoryview], bool] | None = None,
+    ) -> GetResult:
+        """Read records (see :meth:`MessageStore.get_messages`), timing the read."""
+        sink = self.sink
+        if sink is None:
+            return super().get_messages(
+                topic, queue_id, offset, max_count, max_bytes, tag_codes, record_filter
+            )
+        clock = self.clock
+        started = clock.monotonic_ms()
+        result = super().get_messages(
+            topic, queue_id, offset, max_count, max_bytes, tag_codes, record_filter
+        )
+        sink.store.get_time(clock.monotonic_ms() - started)
         return result
 
 

@@ -88,6 +88,7 @@ class StoreStats:
         self.get_miss = 0
         self.get_transferred = 0
         self.put_time_max_ms = 0
+        self.get_time_max_ms = 0
         self._distribute = [0] * len(DISTRIBUTE_LABELS)
         self._last_distribute = [0] * len(DISTRIBUTE_LABELS)
         self._latency = [0] * (len(_LATENCY_BOUNDS) + 1)
@@ -113,6 +114,13 @@ class StoreStats:
         with self._lock:
             self.put_failed += 1
             self._put_time(elapsed_ms)
+
+    def get_time(self, elapsed_ms: int) -> None:
+        """One store read took ``elapsed_ms`` (``getMessageEntireTimeMax``). Any thread."""
+        if elapsed_ms > self.get_time_max_ms:  # rare: the lock only for a new maximum
+            with self._lock:
+                if elapsed_ms > self.get_time_max_ms:
+                    self.get_time_max_ms = elapsed_ms
 
     def _put_time(self, elapsed_ms: int) -> None:
         self._distribute[bisect.bisect_right(_DISTRIBUTE_BOUNDS, elapsed_ms)] += 1
@@ -186,6 +194,7 @@ class StoreStats:
             distribute = list(self._last_distribute)
         info = {
             "putMessageEntireTimeMax": str(self.put_time_max_ms),
+            "getMessageEntireTimeMax": str(self.get_time_max_ms),
             "putMessageTimesTotal": str(shown_times),
             "putMessageFailedTimes": str(self.put_failed),
             "putMessageSizeTotal": str(put_bytes),

@@ -47,8 +47,7 @@ __all__ = ["RuntimeAdmin", "human_bytes", "register"]
 #: Requests run on the event loop, not in executor queues: the queues are empty and
 #: their capacities are RocketMQ's defaults. Dispatch runs inline, so nothing is
 #: behind. Without a transient store pool RocketMQ shows ``Integer.MAX_VALUE`` buffers
-#: left. RocketMQ never sets ``dispatchMaxBuffer``. The time of one store read
-#: (``getMessageEntireTimeMax``) and the page-cache lock are not measured.
+#: left. RocketMQ never sets ``dispatchMaxBuffer``. The page-cache lock is not measured.
 _NOT_MEASURED: Final = {
     **{f"{pool}ThreadPoolQueueSize": "0" for pool in ("send", "pull", "query")},
     **{f"{pool}ThreadPoolQueueHeadWaitTimeMills": "0" for pool in ("send", "pull", "query")},
@@ -59,7 +58,6 @@ _NOT_MEASURED: Final = {
     "EndTransactionThreadPoolQueueCapacity": "100000",
     "dispatchBehindBytes": "0",
     "dispatchMaxBuffer": "0",
-    "getMessageEntireTimeMax": "0",
     "pageCacheLockTimeMills": "0",
     "remainTransientStoreBufferNumbs": str(2**31 - 1),
     "startAcceptSendRequestTimeStamp": "0",

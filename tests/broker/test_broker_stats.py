@@ -14,6 +14,8 @@ from pathlib import Path
 
 from rocklet.broker.app import Broker
 from rocklet.broker.namesrv import NamesrvServer
+from rocklet.broker.stats import BrokerStats
+from rocklet.broker.stats_sink import MeteredMessageStore, StatsSink
 from rocklet.broker.stats_store import StoreStats
 from rocklet.broker.tls_config import TlsSettings
 from rocklet.client.message import Message
@@ -28,6 +30,7 @@ from rocklet.transport.clock import ManualClock
 from rocklet.transport.connection import Connection
 from rocklet.transport.dial import open_connection
 from tests.cluster import small_broker_config
+from tests.store.helpers import message, small_config
 
 TOPIC, GROUP, SENT = "StatsT", "StatsG", 6
 
@@ -224,3 +227,34 @@ def test_put_time_figures_report_the_last_complete_minute() -> None:
     assert info["putMessageEntireTimeMax"] == "70" and info["putMessageFailedTimes"] == "1"
     # RocketMQ's rank: int(5 * 0.99) = 4 puts passed, which ends in the (11, 12] bucket.
     assert info["putLatency99"] == "12.00" and info["putLatency999"] == "12.00"
+
+
+class _SteppingClock(ManualClock):
+    """Moves its monotonic time on by ``step_ms`` at every read: each timed call lasts it."""
+
+    def __init__(self, step_ms: int) -> None:
+        super().__init__()
+        self.step_ms = step_ms
+
+    def monotonic_ms(self) -> int:
+        self.advance(self.step_ms)
+        return super().monotonic_ms()
+
+
+def test_store_reads_report_their_longest_time(tmp_path: Path) -> None:
+    clock = _SteppingClock(step_ms=0)
+    store = MeteredMessageStore.open(small_config(tmp_path), clock=clock)
+    try:
+        assert isinstance(store, MeteredMessageStore)
+        stats = StoreStats(clock.now_ms())
+        store.sink = StatsSink(BrokerStats("DefaultCluster"), stats)
+        assert store.put_messages([message(1, topic=TOPIC)]).ok
+        clock.step_ms = 7  # the read's two clock reads are 7 ms apart
+        found = store.get_messages(TOPIC, 0, 0, 32)
+        assert len(found.buffers) == 1
+        clock.step_ms = 3  # a shorter read leaves the maximum alone
+        store.get_messages(TOPIC, 0, 5, 32)
+    finally:
+        store.close()
+    assert stats.get_time_max_ms == 7
+    assert stats.runtime_info()["getMessageEntireTimeMax"] == "7"
