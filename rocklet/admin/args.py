@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from rocklet.admin.args_acl import ACL_VERB_ARGS
+from rocklet.admin.args_common import add_target, parse_bool
 from rocklet.admin.args_more import MORE_VERB_ARGS
 from rocklet.credentials_args import add_credential_args
 from rocklet.tls_args import add_tls_arguments
@@ -21,29 +22,19 @@ __all__ = ["DEFAULT_NAMESRV", "add_admin_parser"]
 DEFAULT_NAMESRV: Final = "127.0.0.1:9876"
 
 
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
-    return lowered == "true"
-
-
-def _target(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("-b", "--brokerAddr", help=f"{what} this broker (host:port)")
-    p.add_argument("-c", "--clusterName", help=f"{what} every master of this cluster")
-
-
 def _topic(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True, help="topic name")
 
 
 def _args_update_topic(p: argparse.ArgumentParser) -> None:
-    _target(p, "create the topic on")
+    add_target(p, "create the topic on")
     _topic(p)
     p.add_argument("-r", "--readQueueNums", type=int, default=8, help="read queues (default 8)")
     p.add_argument("-w", "--writeQueueNums", type=int, default=8, help="write queues (default 8)")
     p.add_argument("-p", "--perm", type=int, default=6, help="2: W, 4: R, 6: RW (default 6)")
-    p.add_argument("-o", "--order", type=_bool, default=False, help="ordered topic (true|false)")
+    p.add_argument(
+        "-o", "--order", type=parse_bool, default=False, help="ordered topic (true|false)"
+    )
 
 
 def _args_delete_topic(p: argparse.ArgumentParser) -> None:
@@ -56,27 +47,29 @@ def _args_topic_list(p: argparse.ArgumentParser) -> None:
 
 
 def _args_update_sub_group(p: argparse.ArgumentParser) -> None:
-    _target(p, "create the group on")
+    add_target(p, "create the group on")
     p.add_argument("-g", "--groupName", required=True, help="consumer group name")
-    p.add_argument("-s", "--consumeEnable", type=_bool, default=True)
-    p.add_argument("-m", "--consumeFromMinEnable", type=_bool, default=True)
-    p.add_argument("-d", "--consumeBroadcastEnable", type=_bool, default=True)
+    p.add_argument("-s", "--consumeEnable", type=parse_bool, default=True)
+    p.add_argument("-m", "--consumeFromMinEnable", type=parse_bool, default=True)
+    p.add_argument("-d", "--consumeBroadcastEnable", type=parse_bool, default=True)
     p.add_argument("-q", "--retryQueueNums", type=int, default=1)
     p.add_argument("-r", "--retryMaxTimes", type=int, default=16)
     p.add_argument("-i", "--brokerId", type=int, default=0, help="consume from this broker id")
     p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", type=int, default=1)
-    p.add_argument("-a", "--notifyConsumerIdsChanged", type=_bool, default=True)
+    p.add_argument("-a", "--notifyConsumerIdsChanged", type=parse_bool, default=True)
 
 
 def _args_delete_sub_group(p: argparse.ArgumentParser) -> None:
-    _target(p, "delete the group from")
+    add_target(p, "delete the group from")
     p.add_argument("-g", "--groupName", required=True, help="consumer group name")
-    p.add_argument("-r", "--removeOffset", type=_bool, default=False, help="drop its offsets too")
+    p.add_argument(
+        "-r", "--removeOffset", type=parse_bool, default=False, help="drop its offsets too"
+    )
 
 
 def _args_consumer_progress(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--groupName", help="consumer group (default: every group)")
-    p.add_argument("-s", "--showClientIP", type=_bool, default=False, help="queue owners")
+    p.add_argument("-s", "--showClientIP", type=parse_bool, default=False, help="queue owners")
 
 
 def _args_consumer_status(p: argparse.ArgumentParser) -> None:
@@ -107,11 +100,11 @@ def _args_cluster_list(p: argparse.ArgumentParser) -> None:
 
 
 def _args_broker_status(p: argparse.ArgumentParser) -> None:
-    _target(p, "report on")
+    add_target(p, "report on")
 
 
 def _args_store_check(p: argparse.ArgumentParser) -> None:
-    _target(p, "check the store of")
+    add_target(p, "check the store of")
     # A broker reads its whole store to answer: minutes for a large one.
     p.set_defaults(timeout=600.0)
 

@@ -9,21 +9,11 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from rocklet.admin.args_common import add_target, parse_bool
+
 __all__ = ["ACL_VERB_ARGS"]
 
 _PERMS: Final = "DENY, PUB, SUB or PUB|SUB"
-
-
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
-    return lowered == "true"
-
-
-def _target(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("-b", "--brokerAddr", help=f"{what} this broker (host:port)")
-    p.add_argument("-c", "--clusterName", help=f"{what} every master of this cluster")
 
 
 def _access_key(p: argparse.ArgumentParser) -> None:
@@ -31,7 +21,7 @@ def _access_key(p: argparse.ArgumentParser) -> None:
 
 
 def _update(p: argparse.ArgumentParser) -> None:
-    _target(p, "change the ACL of")
+    add_target(p, "change the ACL of")
     _access_key(p)
     p.add_argument("-s", "--secretKey", help="its secret key (needed for a new account)")
     p.add_argument("-w", "--whiteRemoteAddress", help="addresses it may use unsigned")
@@ -40,17 +30,17 @@ def _update(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topicPerms", help="topicA=PUB,topicB=SUB,...")
     p.add_argument("-g", "--groupPerms", help="groupA=SUB,groupB=DENY,...")
     p.add_argument(
-        "-m", "--admin", type=_bool, default=False, help="may send admin requests (false)"
+        "-m", "--admin", type=parse_bool, default=False, help="may send admin requests (false)"
     )
 
 
 def _delete(p: argparse.ArgumentParser) -> None:
-    _target(p, "delete the account from")
+    add_target(p, "delete the account from")
     _access_key(p)
 
 
 def _white(p: argparse.ArgumentParser) -> None:
-    _target(p, "change the white list of")
+    add_target(p, "change the white list of")
     p.add_argument(
         "-g",
         "--globalWhiteRemoteAddresses",
@@ -61,7 +51,7 @@ def _white(p: argparse.ArgumentParser) -> None:
 
 
 def _read(p: argparse.ArgumentParser) -> None:
-    _target(p, "read the ACL of")
+    add_target(p, "read the ACL of")
 
 
 def _get(p: argparse.ArgumentParser) -> None:

@@ -10,23 +10,13 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from rocklet.admin.args_common import add_target, parse_bool
+
 __all__ = ["MORE_VERB_ARGS"]
-
-
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
-    return lowered == "true"
 
 
 def _millis(text: str) -> float:
     return int(text) / 1000
-
-
-def _target(p: argparse.ArgumentParser, what: str, cluster_long: str = "clusterName") -> None:
-    p.add_argument("-b", "--brokerAddr", help=f"{what} this broker (host:port)")
-    p.add_argument("-c", f"--{cluster_long}", dest=cluster_long, help=f"{what} a cluster's masters")
 
 
 def _topic(p: argparse.ArgumentParser) -> None:
@@ -39,11 +29,11 @@ def _key_value(p: argparse.ArgumentParser) -> None:
 
 
 def _get_broker_config(p: argparse.ArgumentParser) -> None:
-    _target(p, "read")
+    add_target(p, "read")
 
 
 def _update_broker_config(p: argparse.ArgumentParser) -> None:
-    _target(p, "update")
+    add_target(p, "update")
     _key_value(p)
 
 
@@ -58,7 +48,9 @@ def _broker_consume_stats(p: argparse.ArgumentParser) -> None:
         "-t", "--timeoutMillis", dest="timeout", type=_millis, help="request timeout, ms"
     )
     p.add_argument("-l", "--level", type=int, default=0, help="print queues lagging >= this")
-    p.add_argument("-o", "--order", type=_bool, default=False, help="ordered topics (true|false)")
+    p.add_argument(
+        "-o", "--order", type=parse_bool, default=False, help="ordered topics (true|false)"
+    )
 
 
 def _producer(p: argparse.ArgumentParser) -> None:
@@ -66,7 +58,7 @@ def _producer(p: argparse.ArgumentParser) -> None:
 
 
 def _clean(p: argparse.ArgumentParser) -> None:
-    _target(p, "clean", cluster_long="cluster")
+    add_target(p, "clean", cluster_long="cluster")
     p.set_defaults(timeout=60.0)  # the broker answers once the files are gone
 
 
@@ -93,25 +85,25 @@ def _reset_offset(p: argparse.ArgumentParser) -> None:
         required=True,
         help="now, epoch ms or yyyy-MM-dd#HH:mm:ss:SSS",
     )
-    p.add_argument("-f", "--force", type=_bool, default=True, help="also move forward (true)")
+    p.add_argument("-f", "--force", type=parse_bool, default=True, help="also move forward (true)")
     p.add_argument("-c", "--cplus", action="store_true", help="the consumers are C++ clients")
 
 
 def _skip(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--group", required=True, help="consumer group")
     _topic(p)
-    p.add_argument("-f", "--force", type=_bool, default=True, help="(true|false)")
+    p.add_argument("-f", "--force", type=parse_bool, default=True, help="(true|false)")
 
 
 def _clone(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--srcGroup", required=True, help="copy from this group")
     p.add_argument("-d", "--destGroup", required=True, help="to this group")
     p.add_argument("-t", "--topic", required=True, help="a topic whose route names the brokers")
-    p.add_argument("-o", "--offline", type=_bool, default=False, help="accepted, unused")
+    p.add_argument("-o", "--offline", type=parse_bool, default=False, help="accepted, unused")
 
 
 def _update_topic_perm(p: argparse.ArgumentParser) -> None:
-    _target(p, "update the topic on")
+    add_target(p, "update the topic on")
     _topic(p)
     p.add_argument("-p", "--perm", type=int, required=True, choices=(2, 4, 6), help="2, 4 or 6")
 
@@ -175,7 +167,7 @@ def _print_msg(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--charsetName", default="utf-8", help="body charset (UTF-8)")
     p.add_argument("-s", "--subExpression", default="*", help="tag expression (*)")
     _time_range(p, "-b", "-e")
-    p.add_argument("-d", "--printBody", type=_bool, default=False, help="(true|false)")
+    p.add_argument("-d", "--printBody", type=parse_bool, default=False, help="(true|false)")
 
 
 def _consume_message(p: argparse.ArgumentParser) -> None:
@@ -195,7 +187,9 @@ def _send_message(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--tags", help="message tag")
     p.add_argument("-b", "--broker", help="to this broker (with -i)")
     p.add_argument("-i", "--qid", type=int, help="to this queue (with -b)")
-    p.add_argument("-m", "--msgTraceEnable", type=_bool, default=False, help="accepted, unused")
+    p.add_argument(
+        "-m", "--msgTraceEnable", type=parse_bool, default=False, help="accepted, unused"
+    )
 
 
 def _check_rt(p: argparse.ArgumentParser) -> None:

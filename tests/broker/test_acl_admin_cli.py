@@ -22,6 +22,14 @@ NEW_SECRET = "new-user-secret-1"
 ADMIN_ENV = {"ROCKLET_ACCESS_KEY": ADMIN.access_key, "ROCKLET_SECRET_KEY": ADMIN.secret_key}
 
 
+async def run_admin(namesrv: str, *argv: str, env: dict[str, str]) -> tuple[int, str]:
+    """``rocklet admin ARGV -n NAMESRV`` with ``env``: exit code and everything printed."""
+    args = build_parser().parse_args(["admin", *argv, "-n", namesrv])
+    out, err = io.StringIO(), io.StringIO()
+    code = await asyncio.wait_for(run_admin_async(args, out, err, environ=env), TIMEOUT_S)
+    return code, out.getvalue() + err.getvalue()
+
+
 async def test_acl_verbs_edit_the_accounts_and_the_change_takes_effect(tmp_path: Path) -> None:
     acl_file = tmp_path / "conf" / "plain_acl.yml"
     write_acl(acl_file, acl_document())
@@ -29,11 +37,8 @@ async def test_acl_verbs_edit_the_accounts_and_the_change_takes_effect(tmp_path:
         ns = ["-n", cluster.namesrv_addr]
         broker = cluster.broker.addr
 
-        async def admin(*argv: str, env: dict[str, str] = ADMIN_ENV) -> tuple[int, str]:
-            args = build_parser().parse_args(["admin", *argv, *ns])
-            out, err = io.StringIO(), io.StringIO()
-            code = await asyncio.wait_for(run_admin_async(args, out, err, environ=env), TIMEOUT_S)
-            return code, out.getvalue() + err.getvalue()
+        async def admin(*argv: str) -> tuple[int, str]:
+            return await run_admin(cluster.namesrv_addr, *argv, env=ADMIN_ENV)
 
         async def produce_as(access_key: str, secret_key: str) -> tuple[int, str]:
             argv = ["produce", "-t", TOPIC, "--body", "hi", "--timeout", "3", *ns]
@@ -113,15 +118,11 @@ async def test_acl_verbs_report_refusals(tmp_path: Path) -> None:
     acl_file = tmp_path / "conf" / "plain_acl.yml"
     write_acl(acl_file, acl_document())
     async with running_cluster(tmp_path / "store", acl_enable=True, acl_file=acl_file) as cluster:
-        ns = ["-n", cluster.namesrv_addr]
         broker = cluster.broker.addr
         before = acl_file.read_bytes()
 
         async def admin(*argv: str, env: dict[str, str]) -> tuple[int, str]:
-            args = build_parser().parse_args(["admin", *argv, *ns])
-            out, err = io.StringIO(), io.StringIO()
-            code = await asyncio.wait_for(run_admin_async(args, out, err, environ=env), TIMEOUT_S)
-            return code, out.getvalue() + err.getvalue()
+            return await run_admin(cluster.namesrv_addr, *argv, env=env)
 
         # Not an admin account: refused, nothing written.
         producer_env = {
