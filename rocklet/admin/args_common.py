@@ -8,7 +8,7 @@ __all__ = ["add_target", "parse_bool"]
 
 
 def parse_bool(text: str) -> bool:
-    """Mqadmin's ``true`` / ``false`` flag values (any case).
+    """Parse mqadmin's ``true`` / ``false`` flag values (any case).
 
     Raises:
         argparse.ArgumentTypeError: Anything else.
