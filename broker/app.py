@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, cast
 import structlog
 
 from rocklet.broker.clients import ClientManager
-from rocklet.broker.config import BrokerConfig, ConfigError
+from rocklet.broker.config import BrokerConfig, BrokerRole, ConfigError
 from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
@@ -259,6 +259,9 @@ class Broker:
             NULL_METRICS if metrics is None else metrics,
         )
         cast("MeteredMessageStore", store).sink = stats
+        if config.broker_role is BrokerRole.SLAVE:
+            # Replicated records reach the store through dispatch, not put_messages.
+            store.reput.dispatchers.append(lambda req: stats.store.put_replicated(req.size))
         log.info("store opened", report=store.recovery_report)
         conf_dir = config.store_path_root_dir / "config"
         topics = TopicConfigManager(

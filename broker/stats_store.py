@@ -109,6 +109,17 @@ class StoreStats:
             self.put_bytes += nbytes
             self._put_time(elapsed_ms)
 
+    def put_replicated(self, size: int) -> None:
+        """A slave dispatched one record it replicated: a put of ``size`` bytes, untimed.
+
+        RocketMQ's slave counts replicated records in its store totals as its reput
+        dispatches them (``putMessageTimesTotal``, ``putTps``), not in the put times.
+        Any thread.
+        """
+        with self._lock:
+            self.put_times += 1
+            self.put_bytes += size
+
     def put_failed_once(self, elapsed_ms: int) -> None:
         """One store call failed. Any thread."""
         with self._lock:

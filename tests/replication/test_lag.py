@@ -81,6 +81,9 @@ async def test_lag_grows_while_the_slave_is_stopped_and_returns_to_zero(
             assert (mine["haOffset"], mine["haMasterOffset"]) == (str(end), str(end))
             assert (mine["haLagBytes"], mine["haLagSeconds"]) == ("0", "0.000")
             assert mine["haConnected"] == "true"
+            # The slave counts what it replicates in its store totals, as RocketMQ's does.
+            assert mine["putMessageTimesTotal"] == "20" == status["putMessageTimesTotal"]
+            assert mine["putMessageSizeTotal"] == status["putMessageSizeTotal"]
             rows = await cluster_list(master.namesrv_addr)
             cells = {r["brokerId"]: r["replication"] for r in rows}
             assert cells == {0: "1 slave, max lag 0 B 0.000 s", 1: "lag 0 B 0.000 s"}
@@ -124,6 +127,7 @@ async def test_lag_grows_while_the_slave_is_stopped_and_returns_to_zero(
             mine = await broker_status(slave.broker_addr)
             assert mine["haOffset"] == status["commitLogMaxOffset"] == mine["haMasterOffset"]
             assert (mine["haLagBytes"], mine["haLagSeconds"]) == ("0", "0.000")
+            assert mine["putMessageTimesTotal"] == "5"  # since its restart
             samples = await gauges(sport)
             assert samples[("rocklet_ha_lag_bytes", frozenset())] == 0
             assert samples[("rocklet_ha_connected", frozenset())] == 1
