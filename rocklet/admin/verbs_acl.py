@@ -191,7 +191,7 @@ async def get_acl_config(tool: AdminTool, args: argparse.Namespace) -> Output:
     return Output(data, tables)
 
 
-#: This module's verbs, by mqadmin name (and the older names mqadmin also takes).
+#: This module's verbs, by mqadmin name (and the other names mqadmin accepts).
 ACL_VERBS = {
     "updateAclConfig": update_acl_config,
     "deleteAclConfig": delete_acl_config,
