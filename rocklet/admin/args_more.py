@@ -217,6 +217,23 @@ def _cluster_rt(p: argparse.ArgumentParser) -> None:
 _Adder = Callable[[argparse.ArgumentParser], None]
 
 #: Verb name to (summary, flag adder).
+
+
+def _export_metadata(p: argparse.ArgumentParser) -> None:
+    add_target(p, "export")
+    p.add_argument("-f", "--filePath", default="/tmp/rocketmq/export", help="directory to write to")
+    p.add_argument("-t", "--topic", action="store_true", help="only the topics (topic.json)")
+    p.add_argument(
+        "-g",
+        "--subscriptionGroup",
+        action="store_true",
+        help="only the groups (subscriptionGroup.json)",
+    )
+    p.add_argument(
+        "-s", "--specialTopic", action="store_true", help="with retry and dead-letter topics"
+    )
+
+
 MORE_VERB_ARGS: Final[Mapping[str, tuple[str, _Adder]]] = {
     "getBrokerConfig": ("show a broker's configuration", _get_broker_config),
     "updateBrokerConfig": ("set a broker configuration key", _update_broker_config),
@@ -250,4 +267,5 @@ MORE_VERB_ARGS: Final[Mapping[str, tuple[str, _Adder]]] = {
     "checkMsgSendRT": ("time sends round a topic's queues", _check_rt),
     "sendMsgStatus": ("time sends to a broker", _send_status),
     "clusterRT": ("time sends to every broker, round after round", _cluster_rt),
+    "exportMetadata": ("write a cluster's topics and groups to JSON", _export_metadata),
 }

@@ -17,6 +17,7 @@ from rocklet.admin.tool import AdminTool, TargetError
 from rocklet.admin.verbs_acl import ACL_VERBS
 from rocklet.admin.verbs_broker import BROKER_VERBS
 from rocklet.admin.verbs_consumers import CONSUMER_VERBS
+from rocklet.admin.verbs_export import EXPORT_VERBS
 from rocklet.admin.verbs_messages import MESSAGE_VERBS
 from rocklet.admin.verbs_namesrv import NAMESRV_VERBS
 from rocklet.admin.verbs_topics import TOPIC_VERBS
@@ -379,4 +380,5 @@ VERBS: dict[str, Verb] = {
     **NAMESRV_VERBS,
     **MESSAGE_VERBS,
     **ACL_VERBS,
+    **EXPORT_VERBS,
 }
