@@ -219,9 +219,18 @@ _Adder = Callable[[argparse.ArgumentParser], None]
 #: Verb name to (summary, flag adder).
 
 
+def _export_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-f", "--filePath", default="/tmp/rocketmq/export", help="directory to write to")
+
+
+def _export_configs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--clusterName", required=True, help="the cluster to export")
+    _export_dir(p)
+
+
 def _export_metadata(p: argparse.ArgumentParser) -> None:
     add_target(p, "export")
-    p.add_argument("-f", "--filePath", default="/tmp/rocketmq/export", help="directory to write to")
+    _export_dir(p)
     p.add_argument("-t", "--topic", action="store_true", help="only the topics (topic.json)")
     p.add_argument(
         "-g",
@@ -268,4 +277,5 @@ MORE_VERB_ARGS: Final[Mapping[str, tuple[str, _Adder]]] = {
     "sendMsgStatus": ("time sends to a broker", _send_status),
     "clusterRT": ("time sends to every broker, round after round", _cluster_rt),
     "exportMetadata": ("write a cluster's topics and groups to JSON", _export_metadata),
+    "exportConfigs": ("write a cluster's size and main broker keys to JSON", _export_configs),
 }

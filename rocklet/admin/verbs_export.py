@@ -1,4 +1,4 @@
-"""exportMetadata of ``rocklet admin``: the user topics and groups of a cluster or broker.
+"""exportMetadata and exportConfigs of ``rocklet admin``: a cluster's metadata as files.
 
 Written as RocketMQ 4.9.4's ``mqadmin exportMetadata`` writes them, so either tool's
 files serve the other's users (a backup, a migration, a review of what a cluster has):
@@ -11,9 +11,14 @@ files serve the other's users (a backup, a migration, a review of what a cluster
 - ``-b BROKER`` with ``-t`` or ``-g``: that broker's table with its ``dataVersion``.
 
 System topics (the broker's own list, GET_SYSTEM_TOPIC_LIST_FROM_BROKER) and system
-groups are left out, and retry and dead-letter topics too unless ``-s``. Files go to
-``-f DIR`` (default ``/tmp/rocketmq/export``), replaced whole: a reader never sees a
-half-written one.
+groups are left out, and retry and dead-letter topics too unless ``-s``.
+
+exportConfigs ``-c CLUSTER`` writes ``configs.json``: the cluster's size
+(``clusterScale``: name servers given with ``-n``, masters, their slaves) and, per
+broker name, the master's values of the 16 configuration keys mqadmin picks.
+
+Files go to ``-f DIR`` (default ``/tmp/rocketmq/export``), replaced whole: a reader
+never sees a half-written one.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any, Final
 
 from rocklet.admin.format import Output
 from rocklet.admin.tool import AdminTool, TargetError
+from rocklet.admin.verbs_broker import read_properties
 from rocklet.protocol.bodies.cluster import TopicList
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupWrapper
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
@@ -56,6 +62,26 @@ _SYSTEM_GROUPS: Final = frozenset(
     }
 )
 _SYSTEM_GROUP_PREFIX: Final = "CID_RMQ_SYS_"
+#: The broker keys exportConfigs keeps (``ExportConfigsCommand.needBrokerProprties``),
+#: in the order mqadmin 4.9.4 writes them.
+_CONFIG_KEYS: Final = (
+    "brokerId",
+    "traceOn",
+    "flushDiskType",
+    "msgTraceTopicName",
+    "traceTopicEnable",
+    "messageDelayLevel",
+    "autoCreateTopicEnable",
+    "brokerRole",
+    "slaveReadEnable",
+    "fileReservedTime",
+    "brokerClusterName",
+    "brokerName",
+    "filterServerNums",
+    "maxMessageSize",
+    "useTLS",
+    "autoCreateSubscriptionGroup",
+)
 
 
 async def _user_topics(tool: AdminTool, addr: str, special: bool) -> dict[str, Any]:
@@ -159,5 +185,34 @@ async def export_metadata(tool: AdminTool, args: argparse.Namespace) -> Output:
     return Output({"file": str(path), "content": content}, notes=[f"export {path} success"])
 
 
+async def export_configs(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """exportConfigs: the cluster's size and its masters' main configuration, as JSON."""
+    info = await tool.admin.cluster_info()
+    if args.clusterName not in info.cluster_addr_table:
+        raise TargetError(f"cluster {args.clusterName!r} is unknown to the name server")
+    masters = slaves = 0
+    configs: dict[str, dict[str, str]] = {}
+    for name in sorted(info.cluster_addr_table[args.clusterName]):
+        group = info.broker_addr_table.get(name)
+        addr = None if group is None else group.master_addr
+        if group is None or addr is None:
+            continue  # no master registered: mqadmin skips the group too
+        masters += 1
+        slaves += len(group.broker_addrs) - 1
+        answer = await tool.call(addr, RequestCode.GET_BROKER_CONFIG)
+        values = read_properties(answer.body)
+        kept = {key: values[key] for key in _CONFIG_KEYS if key in values}
+        configs[values.get("brokerName", name)] = kept
+    scale = {
+        "namesrvSize": len(tool.namesrv_addrs),
+        "slaveBrokerSize": slaves,
+        "masterBrokerSize": masters,
+    }
+    content: dict[str, Any] = {"clusterScale": scale, "brokerConfigs": configs}
+    path = Path(args.filePath) / "configs.json"
+    _write(path, content)
+    return Output({"file": str(path), "content": content}, notes=[f"export {path} success"])
+
+
 #: This module's verbs, by mqadmin name.
-EXPORT_VERBS = {"exportMetadata": export_metadata}
+EXPORT_VERBS = {"exportMetadata": export_metadata, "exportConfigs": export_configs}

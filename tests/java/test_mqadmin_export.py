@@ -58,3 +58,18 @@ def test_export_metadata_writes_what_mqadmin_writes(
         assert retry == ("-s" in argv)
     # fastjson's pretty layout: tabs, no space after a colon.
     assert (ours / file).read_text(encoding="utf-8").startswith('{\n\t"')
+
+
+def test_export_configs_writes_what_mqadmin_writes(seeded: Seeded, tmp_path: Path) -> None:
+    theirs, ours = tmp_path / "mqadmin", tmp_path / "rocklet"
+    printed = seeded.run("exportConfigs", "-c", CLUSTER, "-f", str(theirs))
+    assert f"export {theirs / 'configs.json'} success" in printed, printed
+    command = [sys.executable, "-m", "rocklet", "admin", "exportConfigs"]
+    command += ["-n", seeded.system.namesrv, "-c", CLUSTER, "-f", str(ours)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    expected = json.loads((theirs / "configs.json").read_text(encoding="utf-8"))
+    assert json.loads((ours / "configs.json").read_text(encoding="utf-8")) == expected
+    assert expected["clusterScale"]["masterBrokerSize"] == 1
+    (config,) = expected["brokerConfigs"].values()
+    assert len(config) == 16  # every key mqadmin picks was there to compare
