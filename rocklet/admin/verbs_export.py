@@ -64,7 +64,7 @@ _SYSTEM_GROUPS: Final = frozenset(
 _SYSTEM_GROUP_PREFIX: Final = "CID_RMQ_SYS_"
 #: The broker keys exportConfigs keeps (``ExportConfigsCommand.needBrokerProprties``),
 #: in the order mqadmin 4.9.4 writes them.
-_CONFIG_KEYS: Final = (
+_CONFIG_KEYS: Final[tuple[str, ...]] = (
     "brokerId",
     "traceOn",
     "flushDiskType",
