@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from rocklet.admin.format import Output, Table
 from rocklet.admin.tool import AdminTool
 from rocklet.client.errors import ClientError
+from rocklet.protocol import fastjson
 from rocklet.protocol.codes import RequestCode
+from rocklet.protocol.errors import BodyError
 from rocklet.protocol.headers.acl import (
     CreateAccessConfigRequestHeader,
     DeleteAccessConfigRequestHeader,
@@ -33,7 +34,7 @@ from rocklet.protocol.headers.acl import (
     UpdateGlobalWhiteAddrsConfigRequestHeader,
 )
 
-__all__ = ["ACL_VERBS"]
+__all__ = ["ACL_VERBS", "json_object"]
 
 #: What a masked secret key shows.
 _MASK: Final = "******"
@@ -106,6 +107,21 @@ async def update_global_white_addr(tool: AdminTool, args: argparse.Namespace) ->
     return await _on_each(tool, args, "update global white remote addresses to", one)
 
 
+def json_object(text: str | bytes, what: str) -> dict[str, Any]:
+    """A JSON object from a broker's answer; a clear error for anything else.
+
+    Raises:
+        BodyError: Not JSON, or not an object.
+    """
+    try:
+        obj = fastjson.loads(text)
+    except ValueError as exc:
+        raise BodyError(f"the broker's {what} is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise BodyError(f"the broker's {what} is not a JSON object")
+    return obj
+
+
 def _local_time(epoch_ms: int) -> str | None:
     if epoch_ms <= 0:
         return None
@@ -120,15 +136,16 @@ async def cluster_acl_config_version(tool: AdminTool, args: argparse.Namespace) 
     for addr in await tool.targets(args.clusterName, args.brokerAddr):
         answer = await tool.call(addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
         header = GetBrokerAclConfigResponseHeader.from_ext_fields(answer.ext_fields)
-        files: dict[str, Any] = json.loads(header.all_acl_file_version or "{}")
+        files = json_object(header.all_acl_file_version or "{}", "allAclFileVersion")
         data[addr] = {
             "clusterName": header.cluster_name,
             "brokerName": header.broker_name,
             "brokerAddr": header.broker_addr,
-            "version": json.loads(header.version),
+            "version": json_object(header.version, "ACL version"),
             "allAclFileVersion": files,
         }
-        for path, version in sorted(files.items()):
+        for path, raw in sorted(files.items()):
+            version = raw if isinstance(raw, dict) else {}
             rows.append(
                 [
                     header.cluster_name,
@@ -179,7 +196,7 @@ async def get_acl_config(tool: AdminTool, args: argparse.Namespace) -> Output:
     )
     for addr in await tool.targets(args.clusterName, args.brokerAddr):
         answer = await tool.call(addr, RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)
-        config = json.loads(answer.body or b"{}")
+        config = json_object(answer.body or b"{}", "ACL configuration")
         accounts: list[dict[str, Any]] = config.get("plainAccessConfigs") or []
         if not args.show_secrets:
             accounts = [{**a, "secretKey": _MASK} if "secretKey" in a else a for a in accounts]

@@ -8,11 +8,14 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from rocklet.admin.run import run_admin_async
+from rocklet.admin.verbs_acl import json_object
 from rocklet.cli import build_parser
 from rocklet.produce import run_produce_async
+from rocklet.protocol.errors import BodyError
 from tests.broker.acl_helpers import ADMIN, PRODUCER, TOPIC, acl_document, write_acl
 from tests.cluster import running_cluster
 
@@ -147,3 +150,9 @@ async def test_acl_verbs_report_refusals(tmp_path: Path) -> None:
         # Neither -b nor -c.
         code, text = await admin("getAclConfig", env=ADMIN_ENV)
         assert code == 1 and "-b" in text and "-c" in text, text
+
+
+@pytest.mark.parametrize("text", [b"not json", b"[1, 2]", b'{"a": '])
+def test_a_broker_answer_that_is_not_an_object_is_a_clear_error(text: bytes) -> None:
+    with pytest.raises(BodyError, match="ACL configuration"):
+        json_object(text, "ACL configuration")
