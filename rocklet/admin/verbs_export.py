@@ -34,13 +34,14 @@ from typing import Any, Final
 from rocklet.admin.format import Output
 from rocklet.admin.tool import AdminTool, TargetError
 from rocklet.admin.verbs_broker import read_properties
+from rocklet.client.errors import ClientError
 from rocklet.protocol.bodies.cluster import TopicList
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupWrapper
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX
 
-__all__ = ["EXPORT_VERBS", "merge_tables"]
+__all__ = ["EXPORT_VERBS", "ExportError", "merge_tables"]
 
 #: Groups mqadmin never exports (``DefaultMQAdminExtImpl.SYSTEM_GROUP_SET``), and the
 #: prefix of the broker's internal ones (``MixAll.isSysConsumerGroup``).
@@ -130,17 +131,30 @@ def merge_tables(
         into[name] = config
 
 
+class ExportError(ClientError):
+    """The export file could not be written."""
+
+
 def _write(path: Path, content: dict[str, Any]) -> None:
-    """Write ``content`` as fastjson's pretty JSON (tabs, no space after colons), whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``content`` as fastjson's pretty JSON (tabs, no space after colons), whole.
+
+    Raises:
+        ExportError: The directory or the file could not be written.
+    """
     text = json.dumps(content, indent="\t", separators=(",", ":"), ensure_ascii=False)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise ExportError(f"cannot write {path}: {exc}") from None
         raise
 
 
@@ -150,10 +164,8 @@ async def export_metadata(tool: AdminTool, args: argparse.Namespace) -> Output:
     topics_only, groups_only = args.topic, args.subscriptionGroup
     if args.brokerAddr:
         if topics_only:
-            path, content = (
-                directory / "topic.json",
-                await _user_topics(tool, args.brokerAddr, args.specialTopic),
-            )
+            path = directory / "topic.json"
+            content = await _user_topics(tool, args.brokerAddr, args.specialTopic)
         elif groups_only:
             path = directory / "subscriptionGroup.json"
             content = await _user_groups(tool, args.brokerAddr)

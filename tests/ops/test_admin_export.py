@@ -72,3 +72,10 @@ async def test_export_writes_whole_files_and_says_what_is_missing(tmp_path: Path
         assert code == 1 and "-b" in text and "-c" in text, text
         code, text = await _admin(ns, "exportMetadata", "-c", "NoSuchCluster", "-f", str(out))
         assert code == 1 and "NoSuchCluster" in text, text
+        # A directory that cannot be made: the reason, not a traceback.
+        blocker = tmp_path / "a-file"
+        blocker.write_text("")
+        code, text = await _admin(
+            ns, "exportConfigs", "-c", "DefaultCluster", "-f", str(blocker / "sub")
+        )
+        assert code == 1 and f"cannot write {blocker / 'sub' / 'configs.json'}" in text, text
