@@ -22,22 +22,10 @@ from rocklet.protocol.bodies.subscription_group import (
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
 )
-from rocklet.protocol.names import check_group_name
+from rocklet.protocol.names import BROKER_SYSTEM_GROUPS, check_group_name
 from rocklet.transport.clock import Clock
 
 __all__ = ["SubscriptionGroupManager"]
-
-# Groups RocketMQ's broker always has (MixAll / SubscriptionGroupManager.init).
-_SYSTEM_GROUPS = (
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PULL",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-    "CID_RMQ_SYS_TRANS",
-)
 
 
 class SubscriptionGroupManager(ConfigTable[SubscriptionGroupConfig, dict[str, Any]]):
@@ -54,7 +42,7 @@ class SubscriptionGroupManager(ConfigTable[SubscriptionGroupConfig, dict[str, An
     def __init__(self, path: Path, clock: Clock, *, auto_create: bool = True) -> None:
         super().__init__(path, clock, SubscriptionGroupConfig.from_dict)
         self._auto_create = auto_create
-        self._table.update((name, SubscriptionGroupConfig(name)) for name in _SYSTEM_GROUPS)
+        self._table.update((name, SubscriptionGroupConfig(name)) for name in BROKER_SYSTEM_GROUPS)
 
     def find(self, group: str, *, create: bool = True) -> SubscriptionGroupConfig | None:
         """Return a group's config, creating it with defaults when allowed.

@@ -192,17 +192,13 @@ class MeteredMessageStore(MessageStore):
         record_filter: Callable[[memoryview], bool] | None = None,
     ) -> GetResult:
         """Read records (see :meth:`MessageStore.get_messages`), timing the read."""
-        sink = self.sink
-        if sink is None:
-            return super().get_messages(
-                topic, queue_id, offset, max_count, max_bytes, tag_codes, record_filter
-            )
         clock = self.clock
         started = clock.monotonic_ms()
         result = super().get_messages(
             topic, queue_id, offset, max_count, max_bytes, tag_codes, record_filter
         )
-        sink.store.get_time(clock.monotonic_ms() - started)
+        if (sink := self.sink) is not None:
+            sink.store.get_time(clock.monotonic_ms() - started)
         return result
 
 

@@ -22,7 +22,9 @@ import re
 from typing import Final
 
 __all__ = [
+    "ADMIN_SYSTEM_GROUPS",
     "AUTO_CREATE_TOPIC",
+    "BROKER_SYSTEM_GROUPS",
     "DLQ_PREFIX",
     "MAX_GROUP_LENGTH",
     "MAX_TOPIC_LENGTH",
@@ -56,6 +58,29 @@ DLQ_PREFIX: Final = "%DLQ%"
 #: The name server's KV namespace of ordered topics' ``brokerName:queueNums`` lists
 #: (``NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG``).
 ORDER_TOPIC_CONFIG: Final = "ORDER_TOPIC_CONFIG"
+#: Groups a broker has from its first start (``SubscriptionGroupManager.init``).
+BROKER_SYSTEM_GROUPS: Final = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_RMQ_SYS_TRANS",
+)
+#: Groups mqadmin never treats as a user's (``DefaultMQAdminExtImpl.SYSTEM_GROUP_SET``):
+#: the broker's own and the clients' built-in ones.
+ADMIN_SYSTEM_GROUPS: Final = frozenset(
+    {
+        *BROKER_SYSTEM_GROUPS,
+        "DEFAULT_CONSUMER",
+        "DEFAULT_PRODUCER",
+        "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "SELF_TEST_P_GROUP",
+    }
+)
 
 #: The characters RocketMQ allows, as its remarks quote them.
 VALID_NAME_PATTERN: Final = "^[%|a-zA-Z0-9_-]+$"

@@ -39,29 +39,11 @@ from rocklet.protocol.bodies.cluster import TopicList
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupWrapper
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode
-from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX
+from rocklet.protocol.names import ADMIN_SYSTEM_GROUPS, DLQ_PREFIX, RETRY_PREFIX
 
 __all__ = ["EXPORT_VERBS", "ExportError", "merge_tables"]
 
-#: Groups mqadmin never exports (``DefaultMQAdminExtImpl.SYSTEM_GROUP_SET``), and the
-#: prefix of the broker's internal ones (``MixAll.isSysConsumerGroup``).
-_SYSTEM_GROUPS: Final = frozenset(
-    {
-        "DEFAULT_CONSUMER",
-        "DEFAULT_PRODUCER",
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "__MONITOR_CONSUMER",
-        "CLIENT_INNER_PRODUCER",
-        "SELF_TEST_P_GROUP",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_ONSAPI_PULL",
-        "CID_RMQ_SYS_TRANS",
-    }
-)
+#: The prefix of the broker's internal groups (``MixAll.isSysConsumerGroup``).
 _SYSTEM_GROUP_PREFIX: Final = "CID_RMQ_SYS_"
 #: The broker keys exportConfigs keeps (``ExportConfigsCommand.needBrokerProprties``),
 #: in the order mqadmin 4.9.4 writes them.
@@ -108,7 +90,7 @@ async def _user_groups(tool: AdminTool, addr: str) -> dict[str, Any]:
         "subscriptionGroupTable": {
             name: config.to_dict()
             for name, config in wrapper.subscription_group_table.items()
-            if name not in _SYSTEM_GROUPS and not name.startswith(_SYSTEM_GROUP_PREFIX)
+            if name not in ADMIN_SYSTEM_GROUPS and not name.startswith(_SYSTEM_GROUP_PREFIX)
         },
     }
 
