@@ -19,9 +19,10 @@ What it does, and why:
   each request on an executor for the same reason); their tasks, counts and refusals
   live in :mod:`rocklet.transport.inbound`.
 - Writes can be coalesced (``coalesce_writes``): every frame written while one read is
-  decoded, or during one event-loop pass, leaves in one ``writelines``. One send
-  syscall per answer was the largest single cost of a pipelining broker (it wakes the
-  peer, which preempts us inside the syscall on a small machine).
+  decoded, or during one event-loop pass, leaves in one ``writelines`` at the end of
+  the pass (so the answer to a send and that of the pull it woke leave together). One
+  send syscall per answer was the largest single cost of a pipelining broker (it wakes
+  the peer, which preempts us inside the syscall on a small machine).
 - Flow control: when the transport's write buffer passes its high-water mark we stop
   reading that connection until it drains, so a client that never reads cannot make
   us buffer responses without bound. A server's connections also stop reading while
@@ -522,8 +523,13 @@ class Connection(asyncio.BufferedProtocol):
                     break
         finally:
             self._receiving = False
-        if self._outbox:
-            self._flush()
+        if self._outbox and not self._flush_scheduled:
+            # Not now but at the end of this loop pass: a request often wakes work whose
+            # answer goes to the same peer (a send wakes that client's parked pull; the
+            # woken pull answers in the next callback), and one write then carries both.
+            # That halves a send-and-consume client's wake-ups and the broker's writes.
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     def _next_turn(self) -> None:
         """A backlog turn: go on with frames left by an earlier one (a loop callback)."""
@@ -604,8 +610,8 @@ class Connection(asyncio.BufferedProtocol):
         self._outbox_bytes += encode_command_into(self._outbox, cmd, extra_body)
         if self._outbox_bytes >= self._flush_at:
             self._flush()
-        # buffer_updated flushes when it has decoded the whole read; other writers
-        # (tasks, timers) share one flush at the end of this loop iteration.
+        # A read's answers, and those of other writers (tasks, timers), share one flush
+        # at the end of this loop iteration (a read schedules it once decoded).
         elif not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)

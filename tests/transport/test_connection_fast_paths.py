@@ -246,9 +246,39 @@ async def test_answers_to_one_read_leave_in_one_write() -> None:
     transport = CountingTransport(conn)
     frames = [encode_command(RemotingCommand(AT_ONCE, opaque=i, body=b"%d" % i)) for i in range(20)]
     conn.data_received(b"".join(frames))
+    assert transport.calls == []  # nothing yet: the flush runs at the end of this pass
+    await asyncio.sleep(0)
     assert transport.calls == [20 * 2]  # one call: header and body of each answer
     answers = list(transport.decoder.commands())
     assert [(a.opaque, a.body) for a in answers] == [(i, b"%d" % i) for i in range(20)]
+    await conn.close()
+
+
+async def test_an_answer_a_read_wakes_leaves_with_that_reads_own_answer() -> None:
+    # The broker's case: a send wakes the same client's parked pull, whose answer is
+    # made in the next callback; both answers go out in one write, so the client
+    # wakes once.
+    release = asyncio.Event()
+
+    async def handler(_conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        if cmd.code == WAITS:
+            await release.wait()
+            return cmd.make_response(0, body=b"woken")
+        release.set()
+        return cmd.make_response(0, body=b"now")
+
+    conn = Connection(handler=handler, coalesce_writes=True, eager_codes={AT_ONCE, WAITS})
+    transport = CountingTransport(conn)
+    conn.data_received(encode_command(RemotingCommand(WAITS, opaque=1)))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert transport.calls == [] and not release.is_set()  # parked, nothing written
+    conn.data_received(encode_command(RemotingCommand(AT_ONCE, opaque=2)))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert transport.calls == [2 * 2]  # one call for both answers
+    answers = list(transport.decoder.commands())
+    assert [(a.opaque, a.body) for a in answers] == [(2, b"now"), (1, b"woken")]
     await conn.close()
 
 
