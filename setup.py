@@ -33,12 +33,19 @@ def _extensions() -> list[Extension]:
 
 
 class _BuildExt(build_ext):
-    """``build_ext`` that replaces an in-place module instead of overwriting it.
+    """``build_ext`` that compiles side by side and replaces in-place modules safely.
 
-    An editable install copies each built module into the source tree. Copying over
+    The extensions are independent, so they compile in parallel, one per core. An
+    editable install copies each built module into the source tree. Copying over
     the file truncates the inode every running Rocklet process has mapped (a SIGBUS
     waiting to happen); unlinking first leaves them the old inode.
     """
+
+    def finalize_options(self):  # type: ignore[no-untyped-def]
+        # An explicit ``-j``/``--parallel`` still wins.
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
+        super().finalize_options()
 
     def copy_file(self, infile, outfile, *args, **kwargs):  # type: ignore[no-untyped-def]
         if str(outfile).endswith((".so", ".pyd")) and os.path.exists(outfile):
