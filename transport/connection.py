@@ -37,7 +37,6 @@ What it does, and why:
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Container, Sequence
 from typing import Final, cast
 
@@ -48,7 +47,6 @@ from rocklet.protocol.frame import (
     FrameDecoder,
     encode_command_into,
     encode_command_parts,
-    scratch_buffer,
 )
 from rocklet.transport.errors import ConnectionClosedError, RequestTimeoutError
 from rocklet.transport.flow import (
@@ -60,6 +58,7 @@ from rocklet.transport.flow import (
 )
 from rocklet.transport.inbound import InboundRequests, Parked
 from rocklet.transport.logs import get_logger
+from rocklet.transport.read_scratch import thread_scratch
 from rocklet.transport.types import (
     Buffer,
     CloseCallback,
@@ -94,17 +93,6 @@ _COALESCE_LIMIT: Final = 64 * 1024
 #: writes, or too many of its requests are being handled.
 _HOLD_WRITE: Final = 1
 _HOLD_BUSY: Final = 2
-
-
-_threads = threading.local()
-
-
-def _thread_scratch() -> bytearray:
-    """The read scratch buffer of this thread's connections (one event loop's)."""
-    scratch: bytearray | None = getattr(_threads, "scratch", None)
-    if scratch is None:
-        scratch = _threads.scratch = scratch_buffer()
-    return scratch
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -157,7 +145,7 @@ class Connection(asyncio.BufferedProtocol):
         self._flush_at = _COALESCE_LIMIT if high_water is None else min(high_water, _COALESCE_LIMIT)
         self._flush_scheduled = False
         self._receiving = False
-        self._decoder = FrameDecoder(max_frame_size=max_frame_size, scratch=_thread_scratch())
+        self._decoder = FrameDecoder(max_frame_size=max_frame_size, scratch=thread_scratch())
         self._high_water = high_water
         self._linger_s = linger_s
         self._transport: asyncio.Transport | None = None
