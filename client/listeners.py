@@ -129,7 +129,9 @@ class ListenerTable:
         if entry is None:  # a retried message of a topic no longer subscribed
             entry = next(iter(self._listeners.values()))
         listener, is_async = entry
-        stats = self.stats.setdefault(topic, ConsumeStats())
+        stats = self.stats.get(topic)
+        if stats is None:  # not setdefault: that would build a record on every call
+            stats = self.stats[topic] = ConsumeStats()
         # perf_counter, not the injected clock: this measures how long the listener
         # ran (running info's consumeRT), which needs sub-millisecond resolution and
         # no relation to wall-clock or test time.

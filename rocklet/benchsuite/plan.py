@@ -203,7 +203,7 @@ def _e2e(
     args |= {"warmup_s": p.e2e_warmup_s, "per_message": per_message} | consumer
     channel = f"{system.key.replace('-', '_')}_{variant}"
     job = {"client": system.client, "channel": channel, "op": "e2e", "create": True}
-    unit = "one request per message" if per_message else "one request per 1 ms tick"
+    unit = "one request per message" if per_message else "one request per ~1 ms tick"
     label = f"{rate} msg/s, {unit}"
     return Case(
         f"{system.key}/e2e/{variant}/{E2E_SIZE}", system.key, "e2e", variant, label, E2E_SIZE,

@@ -176,6 +176,8 @@ def _summary(result: Mapping[str, Any]) -> str:
     if not result.get("ok"):
         return f"FAILED {str(result.get('error', ''))[:120]}"
     text = f"{result['rate']:,.0f} msg/s"
+    if result.get("requests") and result.get("seconds"):
+        text += f" in {result['requests'] / result['seconds']:,.0f} requests/s"
     if (lat := result.get("latency_ms")) is not None:
         text += f", p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms"
     return text + f" (other load {result['cpu']['other_cores']:.2f} cores)"
