@@ -20,6 +20,8 @@ import asyncio
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from rocklet.transport.deadlines import Deadlines
+
 __all__ = ["PullHoldService"]
 
 
@@ -48,6 +50,7 @@ class PullHoldService:
         self.parked_queues: Mapping[tuple[str, int], object] = self._holds
         self._closed = False
         self._parked = asyncio.Event()
+        self._deadlines: Deadlines[asyncio.Future[bool]] | None = None
 
     @property
     def held(self) -> int:
@@ -82,14 +85,17 @@ class PullHoldService:
         hold = _Hold(offset, tag_codes, future)
         self._holds.setdefault(key, []).append(hold)
         self._parked.set()
-        # The pull awaits its own future and a timer settles it: an arrival wakes the
-        # pull in the loop's next pass. ``asyncio.wait_for`` would put a second future
-        # (and a pass) between the arrival and the answer, and a task per hold on 3.12+.
-        timer = loop.call_later(timeout_s, _settle, future)
+        # The pull awaits its own future and its deadline settles it: an arrival wakes
+        # the pull in the loop's next pass. ``asyncio.wait_for`` would put a second
+        # future (and a pass) between the arrival and the answer, and a task per hold on
+        # 3.12+; a coarse deadline slot costs less than a loop timer per hold.
+        deadlines = self._deadlines
+        if deadlines is None:
+            deadlines = self._deadlines = Deadlines(loop, _settle)
+        deadlines.add(loop.time() + timeout_s, future)
         try:
             return await future
         finally:
-            timer.cancel()
             holds = self._holds.get(key)
             if holds is not None:
                 if hold in holds:
@@ -146,6 +152,8 @@ class PullHoldService:
     def close(self) -> None:
         """Release every parked pull (they answer as on timeout). Idempotent."""
         self._closed = True
+        if self._deadlines is not None:
+            self._deadlines.clear()
         for holds in self._holds.values():
             for hold in holds:
                 if not hold.future.done():

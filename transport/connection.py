@@ -48,6 +48,7 @@ from rocklet.protocol.frame import (
     encode_command_into,
     encode_command_parts,
 )
+from rocklet.transport.deadlines import Deadlines
 from rocklet.transport.errors import ConnectionClosedError, RequestTimeoutError
 from rocklet.transport.flow import (
     NO_LIMIT,
@@ -152,6 +153,8 @@ class Connection(asyncio.BufferedProtocol):
         self._status = ConnectionStatus.CONNECTING
         self._peer: tuple[str, int] | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        # Request timeouts by opaque: coarse slots, not one loop timer per request.
+        self._deadlines: Deadlines[int] = Deadlines(self._loop, self._expire)
         self._next_opaque = 0
         self._close_cause: BaseException | None = None
         self._lost: asyncio.Future[None] = self._loop.create_future()
@@ -272,10 +275,9 @@ class Connection(asyncio.BufferedProtocol):
         opaque = self._allocate_opaque()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[opaque] = fut
-        # One timer per request that fails its future, rather than asyncio.timeout():
-        # this runs for every send and pull, and the context manager costs several
-        # times as much (it also needs a current task).
-        timer = loop.call_at(deadline, _expire, fut)
+        # Not asyncio.timeout() nor a loop timer per request: this runs for every send
+        # and pull, and a timer costs several times a slot (transport/deadlines.py).
+        self._deadlines.add(deadline, opaque)
         try:
             self._write(_with(cmd, opaque, cmd.flag & ~(FLAG_RESPONSE | FLAG_ONEWAY)))
             return await fut
@@ -284,7 +286,6 @@ class Connection(asyncio.BufferedProtocol):
                 code=cmd.code, opaque=opaque, timeout_s=timeout_s, peer=self.peer_address
             ) from None
         finally:
-            timer.cancel()
             # Compare identity: after an answer the opaque is free and may be reused.
             if self._pending.get(opaque) is fut:
                 del self._pending[opaque]
@@ -639,6 +640,13 @@ class Connection(asyncio.BufferedProtocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def _expire(self, opaque: int) -> None:
+        # A request's deadline passed: fail it unless its answer (or a close) came first.
+        # Opaques are not reused within a timeout: they wrap after 2**31 requests.
+        fut = self._pending.get(opaque)
+        if fut is not None and not fut.done():
+            fut.set_exception(TimeoutError())
+
     def _fail_pending(self) -> None:
         pending, self._pending = self._pending, {}
         for fut in pending.values():
@@ -660,6 +668,7 @@ class Connection(asyncio.BufferedProtocol):
             self._close_cause = cause
         self._writable.set()  # wake writers so they see the closed state
         self._fail_pending()
+        self._deadlines.clear()
         self._inbound.cancel_all()
         if not self._lost.done():
             self._lost.set_result(None)
@@ -669,12 +678,6 @@ class Connection(asyncio.BufferedProtocol):
                 callback(self)
             except Exception:
                 _log.exception("close callback failed", peer=self.peer_address)
-
-
-def _expire(fut: asyncio.Future[RemotingCommand]) -> None:
-    """A request's timer: fail it unless its answer (or a close) came first."""
-    if not fut.done():
-        fut.set_exception(TimeoutError())
 
 
 def _with(cmd: RemotingCommand, opaque: int, flag: int) -> RemotingCommand:

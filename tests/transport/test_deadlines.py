@@ -1,0 +1,151 @@
+"""Coarse deadlines: one loop timer per 10 ms slot, and an expiry is never early.
+
+The timers are the running loop's own; a thin wrapper counts the ones asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import pytest
+
+from rocklet.client.errors import RequestTimeoutError
+from rocklet.protocol import RemotingCommand
+from rocklet.transport import ProcessorRegistry, RemotingServer, RequestContext
+from rocklet.transport.connection import HandlerResult
+from rocklet.transport.deadlines import RESOLUTION_S, Deadlines
+from rocklet.transport.dial import open_connection
+
+TIMEOUT = 5.0
+
+
+class CountingLoop:
+    """The running loop, with its ``call_at`` calls counted."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.timers = 0
+
+    def time(self) -> float:
+        return self.loop.time()
+
+    def call_at(self, when: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+        self.timers += 1
+        return self.loop.call_at(when, callback, *args)
+
+
+class Expired(list[tuple[float, int]]):
+    """``(loop time, entry)`` of each expiry, with an event per expiry."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = asyncio.Event()
+
+    async def until(self, count: int) -> None:
+        async with asyncio.timeout(TIMEOUT):
+            while len(self) < count:
+                self.changed.clear()
+                await self.changed.wait()
+
+
+def _deadlines(expired: Expired) -> tuple[CountingLoop, Deadlines[int]]:
+    counting = CountingLoop()
+
+    def expire(entry: int) -> None:
+        expired.append((counting.time(), entry))
+        expired.changed.set()
+
+    return counting, Deadlines(cast(asyncio.AbstractEventLoop, counting), expire)
+
+
+async def test_an_entry_expires_at_its_deadline_never_before() -> None:
+    expired = Expired()
+    counting, deadlines = _deadlines(expired)
+    deadline = counting.time() + 0.05
+    deadlines.add(deadline, 7)
+    await expired.until(1)
+    [(at, entry)] = expired
+    assert entry == 7
+    # The loop's clock rounds timers to the millisecond; the slot only ever adds time.
+    assert at >= deadline - 0.001
+    assert len(deadlines) == 0
+
+
+async def test_entries_of_one_slot_share_one_timer() -> None:
+    expired = Expired()
+    counting, deadlines = _deadlines(expired)
+    # Start at a slot boundary so that all 100 deadlines (0.05 ms apart) fall in one.
+    base = (int(counting.time() / RESOLUTION_S) + 2) * RESOLUTION_S + 0.0001
+    for n in range(100):
+        deadlines.add(base + n * 0.00005, n)
+    assert counting.timers == 1
+    assert len(deadlines) == 100
+    deadlines.add(base + RESOLUTION_S, 100)  # the next slot: a timer of its own
+    assert counting.timers == 2
+    await expired.until(101)
+    assert [entry for _, entry in expired] == list(range(101))
+
+
+async def test_clear_cancels_every_timer() -> None:
+    expired = Expired()
+    counting, deadlines = _deadlines(expired)
+    now = counting.time()
+    for n in range(5):
+        deadlines.add(now + 0.02 + n * RESOLUTION_S, n)
+    deadlines.clear()
+    assert len(deadlines) == 0
+    # Past every deadline, with a marker entry of a fresh instance as the clock.
+    marker = Expired()
+    _, later = _deadlines(marker)
+    later.add(now + 0.02 + 6 * RESOLUTION_S, -1)
+    await marker.until(1)
+    assert expired == []
+
+
+# -- requests on a connection -------------------------------------------------------
+
+ANSWERS = 3000
+NEVER = 3001
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[RemotingServer]:
+    registry = ProcessorRegistry()
+    never = asyncio.Event()
+
+    async def answers(_ctx: RequestContext, cmd: RemotingCommand) -> HandlerResult:
+        return cmd.make_response(0, body=b"x" * 4096)
+
+    async def hangs(_ctx: RequestContext, cmd: RemotingCommand) -> HandlerResult:
+        await never.wait()
+        return cmd.make_response(0)
+
+    registry.register(ANSWERS, answers)
+    registry.register(NEVER, hangs)
+    srv = RemotingServer("127.0.0.1", 0, registry)
+    await srv.start()
+    try:
+        yield srv
+    finally:
+        await srv.stop(grace_s=0.01)
+
+
+async def test_a_late_slot_does_not_fail_a_later_request(server: RemotingServer) -> None:
+    """Requests answered before their slot fires are untouched by it; a stuck one
+    times out while the others in its slot were answered."""
+    conn = await open_connection("127.0.0.1", server.port)
+    try:
+        stuck = asyncio.create_task(conn.request(RemotingCommand(NEVER), 0.1))
+        quick = [conn.request(RemotingCommand(ANSWERS), 0.1) for _ in range(5)]
+        answers = await asyncio.gather(*quick)
+        assert len(answers) == 5
+        with pytest.raises(RequestTimeoutError):
+            await asyncio.wait_for(stuck, TIMEOUT)
+        # Past that slot, the connection answers as before.
+        answer = await conn.request(RemotingCommand(ANSWERS), TIMEOUT)
+        assert len(answer.body) == 4096
+        assert conn.pending_requests == 0
+    finally:
+        await conn.close()
