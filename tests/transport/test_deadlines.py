@@ -1,4 +1,4 @@
-"""Coarse deadlines: one loop timer per 10 ms slot, and an expiry is never early.
+"""Coarse deadlines: one loop timer per 10 ms slot, and no expiry before its deadline.
 
 The timers are the running loop's own; a thin wrapper counts the ones asked for.
 """
