@@ -124,12 +124,9 @@ async def server() -> AsyncIterator[RemotingServer]:
 
     registry.register(ANSWERS, answers)
     registry.register(NEVER, hangs)
-    srv = RemotingServer("127.0.0.1", 0, registry)
-    await srv.start()
-    try:
+    async with RemotingServer("127.0.0.1", 0, registry) as srv:
         yield srv
-    finally:
-        await srv.stop(grace_s=0.01)
+        never.set()  # the stuck request's handler ends, so stopping does not wait
 
 
 async def test_a_late_slot_does_not_fail_a_later_request(server: RemotingServer) -> None:
