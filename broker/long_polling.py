@@ -88,7 +88,8 @@ class PullHoldService:
         # The pull awaits its own future and its deadline settles it: an arrival wakes
         # the pull in the loop's next pass. ``asyncio.wait_for`` would put a second
         # future (and a pass) between the arrival and the answer, and a task per hold on
-        # 3.12+; a coarse deadline slot costs less than a loop timer per hold.
+        # 3.12+. A coarse deadline slot costs less than a loop timer per hold; the settled
+        # future (~150 bytes) stays in its slot until the slot fires.
         deadlines = self._deadlines
         if deadlines is None:
             deadlines = self._deadlines = Deadlines(loop, _settle)
