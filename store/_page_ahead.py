@@ -6,7 +6,9 @@ fresh segment) and maps the device's whole read-ahead window at once. With the c
 8 MiB window that is 15-25 ms on the appending thread, the event loop, once every
 ~8 MiB of commitlog: the end-to-end tail. This thread asks for the pages ahead of the
 write position with ``posix_fadvise(WILLNEED)`` (which releases the GIL), so the
-writer's stores find them cached and only copy bytes.
+writer's stores find them cached and only copy bytes. It asks in 256 KiB steps: the
+kernel fills a whole window in one call without giving up its vCPU, and the event
+loops waiting for that vCPU stalled as long (BENCHMARKS.md, eleventh round).
 
 The writer tests one integer per small append (:attr:`PageAhead.due`) and wakes the
 thread when it has used half the window. Appends of a page or more use ``pwrite``,

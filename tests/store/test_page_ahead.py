@@ -7,6 +7,7 @@ these tests see what the writer's next fault would find, not what the code think
 from __future__ import annotations
 
 import ctypes
+import itertools
 import mmap
 import os
 import queue
@@ -17,7 +18,7 @@ import pytest
 
 from rocklet.broker.config import BrokerConfig, ConfigError
 from rocklet.store._consume_queue import ConsumeQueue
-from rocklet.store._mapped_file import MappedFile, MappedFileQueue
+from rocklet.store._mapped_file import _LOAD_STEP, MappedFile, MappedFileQueue
 from rocklet.store._page_ahead import PageAhead
 from rocklet.store.message_store import MessageStore
 from tests.store.helpers import message, read_all, small_config
@@ -164,6 +165,34 @@ def test_page_ahead_off_starts_no_thread(tmp_path: Path) -> None:
     assert ahead.run_once() == 0
     assert resident_pages(files.files[0].path, 2 * MIB, 2 * MIB) == 0
     ahead.stop()
+
+
+def test_load_ahead_asks_in_steps_that_tile_the_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window is asked for in short calls, so no one call holds a vCPU for long.
+
+    The calls are recorded on their way to the real ``posix_fadvise``: they must
+    cover the range exactly, none longer than the step, and leave it cached.
+    """
+    calls: list[tuple[int, int]] = []
+    real = os.posix_fadvise
+
+    def recording(fd: int, offset: int, length: int, advice: int) -> None:
+        calls.append((offset, length))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", recording)
+    mf = MappedFile(tmp_path / "f", 8 * MIB, 0)
+    start, length = PAGE, 3 * MIB + 5 * PAGE  # not a multiple of the step
+    mf.load_ahead(start, length)
+    assert len(calls) > 1
+    assert all(0 < n <= _LOAD_STEP for _, n in calls)
+    assert calls[0][0] == start
+    assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(calls))
+    assert calls[-1][0] + calls[-1][1] == start + length
+    assert resident_pages(mf.path, start, length) == length // PAGE
+    assert mf.try_close()
 
 
 def test_load_ahead_of_a_closed_file_does_nothing(tmp_path: Path) -> None:
