@@ -36,7 +36,7 @@ import socket
 import ssl
 from collections.abc import Callable, Coroutine
 from functools import partial
-from typing import Any
+from typing import Any, Self
 
 from rocklet.client.backoff import Backoff
 from rocklet.client.dispatch import ServerRequestDispatcher
@@ -203,7 +203,7 @@ class ClientInstance:
         if self._refs <= 0:
             await self.close()
 
-    async def __aenter__(self) -> ClientInstance:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 

@@ -222,6 +222,12 @@ class PullLoop:
             return
         requested = self.next_offset
         self._apply(result.status, result.next_begin_offset, result.max_offset, result.messages)
+        if result.messages:
+            # Let the consume workers hand these to the listener before this loop
+            # builds its next pull, which otherwise sat on every delivery's path. The
+            # pull is not held back by much: its write always waited for the end of
+            # the loop pass, which was after the listener ran.
+            await asyncio.sleep(0)
         if result.status is PullStatus.NO_MATCHED_MSG and result.next_begin_offset == requested:
             # A slave that does not have this offset (yet) keeps it rather than moving
             # it; Java pulls again at once, in a busy loop. Wait a little instead.

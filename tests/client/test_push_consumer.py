@@ -13,9 +13,12 @@ import pytest
 from rocklet.client.admin import Admin
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.errors import ClientStateError
+from rocklet.client.instance import ClientInstance
 from rocklet.client.message import MessageExt
 from rocklet.client.push_consumer import ConsumerStatus, PushConsumer
 from rocklet.protocol.bodies.queue import MessageQueue
+from rocklet.protocol.codes import RequestCode
+from rocklet.protocol.command import RemotingCommand
 from tests.client.consumers import Collector, produce
 from tests.cluster import running_cluster
 
@@ -41,6 +44,71 @@ async def test_concurrent_consumer_gets_every_matching_message(tmp_path: Path) -
         for m in collector.messages:
             per_queue.setdefault(m.queue_id, []).append(m.queue_offset)
         assert all(offsets == sorted(offsets) for offsets in per_queue.values())
+
+
+class _PullRecorder(ClientInstance):
+    """A client instance that notes, in a shared log, each PULL_MESSAGE it sends."""
+
+    def __init__(self, namesrv: str, log: list[tuple[str, str, int]]) -> None:
+        super().__init__(namesrv)
+        self.log = log
+        self.pulled = asyncio.Event()
+
+    async def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        if cmd.code == RequestCode.PULL_MESSAGE:
+            fields = cmd.ext_fields
+            self.log.append(("pull", fields["topic"], int(fields["queueId"])))
+            self.pulled.set()
+        return await super().invoke(addr, cmd, timeout_s)
+
+    async def wait_pulls(self, wanted: dict[tuple[str, int], int]) -> None:
+        """Wait until the log holds at least ``wanted[(topic, queue)]`` pulls of each."""
+
+        def count(key: tuple[str, int]) -> int:
+            return sum(1 for event in self.log if event == ("pull", *key))
+
+        async with asyncio.timeout(30):
+            while any(count(key) < n for key, n in wanted.items()):
+                self.pulled.clear()
+                await self.pulled.wait()
+
+
+async def test_the_listener_has_a_pull_s_messages_before_the_next_pull_is_made(
+    tmp_path: Path,
+) -> None:
+    """Found messages reach the listener first; the queue's next pull is made after.
+
+    The next pull leaves in the same loop pass's write either way, but building it
+    first would put it on every delivery's path (the end-to-end latency).
+    """
+    async with running_cluster(tmp_path) as cluster:
+        await produce(cluster.namesrv_addr, "T", [b"warm-up"])
+        log: list[tuple[str, str, int]] = []
+        collector = Collector()
+
+        async def listener(msgs: list[MessageExt]) -> ConsumeResult:
+            log.append(("listener", msgs[0].topic, msgs[0].queue_id))
+            return await collector(msgs)
+
+        async with _PullRecorder(cluster.namesrv_addr, log) as instance:
+            consumer = PushConsumer(
+                "CG", cluster.namesrv_addr, consume_from="first", instance=instance
+            )
+            async with consumer.subscribe("T", "*", listener):
+                await collector.wait_bodies(1)
+                # Every queue's first pull, and the warm-up queue's second: all parked.
+                wanted = {(mq.topic, mq.queue_id): 1 for mq in consumer.assignment()}
+                wanted[("T", collector.messages[0].queue_id)] = 2
+                await instance.wait_pulls(wanted)
+                log.clear()
+                await produce(cluster.namesrv_addr, "T", [b"timed"])
+                await collector.wait_bodies(2)
+                queue = collector.messages[-1].queue_id
+                await instance.wait_pulls({("T", queue): 1})
+        mine = [event for event, topic, q in log if (topic, q) == ("T", queue)]
+        assert mine[:2] == ["listener", "pull"]
 
 
 async def test_plain_listener_runs_in_threads_with_batches(tmp_path: Path) -> None:
