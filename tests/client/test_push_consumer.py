@@ -80,8 +80,8 @@ async def test_the_listener_has_a_pull_s_messages_before_the_next_pull_is_made(
 ) -> None:
     """Found messages reach the listener first; the queue's next pull is made after.
 
-    The next pull leaves in the same loop pass's write either way, but building it
-    first would put it on every delivery's path (the end-to-end latency).
+    The next pull is written at about the same time either way; built first, it
+    would sit on every delivery's path (the end-to-end latency).
     """
     async with running_cluster(tmp_path) as cluster:
         await produce(cluster.namesrv_addr, "T", [b"warm-up"])
