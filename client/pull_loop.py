@@ -222,11 +222,11 @@ class PullLoop:
             return
         requested = self.next_offset
         self._apply(result.status, result.next_begin_offset, result.max_offset, result.messages)
-        if result.messages:
-            # Let the consume workers hand these to the listener before this loop
-            # builds its next pull, which otherwise sat on every delivery's path. The
-            # pull is not held back by much: its write always waited for the end of
-            # the loop pass, which was after the listener ran.
+        if result.messages and result.next_begin_offset >= result.max_offset:
+            # Caught up: the next pull will wait at the broker for new messages, so
+            # first let the consume workers hand these to the listener; building the
+            # pull first put it on every delivery's path. With a backlog the pull
+            # goes first, to keep the next batch coming.
             await asyncio.sleep(0)
         if result.status is PullStatus.NO_MATCHED_MSG and result.next_begin_offset == requested:
             # A slave that does not have this offset (yet) keeps it rather than moving
