@@ -111,6 +111,40 @@ async def test_the_listener_has_a_pull_s_messages_before_the_next_pull_is_made(
         assert mine[:2] == ["listener", "pull"]
 
 
+async def test_with_a_backlog_the_next_pull_is_made_before_the_listener_runs(
+    tmp_path: Path,
+) -> None:
+    """A pull that left messages behind is followed by the next one at once.
+
+    The backlog's next batch is what keeps a draining consumer busy; only a pull that
+    caught up, whose successor will be parked at the broker, lets the listener go first.
+    """
+    async with running_cluster(tmp_path) as cluster:
+        await produce(cluster.namesrv_addr, "T", [f"b{i}".encode() for i in range(40)])
+        log: list[tuple[str, str, int]] = []
+        collector = Collector()
+
+        async def listener(msgs: list[MessageExt]) -> ConsumeResult:
+            log.append(("listener", msgs[0].topic, msgs[0].queue_id))
+            return await collector(msgs)
+
+        async with _PullRecorder(cluster.namesrv_addr, log) as instance:
+            consumer = PushConsumer(
+                "CG",
+                cluster.namesrv_addr,
+                consume_from="first",
+                instance=instance,
+                pull_batch_size=2,
+                consume_batch_size=2,
+            )
+            async with consumer.subscribe("T", "*", listener):
+                await collector.wait_bodies(40)
+        queue = collector.messages[0].queue_id
+        mine = [event for event, topic, q in log if (topic, q) == ("T", queue)]
+        # The first pull found 2 of its queue's ~10: the second pull precedes the listener.
+        assert mine[:3] == ["pull", "pull", "listener"]
+
+
 async def test_plain_listener_runs_in_threads_with_batches(tmp_path: Path) -> None:
     async with running_cluster(tmp_path) as cluster:
         bodies = [f"b{i}".encode() for i in range(120)]
