@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import threading
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,11 +50,12 @@ async def test_concurrent_consumer_gets_every_matching_message(tmp_path: Path) -
 
 
 class _PullRecorder(ClientInstance):
-    """A client instance that notes, in a shared log, each PULL_MESSAGE it sends."""
+    """A client instance that notes, in its log, each PULL_MESSAGE it sends."""
 
-    def __init__(self, namesrv: str, log: list[tuple[str, str, int]]) -> None:
+    def __init__(self, namesrv: str) -> None:
         super().__init__(namesrv)
-        self.log = log
+        #: ``(event, topic, queue id)``: "pull" here, "listener" from the test's listener.
+        self.log: list[tuple[str, str, int]] = []
         self.pulled = asyncio.Event()
 
     async def invoke(
@@ -74,6 +78,27 @@ class _PullRecorder(ClientInstance):
                 self.pulled.clear()
                 await self.pulled.wait()
 
+    def events(self, queue_id: int) -> list[str]:
+        """What happened to queue ``queue_id`` of topic T, in order."""
+        return [event for event, topic, q in self.log if (topic, q) == ("T", queue_id)]
+
+
+@contextlib.asynccontextmanager
+async def _recorded_consumer(
+    namesrv: str, **options: Any
+) -> AsyncIterator[tuple[_PullRecorder, PushConsumer, Collector]]:
+    """A push consumer of topic T whose pulls and listener calls share one log."""
+    collector = Collector()
+    async with _PullRecorder(namesrv) as instance:
+
+        async def listener(msgs: list[MessageExt]) -> ConsumeResult:
+            instance.log.append(("listener", msgs[0].topic, msgs[0].queue_id))
+            return await collector(msgs)
+
+        consumer = PushConsumer("CG", namesrv, consume_from="first", instance=instance, **options)
+        async with consumer.subscribe("T", "*", listener):
+            yield instance, consumer, collector
+
 
 async def test_the_listener_has_a_pull_s_messages_before_the_next_pull_is_made(
     tmp_path: Path,
@@ -85,30 +110,18 @@ async def test_the_listener_has_a_pull_s_messages_before_the_next_pull_is_made(
     """
     async with running_cluster(tmp_path) as cluster:
         await produce(cluster.namesrv_addr, "T", [b"warm-up"])
-        log: list[tuple[str, str, int]] = []
-        collector = Collector()
-
-        async def listener(msgs: list[MessageExt]) -> ConsumeResult:
-            log.append(("listener", msgs[0].topic, msgs[0].queue_id))
-            return await collector(msgs)
-
-        async with _PullRecorder(cluster.namesrv_addr, log) as instance:
-            consumer = PushConsumer(
-                "CG", cluster.namesrv_addr, consume_from="first", instance=instance
-            )
-            async with consumer.subscribe("T", "*", listener):
-                await collector.wait_bodies(1)
-                # Every queue's first pull, and the warm-up queue's second: all parked.
-                wanted = {(mq.topic, mq.queue_id): 1 for mq in consumer.assignment()}
-                wanted[("T", collector.messages[0].queue_id)] = 2
-                await instance.wait_pulls(wanted)
-                log.clear()
-                await produce(cluster.namesrv_addr, "T", [b"timed"])
-                await collector.wait_bodies(2)
-                queue = collector.messages[-1].queue_id
-                await instance.wait_pulls({("T", queue): 1})
-        mine = [event for event, topic, q in log if (topic, q) == ("T", queue)]
-        assert mine[:2] == ["listener", "pull"]
+        async with _recorded_consumer(cluster.namesrv_addr) as (instance, consumer, collector):
+            await collector.wait_bodies(1)
+            # Every queue's first pull, and the warm-up queue's second: all parked.
+            wanted = {(mq.topic, mq.queue_id): 1 for mq in consumer.assignment()}
+            wanted[("T", collector.messages[0].queue_id)] = 2
+            await instance.wait_pulls(wanted)
+            instance.log.clear()
+            await produce(cluster.namesrv_addr, "T", [b"timed"])
+            await collector.wait_bodies(2)
+            queue = collector.messages[-1].queue_id
+            await instance.wait_pulls({("T", queue): 1})
+        assert instance.events(queue)[:2] == ["listener", "pull"]
 
 
 async def test_with_a_backlog_the_next_pull_is_made_before_the_listener_runs(
@@ -121,28 +134,11 @@ async def test_with_a_backlog_the_next_pull_is_made_before_the_listener_runs(
     """
     async with running_cluster(tmp_path) as cluster:
         await produce(cluster.namesrv_addr, "T", [f"b{i}".encode() for i in range(40)])
-        log: list[tuple[str, str, int]] = []
-        collector = Collector()
-
-        async def listener(msgs: list[MessageExt]) -> ConsumeResult:
-            log.append(("listener", msgs[0].topic, msgs[0].queue_id))
-            return await collector(msgs)
-
-        async with _PullRecorder(cluster.namesrv_addr, log) as instance:
-            consumer = PushConsumer(
-                "CG",
-                cluster.namesrv_addr,
-                consume_from="first",
-                instance=instance,
-                pull_batch_size=2,
-                consume_batch_size=2,
-            )
-            async with consumer.subscribe("T", "*", listener):
-                await collector.wait_bodies(40)
-        queue = collector.messages[0].queue_id
-        mine = [event for event, topic, q in log if (topic, q) == ("T", queue)]
+        options = {"pull_batch_size": 2, "consume_batch_size": 2}
+        async with _recorded_consumer(cluster.namesrv_addr, **options) as (instance, _, collector):
+            await collector.wait_bodies(40)
         # The first pull found 2 of its queue's ~10: the second pull precedes the listener.
-        assert mine[:3] == ["pull", "pull", "listener"]
+        assert instance.events(collector.messages[0].queue_id)[:3] == ["pull", "pull", "listener"]
 
 
 async def test_plain_listener_runs_in_threads_with_batches(tmp_path: Path) -> None:
