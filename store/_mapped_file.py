@@ -45,7 +45,7 @@ log = structlog.get_logger(__name__)
 #: Appends this large go through ``pwrite`` rather than the map (see ``append``).
 PWRITE_MIN = 4096
 #: Bytes pre-faulted past a sequential write (see ``populate_ahead``).
-_POPULATE_WINDOW = 1 << 20
+_POPULATE_WINDOW = 128 * 1024
 #: ``MADV_POPULATE_WRITE`` (Linux 5.14+; Python 3.11's mmap lacks the name).
 _POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23) if sys.platform == "linux" else None
 #: ``posix_fadvise``'s WILLNEED (absent on macOS and Windows: no page-ahead there).
@@ -299,13 +299,18 @@ class MappedFile:
             self._mm.madvise(_POPULATE_WRITE, first, end - first)
 
     def populate_ahead(self, start: int, end: int) -> None:
-        """Before writing ``[start, end)``: populate it plus a 1 MiB window past it.
+        """Before writing ``[start, end)``: populate it plus a 128 KiB window past it.
 
         For a file written sequentially through the map (index entries): one call per
         window instead of one fault per page. Populated pages are dirty, so the next
         flush writes at most one window of zeros early: fine for the one index file
         being written, not for thousands of mostly idle consume queues. Pages below
         ``start`` are left alone (populating written pages would dirty them again).
+
+        The window is small because the call runs on the writer's thread, the event
+        loop, and holds it for ~3 µs a page: a 1 MiB window stalled the loop 0.4-5 ms
+        (1.2-1.4 ms typical under load) every 52k index entries; 128 KiB costs ~60 µs
+        eight times as often, the same total.
 
         Args:
             start: First byte about to be written.

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
+
+import pytest
 
 from rocklet.store._mapped_file import MappedFile
 
@@ -32,4 +35,33 @@ def test_populate_changes_no_bytes(tmp_path: Path) -> None:
     mf.populate_ahead(10, 4000)  # already covered: nothing to do
     assert bytes(mf.view[:12]) == b"x" * 10 + b"\x00\x00"
     assert bytes(mf.view[10 : 2 * 1024 * 1024]) == bytes(2 * 1024 * 1024 - 10)
+    assert mf.try_close()
+
+
+def test_populate_ahead_prefaults_in_small_contiguous_windows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sequential writes are covered before they land, by windows of at most 128 KiB.
+
+    The call runs on the event loop: a 1 MiB window stalled it for milliseconds.
+    """
+    calls: list[tuple[int, int]] = []
+    real = MappedFile.populate
+
+    def recording(self: MappedFile, start: int, length: int) -> None:
+        calls.append((start, length))
+        real(self, start, length)
+
+    monkeypatch.setattr(MappedFile, "populate", recording)
+    mf = MappedFile(tmp_path / "f", 4 * 1024 * 1024, 0)
+    write = 7 * 20  # a batch of seven index entries
+    pos = 100
+    while pos + write <= 3 * 1024 * 1024:
+        mf.populate_ahead(pos, pos + write)
+        assert mf.populated >= pos + write
+        pos += write
+    assert len(calls) > 20
+    assert all(length <= 128 * 1024 + write for _, length in calls)
+    for (start, length), (following, _) in itertools.pairwise(calls):
+        assert following == start + length  # no gap, no page populated twice
     assert mf.try_close()
