@@ -117,6 +117,13 @@ class Connection(asyncio.BufferedProtocol):
             :func:`asyncio.current_task` (nor :func:`asyncio.timeout`) before their
             first ``await`` that really waits. A live container: codes added later
             count.
+        late_codes: Request codes handled after the other requests of the same read
+            (in the order they came). For requests that usually wait anyway, such as
+            a long-polling pull that finds nothing: a send that came in the same read
+            is then stored and answered first instead of queueing behind it, and a
+            pull for the queue it wrote finds the message at once. Requests on one
+            connection are independent (answers match by opaque), so any order is
+            valid; only these codes move, and only later. A live container.
         limits: Work taken in before pushing back (a server's connections; the
             default sets no limit).
         load: The server-wide count of handlers in flight this connection adds to,
@@ -135,6 +142,7 @@ class Connection(asyncio.BufferedProtocol):
         linger_s: float = DEFAULT_LINGER_S,
         coalesce_writes: bool = False,
         eager_codes: Container[int] = frozenset(),
+        late_codes: Container[int] = frozenset(),
         limits: FlowLimits = UNLIMITED,
         load: ServerLoad | None = None,
         handle_now: NowHandler | None = None,
@@ -168,6 +176,7 @@ class Connection(asyncio.BufferedProtocol):
         self._backlog = False
         self._reading = True
         self._requests_per_turn = limits.requests_per_turn or NO_LIMIT
+        self._late_codes = late_codes
         self._inbound = InboundRequests(
             self,
             handler,
@@ -484,6 +493,8 @@ class Connection(asyncio.BufferedProtocol):
         """
         decoder = self._decoder
         on_request = self._inbound.on_request
+        late_codes = self._late_codes
+        late: list[RemotingCommand] = []
         budget = self._requests_per_turn
         # Answers written during the turn leave together, right after it.
         self._receiving = True
@@ -501,6 +512,8 @@ class Connection(asyncio.BufferedProtocol):
                     break
                 if cmd.flag & FLAG_RESPONSE:
                     self._on_response(cmd)
+                elif cmd.code in late_codes:
+                    late.append(cmd)
                 else:
                     on_request(cmd)
                 budget -= 1
@@ -510,6 +523,8 @@ class Connection(asyncio.BufferedProtocol):
                         self._loop.call_soon(self._next_turn)
                         self._update_reading()
                     break
+            for cmd in late:
+                on_request(cmd)
         finally:
             self._receiving = False
         if self._outbox and not self._flush_scheduled:

@@ -78,6 +78,7 @@ class ProcessorRegistry:
         self._processors: dict[int, Processor] = {}
         self._now: dict[int, NowProcessor] = {}
         self._eager: set[int] = set()
+        self._late: set[int] = set()
         self.observer: RequestObserver | None = None
         self.gate: RequestGate | None = None
 
@@ -88,6 +89,7 @@ class ProcessorRegistry:
         *,
         eager: bool = False,
         now: NowProcessor | None = None,
+        late: bool = False,
     ) -> None:
         """Register the processor of one request code.
 
@@ -101,6 +103,9 @@ class ProcessorRegistry:
             now: The processor's synchronous twin, tried first (implies ``eager``): it
                 answers without suspending or returns :data:`LATER`, having changed
                 nothing, for ``processor`` to handle the request. Default: none.
+            late: Handle this code's requests after the other requests of the same
+                read (for requests that usually wait, like long-polling pulls, so that
+                work answered at once does not queue behind them). Default: off.
 
         Raises:
             ValueError: The code already has a processor.
@@ -113,11 +118,18 @@ class ProcessorRegistry:
             eager = True
         if eager:
             self._eager.add(code)
+        if late:
+            self._late.add(code)
 
     @property
     def eager_codes(self) -> Set[int]:
         """The codes registered with ``eager=True`` (a live view)."""
         return self._eager
+
+    @property
+    def late_codes(self) -> Set[int]:
+        """The codes registered with ``late=True`` (a live view)."""
+        return self._late
 
     def register_all(self, processors: Mapping[int, Processor]) -> None:
         """Register several processors at once.

@@ -197,7 +197,8 @@ class RemotingServer:
     def _new_connection(self) -> Connection:
         # Coalesced writes: a pipelining client gets all the answers to one read in one
         # send syscall. Eager codes: a processor registered as eager that answers
-        # without waiting (most sends and pulls) costs no task.
+        # without waiting (most sends and pulls) costs no task. Late codes: requests
+        # that usually wait (long-polling pulls) go after the rest of their read.
         conn = Connection(
             handler=partial(dispatch, self._registry),
             handle_now=partial(dispatch_now, self._registry),
@@ -205,6 +206,7 @@ class RemotingServer:
             high_water=self._high_water,
             coalesce_writes=True,
             eager_codes=self._registry.eager_codes,
+            late_codes=self._registry.late_codes,
             limits=self._limits,
             load=self._load,
         )

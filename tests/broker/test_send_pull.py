@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from rocklet.protocol.batch import BatchItem, encode_batch
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.frame import FrameDecoder, encode_command
 from rocklet.protocol.message import iter_messages
 from rocklet.protocol.message_id import parse_offset_msg_id
 from rocklet.protocol.properties import encode_properties
@@ -156,6 +158,31 @@ async def test_long_poll_is_answered_when_a_message_arrives(tmp_path: Path) -> N
         got = await asyncio.wait_for(held, 5)
         assert got.code == ResponseCode.SUCCESS
         assert [m.body for m in iter_messages(got.body)] == [b"second"]
+
+
+async def test_a_pull_read_with_a_send_to_its_queue_finds_the_message(tmp_path: Path) -> None:
+    # A consumer's next pull often shares a read with its process's next send. The
+    # broker stores the send first, so the pull (here one that does not wait) finds
+    # the message instead of answering "nothing new".
+    async with running_cluster(tmp_path) as cluster, await connect(cluster) as conn:
+        assert (await conn.request(cpp_send("Both", b"first"), 5)).code == ResponseCode.SUCCESS
+        reader, writer = await asyncio.open_connection("127.0.0.1", cluster.broker.port)
+        try:
+            first = dataclasses.replace(pull("Both", 0, 1), opaque=1)
+            then = dataclasses.replace(cpp_send("Both", b"second"), opaque=2)
+            writer.write(encode_command(first) + encode_command(then))  # one write, one read
+            decoder = FrameDecoder()
+            answers: dict[int, RemotingCommand] = {}
+            while len(answers) < 2:
+                data = await asyncio.wait_for(reader.read(65536), 5)
+                assert data, "the broker closed the connection"
+                decoder.feed(data)
+                answers |= {cmd.opaque: cmd for cmd in decoder.commands()}
+        finally:
+            writer.close()
+        assert answers[2].code == ResponseCode.SUCCESS
+        assert answers[1].code == ResponseCode.SUCCESS, answers[1].remark
+        assert [m.body for m in iter_messages(answers[1].body)] == [b"second"]
 
 
 async def test_long_poll_times_out_with_not_found(tmp_path: Path) -> None:

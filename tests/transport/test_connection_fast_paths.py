@@ -23,6 +23,7 @@ from rocklet.protocol.frame import encode_command
 from rocklet.transport import ProcessorRegistry, RemotingServer, RequestContext
 from rocklet.transport.connection import Connection, HandlerResult
 from rocklet.transport.dial import open_connection
+from rocklet.transport.flow import FlowLimits
 
 TIMEOUT = 5.0
 AT_ONCE = 2000
@@ -236,6 +237,12 @@ class CountingTransport(asyncio.Transport):
     def get_write_buffer_size(self) -> int:
         return 0
 
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
 
 async def echo(_conn: Connection, cmd: RemotingCommand) -> HandlerResult:
     return cmd.make_response(0, body=cmd.body)
@@ -279,6 +286,59 @@ async def test_an_answer_a_read_wakes_leaves_with_that_reads_own_answer() -> Non
     assert transport.calls == [2 * 2]  # one call for both answers
     answers = list(transport.decoder.commands())
     assert [(a.opaque, a.body) for a in answers] == [(2, b"now"), (1, b"woken")]
+    await conn.close()
+
+
+async def test_late_codes_are_handled_after_the_rest_of_their_read() -> None:
+    # The broker's pull: a consumer's next pull read together with a producer's send
+    # waits until the send is stored, in the order the late requests came.
+    handled: list[int] = []
+
+    async def handler(_conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        handled.append(cmd.opaque)
+        return cmd.make_response(0)
+
+    conn = Connection(
+        handler=handler, coalesce_writes=True, eager_codes={AT_ONCE, WAITS}, late_codes={WAITS}
+    )
+    transport = CountingTransport(conn)
+    codes = [WAITS, AT_ONCE, WAITS, AT_ONCE, NOT_EAGER]
+    conn.data_received(
+        b"".join(encode_command(RemotingCommand(c, opaque=i)) for i, c in enumerate(codes))
+    )
+    await asyncio.sleep(0)
+    assert handled == [1, 3, 0, 2, 4]  # the task of the one not eager runs last
+    conn.data_received(encode_command(RemotingCommand(WAITS, opaque=5)))  # alone in its read
+    await asyncio.sleep(0)
+    assert handled[-1] == 5
+    await asyncio.sleep(0)
+    assert sorted(a.opaque for a in transport.decoder.commands()) == list(range(6))
+    await conn.close()
+
+
+async def test_late_codes_wait_only_for_their_own_turn() -> None:
+    # With a budget per turn, a late request goes at the end of the turn it was read
+    # in, not after requests a later turn handles.
+    handled: list[int] = []
+
+    async def handler(_conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        handled.append(cmd.opaque)
+        return cmd.make_response(0)
+
+    conn = Connection(
+        handler=handler,
+        eager_codes={AT_ONCE, WAITS},
+        late_codes={WAITS},
+        limits=FlowLimits(requests_per_turn=2),
+    )
+    CountingTransport(conn)
+    codes = [WAITS, AT_ONCE, AT_ONCE]
+    conn.data_received(
+        b"".join(encode_command(RemotingCommand(c, opaque=i)) for i, c in enumerate(codes))
+    )
+    assert handled == [1, 0]
+    await asyncio.sleep(0)  # the backlog turn
+    assert handled == [1, 0, 2]
     await conn.close()
 
 
