@@ -289,23 +289,28 @@ async def test_an_answer_a_read_wakes_leaves_with_that_reads_own_answer() -> Non
     await conn.close()
 
 
-async def test_late_codes_are_handled_after_the_rest_of_their_read() -> None:
-    # The broker's pull: a consumer's next pull read together with a producer's send
-    # waits until the send is stored, in the order the late requests came.
+def recording_connection(**options: Any) -> tuple[Connection, CountingTransport, list[int]]:
+    """A connection whose handler notes each request's opaque as it starts."""
     handled: list[int] = []
 
     async def handler(_conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         handled.append(cmd.opaque)
         return cmd.make_response(0)
 
-    conn = Connection(
-        handler=handler, coalesce_writes=True, eager_codes={AT_ONCE, WAITS}, late_codes={WAITS}
-    )
-    transport = CountingTransport(conn)
-    codes = [WAITS, AT_ONCE, WAITS, AT_ONCE, NOT_EAGER]
-    conn.data_received(
-        b"".join(encode_command(RemotingCommand(c, opaque=i)) for i, c in enumerate(codes))
-    )
+    conn = Connection(handler=handler, eager_codes={AT_ONCE, WAITS}, late_codes={WAITS}, **options)
+    return conn, CountingTransport(conn), handled
+
+
+def frames(codes: Iterable[int]) -> bytes:
+    """One request per code, numbered from 0 by opaque, in one buffer."""
+    return b"".join(encode_command(RemotingCommand(c, opaque=i)) for i, c in enumerate(codes))
+
+
+async def test_late_codes_are_handled_after_the_rest_of_their_read() -> None:
+    # The broker's pull: a consumer's next pull read together with a producer's send
+    # waits until the send is stored, in the order the late requests came.
+    conn, transport, handled = recording_connection(coalesce_writes=True)
+    conn.data_received(frames([WAITS, AT_ONCE, WAITS, AT_ONCE, NOT_EAGER]))
     await asyncio.sleep(0)
     assert handled == [1, 3, 0, 2, 4]  # the task of the one not eager runs last
     conn.data_received(encode_command(RemotingCommand(WAITS, opaque=5)))  # alone in its read
@@ -319,23 +324,8 @@ async def test_late_codes_are_handled_after_the_rest_of_their_read() -> None:
 async def test_late_codes_wait_only_for_their_own_turn() -> None:
     # With a budget per turn, a late request goes at the end of the turn it was read
     # in, not after requests a later turn handles.
-    handled: list[int] = []
-
-    async def handler(_conn: Connection, cmd: RemotingCommand) -> HandlerResult:
-        handled.append(cmd.opaque)
-        return cmd.make_response(0)
-
-    conn = Connection(
-        handler=handler,
-        eager_codes={AT_ONCE, WAITS},
-        late_codes={WAITS},
-        limits=FlowLimits(requests_per_turn=2),
-    )
-    CountingTransport(conn)
-    codes = [WAITS, AT_ONCE, AT_ONCE]
-    conn.data_received(
-        b"".join(encode_command(RemotingCommand(c, opaque=i)) for i, c in enumerate(codes))
-    )
+    conn, _, handled = recording_connection(limits=FlowLimits(requests_per_turn=2))
+    conn.data_received(frames([WAITS, AT_ONCE, AT_ONCE]))
     assert handled == [1, 0]
     await asyncio.sleep(0)  # the backlog turn
     assert handled == [1, 0, 2]
