@@ -308,9 +308,9 @@ class MappedFile:
         ``start`` are left alone (populating written pages would dirty them again).
 
         The window is small because the call runs on the writer's thread, the event
-        loop, and holds it for ~3 µs a page: a 1 MiB window stalled the loop 0.4-5 ms
-        (1.2-1.4 ms typical under load) every 52k index entries; 128 KiB costs ~60 µs
-        eight times as often, the same total.
+        loop, and holds it (and the GIL) for ~3 µs a page: a 1 MiB window stalled the
+        loop 1.2-1.6 ms under load (up to 5 ms) every 52k index entries; a 128 KiB one
+        stalls it ~0.2 ms eight times as often, the same total.
 
         Args:
             start: First byte about to be written.
