@@ -5,7 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from rocklet.protocol.message import StoredMessage, decode_message, pack_host
+from rocklet.store._mapped_file import MappedFile
 from rocklet.store.config import FlushDiskType, StoreConfig
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import GetMessageStatus, MessageToStore
@@ -72,3 +75,19 @@ def read_all(store: MessageStore, topic: str, queue_id: int, start: int = 0) -> 
             return out
         out += decoded(got.buffers)
         offset = got.next_begin_offset
+
+
+def record_populates(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Note the ``(start, length)`` of every ``MappedFile.populate`` call from now on.
+
+    The calls still populate; the list fills as they happen.
+    """
+    calls: list[tuple[int, int]] = []
+    real = MappedFile.populate
+
+    def recording(self: MappedFile, start: int, length: int) -> None:
+        calls.append((start, length))
+        real(self, start, length)
+
+    monkeypatch.setattr(MappedFile, "populate", recording)
+    return calls

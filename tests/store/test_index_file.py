@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rocklet.store._index_file import HEADER_SIZE, IndexFile
-from rocklet.store._mapped_file import MappedFile
+from tests.store.helpers import record_populates
 
 _PIECE = 256 * 1024
 
@@ -20,14 +20,7 @@ def test_a_new_files_slot_table_is_faulted_in_a_piece_per_put(
     The call holds the event loop and the GIL: the default 20 MB table in one call
     held them 21 ms.
     """
-    calls: list[tuple[int, int]] = []
-    real = MappedFile.populate
-
-    def recording(self: MappedFile, start: int, length: int) -> None:
-        calls.append((start, length))
-        real(self, start, length)
-
-    monkeypatch.setattr(MappedFile, "populate", recording)
+    calls = record_populates(monkeypatch)
     slots = 300_000  # 1.2 MB of slots: five pieces
     table_end = HEADER_SIZE + 4 * slots
     index = IndexFile(tmp_path / "idx", slots=slots, max_entries=1000)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocklet.store._mapped_file import MappedFile
+from tests.store.helpers import record_populates
 
 
 def test_small_and_large_appends_are_visible_and_durable(tmp_path: Path) -> None:
@@ -45,14 +46,7 @@ def test_populate_ahead_prefaults_in_small_contiguous_windows(
 
     The call runs on the event loop: a 1 MiB window stalled it for milliseconds.
     """
-    calls: list[tuple[int, int]] = []
-    real = MappedFile.populate
-
-    def recording(self: MappedFile, start: int, length: int) -> None:
-        calls.append((start, length))
-        real(self, start, length)
-
-    monkeypatch.setattr(MappedFile, "populate", recording)
+    calls = record_populates(monkeypatch)
     mf = MappedFile(tmp_path / "f", 4 * 1024 * 1024, 0)
     write = 7 * 20  # a batch of seven index entries
     pos = 100
