@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from rocklet.store._mapped_file import ALLOCATING_SUFFIX
+from rocklet.store._files import ALLOCATING_SUFFIX
 from rocklet.store.config import StoreConfig
 
 __all__ = [

@@ -19,7 +19,7 @@ import struct
 from pathlib import Path
 from typing import Final
 
-from rocklet.store._mapped_file import allocate_file
+from rocklet.store._files import allocate_file
 
 __all__ = ["CHECKPOINT_SIZE", "Checkpoint"]
 

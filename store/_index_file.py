@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Final
 
 from rocklet.protocol import compiled
-from rocklet.store._mapped_file import MappedFile, allocate_file, install_file
+from rocklet.store._files import allocate_file, install_file
+from rocklet.store._mapped_file import MappedFile
 
 __all__ = ["HEADER_SIZE", "INDEX_ENTRY_SIZE", "IndexFile", "key_hash"]
 
@@ -67,7 +68,7 @@ class IndexFile:
         begin_phy: Initial begin/end commitlog offset of a new file.
         begin_ts: Initial begin/end time of a new file.
         reserved: A new file's blocks, reserved ahead with
-            :func:`~rocklet.store._mapped_file.reserve_file`: renamed to ``path``
+            :func:`~rocklet.store._files.reserve_file`: renamed to ``path``
             instead of allocating (which can fail for want of room).
     """
 

@@ -14,9 +14,9 @@ import structlog
 
 from rocklet.protocol.message import TRANSACTION_MASK, SysFlag
 from rocklet.store._dispatch_request import DispatchRequest
+from rocklet.store._files import ALLOCATING_SUFFIX, reserve_file
 from rocklet.store._hashing import index_key_hash, index_key_hashes, java_hash
 from rocklet.store._index_file import IndexFile
-from rocklet.store._mapped_file import ALLOCATING_SUFFIX, reserve_file
 from rocklet.store._time import file_time_name
 from rocklet.transport.clock import Clock
 

@@ -15,7 +15,7 @@ Usage is ``UtilAll.getDiskPartitionSpaceUsedPercent``: used / (used + available 
 this user), rounded up to a hundredth, as ``df`` shows it. Two partitions are measured,
 the commitlog's and the store root's (consume queues, index, checkpoint, config); the
 fuller one decides. Rocklet adds one rule: a store file that could not be created for
-want of room (ENOSPC, :class:`~rocklet.store._mapped_file.NoSpaceError`) makes the disk
+want of room (ENOSPC, :class:`~rocklet.store._files.NoSpaceError`) makes the disk
 full too, until its partition has room for that file.
 
 Measuring is one ``statvfs`` per partition, done when a check is due: before every

@@ -29,9 +29,9 @@ from rocklet.store._consume_queue import ENTRY, ConsumeQueue
 from rocklet.store._damage import DamagedRange
 from rocklet.store._dispatch_request import DispatchRequest
 from rocklet.store._encoder import NOT_IN_QUEUE, EncodedBatch, encode_batch, rewrite_delay
+from rocklet.store._files import NoSpaceError
 from rocklet.store._flush import FlushService
 from rocklet.store._index_service import IndexService
-from rocklet.store._mapped_file import NoSpaceError
 from rocklet.store._raw_batch import RawBatch, encode_raw_batch
 from rocklet.store._reader import earliest_store_time, get_messages, offset_for_time
 from rocklet.store._recovery import (
