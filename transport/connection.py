@@ -10,10 +10,9 @@ NOTIFY_CONSUMER_IDS_CHANGED) and by the remoting server for every accepted socke
 
 What it does, and why:
 
-- Correlation lives here, not in the command: the connection
-  allocates opaques and keeps ``opaque -> Future``; answers may come in any order, and
-  each request has its own timeout that removes its entry. RocketMQ's static
-  ``requestId`` counter is the counter-example.
+- Correlation lives in the connection, not in the command: it allocates opaques and
+  keeps ``opaque -> Future``; answers may come in any order, and each request has its
+  own timeout that removes its entry (:mod:`rocklet.transport.outbound`).
 - Requests coming *from* the peer go to a handler, each in its own owned task, so a
   held long-poll pull never blocks the next request on the same connection (Java runs
   each request on an executor for the same reason); their tasks, counts and refusals
@@ -48,7 +47,6 @@ from rocklet.protocol.frame import (
     encode_command_into,
     encode_command_parts,
 )
-from rocklet.transport.deadlines import Deadlines
 from rocklet.transport.errors import ConnectionClosedError, RequestTimeoutError
 from rocklet.transport.flow import (
     NO_LIMIT,
@@ -59,6 +57,7 @@ from rocklet.transport.flow import (
 )
 from rocklet.transport.inbound import InboundRequests, Parked
 from rocklet.transport.logs import get_logger
+from rocklet.transport.outbound import OutboundRequests
 from rocklet.transport.read_scratch import thread_scratch
 from rocklet.transport.types import (
     Buffer,
@@ -82,8 +81,6 @@ __all__ = [
 _log = get_logger(__name__)
 
 
-#: Opaques stay non-negative int32 values, as the C++ client's (``& INT_MAX``).
-_OPAQUE_MASK: Final = 0x7FFFFFFF
 #: How long close() lets queued bytes drain before it aborts the socket.
 DEFAULT_LINGER_S: Final = 1.0
 #: A coalescing connection writes at once when this many bytes wait (the transport's
@@ -160,10 +157,7 @@ class Connection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._status = ConnectionStatus.CONNECTING
         self._peer: tuple[str, int] | None = None
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        # Request timeouts by opaque: coarse slots, not one loop timer per request.
-        self._deadlines: Deadlines[int] = Deadlines(self._loop, self._expire)
-        self._next_opaque = 0
+        self._requests = OutboundRequests(self._loop, self._closed_error, lambda: self.peer_address)
         self._close_cause: BaseException | None = None
         self._lost: asyncio.Future[None] = self._loop.create_future()
         self._writable = asyncio.Event()
@@ -218,7 +212,7 @@ class Connection(asyncio.BufferedProtocol):
     @property
     def pending_requests(self) -> int:
         """Requests sent and still waiting for their answer."""
-        return len(self._pending)
+        return len(self._requests)
 
     @property
     def handlers_in_flight(self) -> int:
@@ -281,12 +275,9 @@ class Connection(asyncio.BufferedProtocol):
         self._ensure_open()
         if not self._writable.is_set():
             await self._wait_writable_within(cmd.code, timeout_s)
-        opaque = self._allocate_opaque()
-        fut: asyncio.Future[RemotingCommand] = loop.create_future()
-        self._pending[opaque] = fut
         # Not asyncio.timeout() nor a loop timer per request: this runs for every send
         # and pull, and a timer costs several times a slot (transport/deadlines.py).
-        self._deadlines.add(deadline, opaque)
+        opaque, fut = self._requests.wait_for(deadline)
         try:
             self._write(_with(cmd, opaque, cmd.flag & ~(FLAG_RESPONSE | FLAG_ONEWAY)))
             return await fut
@@ -295,9 +286,7 @@ class Connection(asyncio.BufferedProtocol):
                 code=cmd.code, opaque=opaque, timeout_s=timeout_s, peer=self.peer_address
             ) from None
         finally:
-            # Compare identity: after an answer the opaque is free and may be reused.
-            if self._pending.get(opaque) is fut:
-                del self._pending[opaque]
+            self._requests.forget(opaque, fut)
 
     async def send_oneway(self, cmd: RemotingCommand, timeout_s: float | None = None) -> None:
         """Send a request that expects no answer (flag bit 2 set).
@@ -315,7 +304,9 @@ class Connection(asyncio.BufferedProtocol):
         if not self._writable.is_set():
             await self._wait_writable_within(cmd.code, timeout_s)
         # Java assigns oneway requests an opaque too; nobody waits on it.
-        self._write(_with(cmd, self._allocate_opaque(), (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY))
+        self._write(
+            _with(cmd, self._requests.allocate(), (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY)
+        )
 
     async def wait_writable(self) -> None:
         """Return once the connection accepts writes (it is open and not congested).
@@ -400,7 +391,7 @@ class Connection(asyncio.BufferedProtocol):
             if self._transport is not None:
                 self._flush()
                 self._transport.close()
-        self._fail_pending()
+        self._requests.fail_all()
         tasks = self._inbound.cancel_all(keep=asyncio.current_task())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -493,6 +484,7 @@ class Connection(asyncio.BufferedProtocol):
         """
         decoder = self._decoder
         on_request = self._inbound.on_request
+        on_response = self._requests.answer
         late_codes = self._late_codes
         late: list[RemotingCommand] = []
         budget = self._requests_per_turn
@@ -511,7 +503,7 @@ class Connection(asyncio.BufferedProtocol):
                 if cmd is None:
                     break
                 if cmd.flag & FLAG_RESPONSE:
-                    self._on_response(cmd)
+                    on_response(cmd)
                 elif cmd.code in late_codes:
                     late.append(cmd)
                 else:
@@ -594,13 +586,6 @@ class Connection(asyncio.BufferedProtocol):
         err.__cause__ = self._close_cause
         return err
 
-    def _allocate_opaque(self) -> int:
-        opaque = self._next_opaque
-        while opaque in self._pending:  # only after 2**31 requests with one stuck
-            opaque = (opaque + 1) & _OPAQUE_MASK
-        self._next_opaque = (opaque + 1) & _OPAQUE_MASK
-        return opaque
-
     def _write(self, cmd: RemotingCommand, extra_body: Sequence[Buffer] = ()) -> None:
         if self._status is not ConnectionStatus.OPEN:
             raise self._closed_error()
@@ -633,40 +618,12 @@ class Connection(asyncio.BufferedProtocol):
             if self._recheck_pause is not None:
                 self._recheck_pause()
 
-    def _on_response(self, cmd: RemotingCommand) -> None:
-        fut = self._pending.pop(cmd.opaque, None)
-        if fut is None:
-            # Late answers to timed-out or cancelled requests land here (a consumer that
-            # stops cancels its parked pulls; the broker answers them anyway). Java logs
-            # and drops them too; at debug level, because they are expected.
-            _log.debug(
-                "dropping response with unknown opaque",
-                peer=self.peer_address,
-                opaque=cmd.opaque,
-                code=cmd.code,
-            )
-        elif not fut.done():
-            fut.set_result(cmd)
-
     def _abort(self, cause: BaseException) -> None:
         self._close_cause = cause
         self._status = ConnectionStatus.CLOSING
-        self._fail_pending()
+        self._requests.fail_all()
         if self._transport is not None:
             self._transport.abort()
-
-    def _expire(self, opaque: int) -> None:
-        # A request's deadline passed: fail it unless its answer (or a close) came first.
-        # Opaques are not reused within a timeout: they wrap after 2**31 requests.
-        fut = self._pending.get(opaque)
-        if fut is not None and not fut.done():
-            fut.set_exception(TimeoutError())
-
-    def _fail_pending(self) -> None:
-        pending, self._pending = self._pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(self._closed_error())
 
     def _finish(self, cause: BaseException | None) -> None:
         if self._status is ConnectionStatus.CLOSED:
@@ -676,14 +633,13 @@ class Connection(asyncio.BufferedProtocol):
         self._hung_up_unanswered = (
             self._status is ConnectionStatus.OPEN
             and (cause is None or isinstance(cause, ConnectionResetError))
-            and 0 < len(self._pending) == self._next_opaque
+            and self._requests.none_answered
         )
         self._status = ConnectionStatus.CLOSED
         if cause is not None and self._close_cause is None:
             self._close_cause = cause
         self._writable.set()  # wake writers so they see the closed state
-        self._fail_pending()
-        self._deadlines.clear()
+        self._requests.close()
         self._inbound.cancel_all()
         if not self._lost.done():
             self._lost.set_result(None)
