@@ -17,7 +17,7 @@ worker thread's arrivals to the loop).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rocklet.transport.deadlines import Deadlines
@@ -49,7 +49,7 @@ class PullHoldService:
         #: hook skips :meth:`notify` for the others, i.e. for most puts).
         self.parked_queues: Mapping[tuple[str, int], object] = self._holds
         self._closed = False
-        self._parked = asyncio.Event()
+        self._changed = asyncio.Event()  # the number held changed
         self._deadlines: Deadlines[asyncio.Future[bool]] | None = None
 
     @property
@@ -84,7 +84,7 @@ class PullHoldService:
         future: asyncio.Future[bool] = loop.create_future()
         hold = _Hold(offset, tag_codes, future)
         self._holds.setdefault(key, []).append(hold)
-        self._parked.set()
+        self._changed.set()
         # The pull awaits its own future and its deadline settles it: an arrival wakes
         # the pull in the loop's next pass. ``asyncio.wait_for`` would put a second
         # future (and a pass) between the arrival and the answer, and a task per hold on
@@ -103,12 +103,17 @@ class PullHoldService:
                     holds.remove(hold)
                 if not holds:
                     del self._holds[key]
+            self._changed.set()
 
     async def wait_parked(self, count: int = 1) -> None:
         """Wait until at least ``count`` pulls are parked (for tests and tooling)."""
-        while self.held < count:
-            self._parked.clear()
-            await self._parked.wait()
+        await self.wait_held(lambda held: held >= count)
+
+    async def wait_held(self, check: Callable[[int], bool]) -> None:
+        """Wait until ``check(held)`` is true (for tests and tooling)."""
+        while not check(self.held):
+            self._changed.clear()
+            await self._changed.wait()
 
     def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
         """Wake the pulls parked on a queue that can now read something.

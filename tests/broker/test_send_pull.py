@@ -6,6 +6,9 @@ import asyncio
 import dataclasses
 import json
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 from rocklet.protocol.batch import BatchItem, encode_batch
 from rocklet.protocol.bodies.route import TopicRouteData
@@ -158,6 +161,40 @@ async def test_long_poll_is_answered_when_a_message_arrives(tmp_path: Path) -> N
         got = await asyncio.wait_for(held, 5)
         assert got.code == ResponseCode.SUCCESS
         assert [m.body for m in iter_messages(got.body)] == [b"second"]
+
+
+async def test_a_held_pull_is_released_when_its_connection_closes(tmp_path: Path) -> None:
+    # A client may ask to be held for hours; once it is gone, nothing of its pull stays.
+    async with running_cluster(tmp_path) as cluster:
+        holds = cluster.broker.ctx.holds
+        async with await connect(cluster) as conn:
+            assert (await conn.request(cpp_send("Gone", b"m"), 5)).code == ResponseCode.SUCCESS
+            held = asyncio.create_task(conn.request(pull("Gone", 0, 1, suspend_ms=3_600_000), 60))
+            await asyncio.wait_for(holds.wait_parked(1), 5)
+        await asyncio.wait_for(holds.wait_held(lambda n: n == 0), 5)
+        assert held.done()  # failed by our own close
+
+
+async def test_a_woken_pull_that_cannot_read_answers_system_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running_cluster(tmp_path) as cluster, await connect(cluster) as conn:
+        store = cluster.broker.ctx.store
+        assert (await conn.request(cpp_send("Bad", b"first"), 5)).code == ResponseCode.SUCCESS
+        held = asyncio.create_task(conn.request(pull("Bad", 0, 1, suspend_ms=30_000), 40))
+        await asyncio.wait_for(cluster.broker.ctx.holds.wait_parked(1), 5)
+
+        def unreadable(*_args: object, **_kwargs: object) -> NoReturn:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(store, "get_messages", unreadable)
+        assert (await conn.request(cpp_send("Bad", b"second"), 5)).code == ResponseCode.SUCCESS
+        got = await asyncio.wait_for(held, 5)
+        assert got.code == ResponseCode.SYSTEM_ERROR
+        assert "Input/output error" in (got.remark or "")
+        monkeypatch.undo()  # the broker goes on serving
+        again = await conn.request(pull("Bad", 0, 1), 5)
+        assert [m.body for m in iter_messages(again.body)] == [b"second"]
 
 
 async def test_a_pull_read_with_a_send_to_its_queue_finds_the_message(tmp_path: Path) -> None:
