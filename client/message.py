@@ -300,9 +300,11 @@ class UniqKeyGenerator:
 
 
 def _ms_since_month_start(now_ms: int) -> int:
+    # The month in this host's time zone, as Java's client counts it, so that
+    # ``mqadmin DecodeMessageId`` on the same host reads back when the id was made.
     now = now_ms / 1000
-    t = time.gmtime(now)
-    month_start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, 0)) - time.timezone
+    t = time.localtime(now)
+    month_start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
     return max(0, int((now - month_start) * 1000)) & 0xFFFFFFFF
 
 

@@ -170,6 +170,18 @@ def _print_msg(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--printBody", type=parse_bool, default=False, help="(true|false)")
 
 
+def _print_msg_by_queue(p: argparse.ArgumentParser) -> None:
+    _print_msg(p)
+    p.add_argument("-a", "--brokerName", required=True, help="the queue's broker name")
+    p.add_argument("-i", "--queueId", type=int, required=True, help="the queue id")
+    p.add_argument("-p", "--printMsg", type=parse_bool, default=False, help="print the messages")
+    p.add_argument("-f", "--calculate", type=parse_bool, default=False, help="count by tag")
+
+
+def _decode_message_id(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--messageId", required=True, help="a client msgId (UNIQ_KEY)")
+
+
 def _consume_message(p: argparse.ArgumentParser) -> None:
     _topic(p)
     p.add_argument("-b", "--brokerName", help="only this broker")
@@ -271,6 +283,11 @@ MORE_VERB_ARGS: Final[Mapping[str, tuple[str, _Adder]]] = {
     "queryCq": ("raw consume-queue entries", _query_cq),
     "queryMsgByUniqueKey": ("a message by client msgId", _query_unique),
     "printMsg": ("print a topic's messages", _print_msg),
+    "printMsgByQueue": ("print or count by tag one queue's messages", _print_msg_by_queue),
+    "DecodeMessageId": (
+        "the sender's IP and pid and the time of a client msgId",
+        _decode_message_id,
+    ),
     "consumeMessage": ("read messages of a queue or topic", _consume_message),
     "sendMessage": ("send one message", _send_message),
     "checkMsgSendRT": ("time sends round a topic's queues", _check_rt),

@@ -27,7 +27,7 @@ from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.headers.admin import CreateTopicRequestHeader
 from rocklet.protocol.message_id import parse_offset_msg_id
-from rocklet.protocol.names import RETRY_PREFIX, is_retry_topic
+from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX, is_retry_topic
 from rocklet.store_report import finding_rows, heading, summary_rows, verdict
 
 __all__ = ["VERBS", "Verb"]
@@ -166,11 +166,37 @@ async def update_sub_group(tool: AdminTool, args: argparse.Namespace) -> Output:
 
 
 async def delete_sub_group(tool: AdminTool, args: argparse.Namespace) -> Output:
-    """deleteSubGroup: forget a consumer group (and, with -r true, its offsets)."""
-    addrs = await tool.targets(args.clusterName, args.brokerAddr)
-    await tool.delete_group(addrs, args.groupName, args.removeOffset)
-    data = {"groupName": args.groupName, "removeOffset": args.removeOffset}
-    return _done(f"delete subscription group [{args.groupName}] from", addrs, data)
+    """deleteSubGroup: forget a consumer group (and, with -r true, its offsets).
+
+    With ``-c``, as mqadmin, the group's retry and dead-letter topics go too (from the
+    cluster's brokers and the name servers); ``-b`` leaves them. A topic that cannot be
+    deleted is reported and does not undo the group's deletion.
+    """
+    group, cluster = args.groupName, args.clusterName
+    addrs = await tool.targets(cluster, args.brokerAddr)
+    await tool.delete_group(addrs, group, args.removeOffset)
+    where = "" if args.brokerAddr else f" in cluster [{cluster}]"
+    notes = [
+        f"delete subscription group [{group}] from broker [{a}]{where} success." for a in addrs
+    ]
+    deleted: list[str] = []
+    if not args.brokerAddr:
+        for topic in (RETRY_PREFIX + group, DLQ_PREFIX + group):
+            try:
+                await tool.admin.delete_topic(topic, cluster=cluster)
+            except ClientError as exc:
+                notes.append(f"could not delete topic [{topic}]: {exc}")
+                continue
+            deleted.append(topic)
+            notes.append(f"delete topic [{topic}] from cluster [{cluster}] success.")
+            notes.append(f"delete topic [{topic}] from NameServer success.")
+    data = {
+        "groupName": group,
+        "removeOffset": args.removeOffset,
+        "brokers": addrs,
+        "deletedTopics": deleted,
+    }
+    return Output(data, notes=notes)
 
 
 # -- messages -----------------------------------------------------------------------------

@@ -1,16 +1,19 @@
 """Message verbs of ``rocklet admin``: look, read, send and time.
 
-queryCq, queryMsgByUniqueKey, printMsg, consumeMessage, sendMessage, checkMsgSendRT and
-sendMsgStatus. Reads are pulls as ``TOOLS_CONSUMER`` (the group mqadmin pulls with),
-which commit nothing; sends go through an SDK producer on the admin's client instance.
+queryCq, queryMsgByUniqueKey, printMsg, printMsgByQueue, consumeMessage, sendMessage,
+checkMsgSendRT, sendMsgStatus and DecodeMessageId (which reads only its argument).
+Reads are pulls as ``TOOLS_CONSUMER`` (the group mqadmin pulls with), which commit
+nothing; sends go through an SDK producer on the admin's client instance.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,8 +31,10 @@ from rocklet.protocol.bodies.maintenance import (
 )
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.codes import RequestCode
+from rocklet.protocol.errors import MessageFormatError
 from rocklet.protocol.headers.admin import QueryConsumeQueueRequestHeader
 from rocklet.protocol.headers.consumer import ConsumeMessageDirectlyResultRequestHeader
+from rocklet.protocol.message_id import parse_client_msg_id
 
 __all__ = ["MESSAGE_VERBS"]
 
@@ -123,6 +128,26 @@ async def _range(
     return low, high
 
 
+async def _pages(
+    tool: AdminTool, addr: str, mq: MessageQueue, low: int, high: int, expr: str, group: str
+) -> AsyncIterator[list[MessageExt]]:
+    """The messages of ``mq`` in ``[low, high)`` matching ``expr``, one pull at a time.
+
+    A pull with nothing matching moves on (mqadmin's printMsgByQueue stops there, which
+    hides what a tag filter would find further on); the end of the queue or an offset
+    the broker refuses ends the read.
+    """
+    offset = low
+    while offset < high:
+        result = await tool.pull(addr, mq, offset, _PULL_BATCH, expr, group)
+        if result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL):
+            return
+        yield [m for m in result.messages if m.queue_offset < high]
+        if result.next_begin_offset <= offset:
+            return
+        offset = result.next_begin_offset
+
+
 async def _read(
     tool: AdminTool,
     addr: str,
@@ -134,15 +159,10 @@ async def _read(
     limit: int,
 ) -> list[MessageExt]:
     found: list[MessageExt] = []
-    offset = low
-    while offset < high and len(found) < limit:
-        result = await tool.pull(addr, mq, offset, _PULL_BATCH, expr, group)
-        if result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL):
+    async for page in _pages(tool, addr, mq, low, high, expr, group):
+        found += page
+        if len(found) >= limit:
             break
-        found += [m for m in result.messages if m.queue_offset < high]
-        if result.next_begin_offset <= offset:
-            break
-        offset = result.next_begin_offset
     return found[:limit]
 
 
@@ -183,6 +203,65 @@ async def print_msg(tool: AdminTool, args: argparse.Namespace) -> Output:
     ]
     data = {"queues": ranges, "messages": [message_data(m) for m in msgs]}
     return Output(data, tables, [f"{len(msgs)} message(s)"])
+
+
+async def print_msg_by_queue(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """printMsgByQueue: one queue's messages (-p), or its message count per tag (-f)."""
+    queues = await _queues(tool, args.topic, args.brokerName)
+    found = [(a, mq) for a, mq in queues if mq.queue_id == args.queueId]
+    if not found:
+        raise TargetError(f"{args.brokerName} has no queue {args.queueId} of {args.topic}")
+    ((addr, mq),) = found
+    low, high = await _range(tool, addr, mq, args.beginTimestamp, args.endTimestamp)
+    msgs: list[MessageExt] = []
+    tags: Counter[str] = Counter()
+    read = 0
+    async for page in _pages(tool, addr, mq, low, high, args.subExpression, TOOLS_CONSUMER_GROUP):
+        read += len(page)
+        if args.calculate:
+            tags.update(m.tags for m in page if m.tags and m.tags.strip())
+        if args.printMsg:
+            msgs += page
+    data: dict[str, Any] = {**mq.to_dict(), "minOffset": low, "maxOffset": high, "read": read}
+    tables = []
+    if args.printMsg:
+        data["messages"] = [message_data(m) for m in msgs]
+        tables.append(Table(_MSG_HEADERS, _rows(msgs, args.printBody, args.charsetName)))
+    if args.calculate:
+        # Most frequent first, as mqadmin sorts them; ties by name so reruns agree.
+        counts = sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))
+        data["tagCounts"] = dict(counts)
+        tables.append(Table(("Tag", "Count"), counts))
+    note = f"{read} message(s) read in offsets [{low}, {high})"
+    if not (args.printMsg or args.calculate):
+        note += "; -p true prints them, -f true counts them by tag"
+    return Output(data, tables, [note])
+
+
+def month_time_ms(ms_in_month: int, now_ms: int) -> int:
+    """When a client msgId was made, from its milliseconds since the start of a month.
+
+    As mqadmin reads it: the month is this one in this host's time zone, or the one
+    before when that would put the id at or after ``now_ms``.
+    """
+    now = datetime.datetime.fromtimestamp(now_ms / 1000)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    if start.timestamp() * 1000 + ms_in_month >= now_ms:
+        start = (start - datetime.timedelta(days=1)).replace(day=1)
+    return round(start.timestamp() * 1000) + ms_in_month
+
+
+async def decode_message_id(_tool: AdminTool, args: argparse.Namespace) -> Output:
+    """DecodeMessageId: the sender's IP, pid and the time a client msgId was made."""
+    try:
+        parts = parse_client_msg_id(args.messageId.strip())
+    except MessageFormatError as exc:
+        raise TargetError(str(exc)) from None
+    made = month_time_ms(parts.ms_in_month, int(time.time() * 1000))
+    date = datetime.datetime.fromtimestamp(made / 1000).strftime("%Y-%m-%d#%H:%M:%S:")
+    date += f"{made % 1000:03d}"
+    data = {"ip": parts.ip, "pid": parts.pid, "date": date, "timestamp": made}
+    return Output(data, notes=[f"ip={parts.ip}", f"pid={parts.pid}", f"date={date}"])
 
 
 async def consume_message(tool: AdminTool, args: argparse.Namespace) -> Output:
@@ -363,6 +442,8 @@ MESSAGE_VERBS = {
     "queryCq": query_cq,
     "queryMsgByUniqueKey": query_msg_by_unique_key,
     "printMsg": print_msg,
+    "printMsgByQueue": print_msg_by_queue,
+    "DecodeMessageId": decode_message_id,
     "consumeMessage": consume_message,
     "sendMessage": send_message,
     "checkMsgSendRT": check_msg_send_rt,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +113,36 @@ def test_print_msg_by_queue_counts_the_tags(seeded: Seeded) -> None:
     dumped = [(m[1], m[2], m[3], m[4]) for m in _MSG_LINE.findall(output)]
     assert dumped == [("0", "0", "TagA", "body 0"), ("0", "1", "TagA", "body 4")], output
     assert re.search(r"^Tag: TagA\s+Count: 2$", output, re.M), output
+
+
+def _rocklet_admin(seeded: Seeded, verb: str, *args: str) -> Any:
+    command = [sys.executable, "-m", "rocklet", "admin", verb, "-n", seeded.system.namesrv]
+    done = subprocess.run(
+        [*command, *args, "--json"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_rocklet_admin_print_msg_by_queue_counts_as_mqadmin(seeded: Seeded) -> None:
+    queue = ("-t", TOPIC, "-a", BROKER, "-i", "1")
+    output = seeded.run("printMsgByQueue", *queue, "-f", "true")
+    theirs = {m[0]: int(m[1]) for m in re.findall(r"^Tag: (\w+)\s+Count: (\d+)$", output, re.M)}
+    assert theirs, output
+    ours = _rocklet_admin(seeded, "printMsgByQueue", *queue, "-f", "true", "-p", "true")
+    assert ours["tagCounts"] == theirs
+    sent = sorted((e["queueOffset"], e["msgId"]) for e in seeded.sent if e["queueId"] == 1)
+    assert [(m["queueOffset"], m["msgId"]) for m in ours["messages"]] == sent
+
+
+def test_decode_message_id_reads_a_java_clients_id(seeded: Seeded) -> None:
+    # mqadmin 4.9.4 ships DecodeMessageId's class but does not register the verb; the
+    # Java client sets a message's born timestamp just after making its id.
+    msg_id = seeded.sent[0]["msgId"]
+    (found,) = _rocklet_admin(seeded, "queryMsgByUniqueKey", "-i", msg_id, "-t", TOPIC)
+    ours = _rocklet_admin(seeded, "DecodeMessageId", "-i", msg_id)
+    assert 0 <= found["bornTimestamp"] - ours["timestamp"] < 1000, (found, ours)
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+", ours["ip"]), ours
 
 
 def test_consume_message_reads_a_queue_from_an_offset(seeded: Seeded) -> None:

@@ -1,4 +1,5 @@
-"""Offset message ids: store host, port and commitlog offset as 32 hex digits."""
+"""Message ids: the offset msgId (store host, port, commitlog offset as 32 hex digits)
+and the Java-layout client msgId read back for people."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from hypothesis import strategies as st
 
 from rocklet.protocol import MessageFormatError
 from rocklet.protocol.message import pack_host
-from rocklet.protocol.message_id import OffsetMessageId, make_offset_msg_id, parse_offset_msg_id
+from rocklet.protocol.message_id import (
+    ClientMessageId,
+    OffsetMessageId,
+    make_offset_msg_id,
+    parse_client_msg_id,
+    parse_offset_msg_id,
+)
 
 DOC_EXAMPLE = "7F00000100002A9F0000000000000C8A"  # docs/protocol.md
 
@@ -57,3 +64,24 @@ def test_round_trip(ip: object, port: int, offset: int) -> None:
     assert len(msg_id) == 32
     assert msg_id == msg_id.upper()
     assert parse_offset_msg_id(msg_id) == OffsetMessageId(str(ip), port, offset)
+
+
+def test_client_ids_of_both_ip_kinds_decode_field_by_field() -> None:
+    v4 = "C0A80001" + "1F90" + "DEADBEEF" + "0000EA60" + "0007"
+    assert parse_client_msg_id(v4) == ClientMessageId("192.168.0.1", 0x1F90, 60_000, 7)
+    v6 = "20010DB8" + "0" * 22 + "01" + "0001" + "00000000" + "FFFFFFFF" + "FFFF"
+    assert parse_client_msg_id(v6.lower()) == ClientMessageId("2001:db8::1", 1, 2**32 - 1, 65535)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", "32 hex digits \\(IPv4\\) or 56 \\(IPv6\\), got 0"),
+        ("0" * 40, "got 40"),
+        ("0" * 31 + "G", "is not hex"),
+        ("0" * 30 + " 0", "is not hex"),
+    ],
+)
+def test_malformed_client_ids_are_message_format_errors(text: str, match: str) -> None:
+    with pytest.raises(MessageFormatError, match=match):
+        parse_client_msg_id(text)

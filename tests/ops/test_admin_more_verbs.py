@@ -1,0 +1,131 @@
+"""``rocklet admin``: deleteSubGroup's retry and DLQ topics, printMsgByQueue, DecodeMessageId.
+
+Against a real name server and broker on loopback, through the same entry point the
+command runs (:func:`tests.ops.test_admin_cli.admin`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from rocklet.client.message import Message
+from rocklet.client.producer import Producer
+from tests.cluster import running_cluster
+from tests.ops.test_admin_cli import admin, admin_json
+
+CLUSTER = "DefaultCluster"
+
+
+async def test_delete_sub_group_by_cluster_also_deletes_its_retry_and_dlq_topics(
+    tmp_path: Path,
+) -> None:
+    async with running_cluster(tmp_path) as cluster:
+        topics = cluster.broker.ctx.topics
+        for group in ("Gone", "Kept"):
+            code, _, err = await admin(cluster, "updateSubGroup", "-c", CLUSTER, "-g", group)
+            assert code == 0, err
+            for topic in (f"%RETRY%{group}", f"%DLQ%{group}"):
+                code, _, err = await admin(cluster, "updateTopic", "-c", CLUSTER, "-t", topic)
+                assert code == 0, err
+        assert {"%RETRY%Gone", "%DLQ%Gone"} <= set(await admin_json(cluster, "topicList"))
+
+        code, out, err = await admin(cluster, "deleteSubGroup", "-c", CLUSTER, "-g", "Gone")
+        addr = cluster.broker.addr
+        assert code == 0, err
+        assert out.splitlines() == [
+            f"delete subscription group [Gone] from broker [{addr}] in cluster [{CLUSTER}]"
+            " success.",
+            f"delete topic [%RETRY%Gone] from cluster [{CLUSTER}] success.",
+            "delete topic [%RETRY%Gone] from NameServer success.",
+            f"delete topic [%DLQ%Gone] from cluster [{CLUSTER}] success.",
+            "delete topic [%DLQ%Gone] from NameServer success.",
+        ]
+        assert topics.find("%RETRY%Gone") is None and topics.find("%DLQ%Gone") is None
+        listed = set(await admin_json(cluster, "topicList"))
+        assert not {"%RETRY%Gone", "%DLQ%Gone"} & listed
+        assert cluster.broker.ctx.groups.find("Gone", create=False) is None
+
+        # -b names one broker and, as in mqadmin, leaves the group's topics alone.
+        done = await admin_json(cluster, "deleteSubGroup", "-b", addr, "-g", "Kept")
+        assert done == {
+            "groupName": "Kept",
+            "removeOffset": False,
+            "brokers": [addr],
+            "deletedTopics": [],
+        }
+        assert topics.find("%RETRY%Kept") is not None and topics.find("%DLQ%Kept") is not None
+        assert cluster.broker.ctx.groups.find("Kept", create=False) is None
+
+
+async def test_print_msg_by_queue_prints_and_counts_one_queues_messages(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster:
+        code, _, err = await admin(
+            cluster, "updateTopic", "-c", CLUSTER, "-t", "ByQueue", "-r", "1", "-w", "1"
+        )
+        assert code == 0, err
+        tags = ["TagA", "TagB", "TagA", None, "TagA", "TagC", "TagB"]
+        # More than one pull's worth (32), so the read goes on past the first page.
+        tags = tags * 6 + ["TagZ"]
+        async with Producer("ByQueuePG", cluster.namesrv_addr) as producer:
+            sent = [
+                await producer.send(Message("ByQueue", f"m{i}".encode(), tags=tag))
+                for i, tag in enumerate(tags)
+            ]
+        assert {r.message_queue.queue_id for r in sent} == {0}
+        queue = ("-t", "ByQueue", "-a", "broker-a", "-i", "0")
+
+        counted = await admin_json(cluster, "printMsgByQueue", *queue, "-f", "true")
+        assert counted["read"] == len(tags) and "messages" not in counted
+        assert list(counted["tagCounts"].items()) == [
+            ("TagA", 18),
+            ("TagB", 12),
+            ("TagC", 6),
+            ("TagZ", 1),
+        ]
+        code, out, _ = await admin(cluster, "printMsgByQueue", *queue, "-f", "true")
+        assert (
+            code == 0 and out.splitlines()[-1] == f"{len(tags)} message(s) read in offsets [0, 43)"
+        )
+
+        # A tag filter reads past pulls with nothing matching.
+        last = await admin_json(cluster, "printMsgByQueue", *queue, "-s", "TagZ", "-p", "true")
+        assert [m["queueOffset"] for m in last["messages"]] == [len(tags) - 1]
+        only_c = await admin_json(
+            cluster, "printMsgByQueue", *queue, "-s", "TagC", "-p", "true", "-d", "true"
+        )
+        assert [m["body"] for m in only_c["messages"]] == [
+            f"m{i}" for i, t in enumerate(tags) if t == "TagC"
+        ]
+        code, out, _ = await admin(cluster, "printMsgByQueue", *queue, "-p", "true")
+        assert code == 0 and "NOT PRINT BODY" in out and "m0" not in out
+
+        # -b and -e bound the store times: before every message, nothing is read.
+        code, out, _ = await admin(cluster, "printMsgByQueue", *queue, "-e", "1")
+        assert code == 0 and out.splitlines()[-1].startswith("0 message(s) read")
+
+        code, _, err = await admin(
+            cluster, "printMsgByQueue", "-t", "ByQueue", "-a", "broker-a", "-i", "5"
+        )
+        assert code == 1 and "broker-a has no queue 5 of ByQueue" in err
+
+
+async def test_decode_message_id_reads_the_senders_ip_pid_and_time(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster:
+        before = int(time.time() * 1000)
+        async with Producer("DecodePG", cluster.namesrv_addr) as producer:
+            result = await producer.send(Message("Decoded", b"x"))
+        after = int(time.time() * 1000)
+        decoded = await admin_json(cluster, "DecodeMessageId", "-i", result.msg_id)
+        assert decoded["pid"] == os.getpid() & 0xFFFF
+        # The id's time is when its producer (its id generator) was made.
+        assert before - 1 <= decoded["timestamp"] <= after + 1
+        code, out, _ = await admin(cluster, "DecodeMessageId", "-i", result.msg_id)
+        assert code == 0 and out.splitlines()[0] == f"ip={decoded['ip']}"
+
+    # It reads only its argument: no name server is asked.
+    code, out, _ = await admin(None, "DecodeMessageId", "-i", "7F0000010ABC" + "0" * 20)
+    assert code == 0 and out.splitlines()[:2] == ["ip=127.0.0.1", "pid=2748"]
+    code, _, err = await admin(None, "DecodeMessageId", "-i", "not-hex")
+    assert code == 1 and "32 hex digits" in err
