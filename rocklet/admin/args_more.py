@@ -182,6 +182,13 @@ def _decode_message_id(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--messageId", required=True, help="a client msgId (UNIQ_KEY)")
 
 
+def _query_trace(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--msgId", required=True, help="the traced message's client msgId")
+    p.add_argument(
+        "-t", "--traceTopic", default="RMQ_SYS_TRACE_TOPIC", help="(RMQ_SYS_TRACE_TOPIC)"
+    )
+
+
 def _consume_message(p: argparse.ArgumentParser) -> None:
     _topic(p)
     p.add_argument("-b", "--brokerName", help="only this broker")
@@ -283,6 +290,7 @@ MORE_VERB_ARGS: Final[Mapping[str, tuple[str, _Adder]]] = {
     "queryCq": ("raw consume-queue entries", _query_cq),
     "queryMsgByUniqueKey": ("a message by client msgId", _query_unique),
     "printMsg": ("print a topic's messages", _print_msg),
+    "queryMsgTraceById": ("the sends and consumes traced for a message", _query_trace),
     "printMsgByQueue": ("print or count by tag one queue's messages", _print_msg_by_queue),
     "DecodeMessageId": (
         "the sender's IP and pid and the time of a client msgId",

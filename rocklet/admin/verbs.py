@@ -21,6 +21,7 @@ from rocklet.admin.verbs_export import EXPORT_VERBS
 from rocklet.admin.verbs_messages import MESSAGE_VERBS
 from rocklet.admin.verbs_namesrv import NAMESRV_VERBS
 from rocklet.admin.verbs_topics import TOPIC_VERBS
+from rocklet.admin.verbs_trace import TRACE_VERBS
 from rocklet.client.errors import ClientError, NoRouteError
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import Perm
@@ -407,4 +408,5 @@ VERBS: dict[str, Verb] = {
     **MESSAGE_VERBS,
     **ACL_VERBS,
     **EXPORT_VERBS,
+    **TRACE_VERBS,
 }

@@ -10,6 +10,9 @@ Rocklet and a real RocketMQ 4.9.4, the verb in the session's ``mqadmin`` JVM.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 from pathlib import Path
 from typing import Final
 
@@ -62,3 +65,24 @@ async def test_traces_of_a_send_and_a_consume_are_found_by_message_id(
     assert [r[1] for r in pub] == [f"{GROUP}_producer"], output
     assert [r[1] for r in sub] == [GROUP], output
     assert pub[0][-1] == "success" and sub[0][-1] == "success", output
+
+    # rocklet admin reads the same records: the same rows, and every record in JSON.
+    ours = await _rocklet_admin(admin_system, "queryMsgTraceById", "-i", sent["msgId"])
+    assert rows(ours, "Pub") == pub and rows(ours, "Sub") == sub, (ours, output)
+    records = json.loads(
+        await _rocklet_admin(admin_system, "queryMsgTraceById", "-i", sent["msgId"], "--json")
+    )
+    kinds = {(r["type"], r["group"]) for r in records}
+    assert {("Pub", f"{GROUP}_producer"), ("SubAfter", GROUP)} <= kinds, records
+    (pub_record,) = [r for r in records if r["type"] == "Pub"]
+    assert pub_record["topic"] == TOPIC and len(pub_record["offsetMsgId"]) == 32, pub_record
+
+
+async def _rocklet_admin(system: System, *argv: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rocklet", "admin", *argv, "-n", system.namesrv,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), STEP_TIMEOUT_S)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()

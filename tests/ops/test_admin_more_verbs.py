@@ -129,3 +129,34 @@ async def test_decode_message_id_reads_the_senders_ip_pid_and_time(tmp_path: Pat
     assert code == 0 and out.splitlines()[:2] == ["ip=127.0.0.1", "pid=2748"]
     code, _, err = await admin(None, "DecodeMessageId", "-i", "not-hex")
     assert code == 1 and "32 hex digits" in err
+
+
+async def test_query_msg_trace_by_id_shows_sends_and_consumes(tmp_path: Path) -> None:
+    msg_id, other = "0A0000010001000000000000000A0001", "0A0000010001000000000000000A0002"
+    F, R = "\x01", "\x02"
+    records = [
+        ["Pub", "1764331200123", "Region", "PG", "Orders", msg_id, "TagA", "k", "127.0.0.1:10911",
+         "5", "3", "0", "7F00000100002A9F0000000000000C8A", "true"],
+        ["SubBefore", "1764331200200", "Region", "CG", "req", msg_id, "0", "k"],
+        ["SubAfter", "req", msg_id, "7", "false", "k", "1", "1764331200207", "CG"],
+        ["SubAfter", "req2", other, "1", "true", "k", "0", "1764331200208", "CG"],
+    ]  # fmt: skip
+    body = "".join(F.join(r) + R for r in records).encode()
+    async with running_cluster(tmp_path) as cluster:
+        code, _, err = await admin(cluster, "updateTopic", "-c", CLUSTER, "-t", "Traces")
+        assert code == 0, err
+        async with Producer("TracePG", cluster.namesrv_addr) as producer:
+            await producer.send(Message("Traces", body, keys=[msg_id, other]))
+        argv = ("queryMsgTraceById", "-i", msg_id, "-t", "Traces")
+        code, out, err = await admin(cluster, *argv)
+        assert code == 0, err
+        rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["Pub"], ["Sub"])]
+        assert [(r[0], r[1], r[-2], r[-1]) for r in rows] == [
+            ("Pub", "PG", "3ms", "success"),
+            ("Sub", "CG", "7ms", "failed"),
+        ], out
+        found = await admin_json(cluster, *argv)
+        assert [r["type"] for r in found] == ["Pub", "SubBefore", "SubAfter"]
+        assert {r["clientHost"] for r in found} == {"127.0.0.1"}  # the trace's sender
+        code, out, _ = await admin(cluster, "queryMsgTraceById", "-i", "AB" * 16, "-t", "Traces")
+        assert code == 0 and out.strip() == f"no trace of {'AB' * 16} in Traces"
