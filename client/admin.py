@@ -7,8 +7,10 @@ same requests (docs/protocol.md):
   brokers and the name servers, list (name server), per-queue offset ranges
   (GET_TOPIC_STATS_INFO on every broker of the topic);
 - consumer progress and lag (GET_CONSUME_STATS on every broker of the group's retry
-  topic), connections (GET_CONSUMER_CONNECTION_LIST) and running info
-  (GET_CONSUMER_RUNNING_INFO, which the broker relays to the client);
+  topic), connections (GET_CONSUMER_CONNECTION_LIST), running info
+  (GET_CONSUMER_RUNNING_INFO, which the broker relays to the client, with its stacks
+  when asked) and the offsets the members hold in memory
+  (INVOKE_BROKER_TO_GET_CONSUMER_STATUS, which the broker asks each member for);
 - messages: by key (QUERY_MESSAGE on every broker of the topic, filtered client-side
   because the broker's index is a hash index), by UNIQ_KEY, and by offset msgId
   (VIEW_MESSAGE_BY_ID to the host encoded in the id);
@@ -34,7 +36,7 @@ from rocklet.client.message import MessageExt
 from rocklet.client.tls import TlsOption
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.cluster import ClusterInfo, TopicList
-from rocklet.protocol.bodies.consumer import ResetOffsetBody
+from rocklet.protocol.bodies.consumer import GetConsumerStatusBody, ResetOffsetBody
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import Perm, TopicRouteData
 from rocklet.protocol.bodies.running import ConsumerConnection, ConsumerRunningInfo
@@ -50,6 +52,7 @@ from rocklet.protocol.headers.admin import (
 from rocklet.protocol.headers.base import Header
 from rocklet.protocol.headers.consumer import (
     GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
     GetConsumeStatsRequestHeader,
     ResetOffsetRequestHeader,
 )
@@ -63,6 +66,9 @@ from rocklet.protocol.properties import Prop
 __all__ = ["Admin"]
 
 T = TypeVar("T")
+#: How long to wait for INVOKE_BROKER_TO_GET_CONSUMER_STATUS at least: the broker gives
+#: each member 5 s, so a silent one must not make the admin give up first.
+_CONSUMER_STATUS_WAIT_S = 8.0
 #: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``: a consumer group's retry topic prefix.
 
 
@@ -132,12 +138,19 @@ class Admin:
     # -- plumbing -----------------------------------------------------------------
 
     async def _call(
-        self, addr: str, code: int, header: Header | None = None, body: bytes = b""
+        self,
+        addr: str,
+        code: int,
+        header: Header | None = None,
+        body: bytes = b"",
+        *,
+        timeout_s: float | None = None,
     ) -> RemotingCommand:
         cmd = RemotingCommand(
             code, ext_fields={} if header is None else header.to_ext_fields(), body=body
         )
-        answer = await self._inst.invoke(addr, cmd, self._timeout_s)
+        wait = self._timeout_s if timeout_s is None else timeout_s
+        answer = await self._inst.invoke(addr, cmd, wait)
         if answer.code != ResponseCode.SUCCESS:
             raise error_for_code(answer.code, answer.remark, addr=addr)
         return answer
@@ -338,15 +351,25 @@ class Admin:
             table.update(part)
         return dict(sorted(table.items()))
 
-    async def consumer_connections(self, group: str) -> ConsumerConnection:
+    async def _group_or_given(self, group: str, broker_addr: str | None) -> list[str]:
+        return [broker_addr] if broker_addr else await self._group_brokers(group)
+
+    async def consumer_connections(
+        self, group: str, *, broker_addr: str | None = None
+    ) -> ConsumerConnection:
         """The group's connected clients and subscriptions (from one of its brokers).
+
+        Args:
+            group: Consumer group.
+            broker_addr: Ask this broker only. Default: the brokers of the group's
+                retry topic, until one answers.
 
         Raises:
             ConsumerNotOnlineError: No consumer of the group is connected.
         """
         header = GetConsumerConnectionListRequestHeader(group)
         last: BrokerError | None = None
-        for addr in await self._group_brokers(group):
+        for addr in await self._group_or_given(group, broker_addr):
             try:
                 answer = await self._call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, header)
             except BrokerError as exc:
@@ -356,17 +379,32 @@ class Admin:
         assert last is not None
         raise last
 
-    async def consumer_running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
+    async def consumer_running_info(
+        self,
+        group: str,
+        client_id: str,
+        *,
+        jstack: bool = False,
+        broker_addr: str | None = None,
+    ) -> ConsumerRunningInfo:
         """A consumer's own report (queues, process-queue state, subscriptions).
 
         The broker relays the request to the client and returns its answer.
 
+        Args:
+            group: Consumer group.
+            client_id: The member.
+            jstack: Ask for the client's stacks too (``jstack``: a Java client's
+                threads, a Rocklet client's threads and asyncio tasks).
+            broker_addr: Ask through this broker only. Default: the brokers of the
+                group's retry topic, until one answers.
+
         Raises:
             BrokerError: The broker refused or the client did not answer.
         """
-        header = GetConsumerRunningInfoRequestHeader(group, client_id, False)
+        header = GetConsumerRunningInfoRequestHeader(group, client_id, jstack)
         last: BrokerError | None = None
-        for addr in await self._group_brokers(group):
+        for addr in await self._group_or_given(group, broker_addr):
             try:
                 answer = await self._call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header)
             except BrokerError as exc:
@@ -375,6 +413,57 @@ class Admin:
             return ConsumerRunningInfo.from_json(answer.body)
         assert last is not None
         raise last
+
+    async def consume_status(
+        self, topic: str, group: str, client_id: str | None = None
+    ) -> dict[str, dict[MessageQueue, int]]:
+        """The offsets of ``topic`` each online member of ``group`` holds in memory.
+
+        Each master of the topic's route asks the members connected to it
+        (INVOKE_BROKER_TO_GET_CONSUMER_STATUS, ``mqadmin getConsumerStatus``); their
+        answers are merged per client. A member that does not answer within the
+        broker's 5 s is left out. The offsets are the client's own, ahead of what
+        it committed to the broker (``consume_stats``) by up to its commit interval.
+
+        Args:
+            topic: The topic.
+            group: Consumer group.
+            client_id: Only this member. Default: every member.
+
+        Returns:
+            Client id to queue to offset, both sorted.
+
+        Raises:
+            NoRouteError: The topic is unknown.
+            BrokerError: Every broker refused (e.g. no member of the group online);
+                a broker that refuses while another answers is left out.
+            BodyError: A broker's answer is malformed.
+        """
+        route = await self._route(topic)
+        addrs = sorted({a for b in route.broker_datas if (a := b.master_addr) is not None})
+        header = GetConsumerStatusRequestHeader(topic, group, client_id)
+        wait = max(self._timeout_s, _CONSUMER_STATUS_WAIT_S)
+
+        async def one(addr: str) -> GetConsumerStatusBody | BrokerError:
+            try:
+                answer = await self._call(
+                    addr, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, header, timeout_s=wait
+                )
+            except BrokerError as exc:
+                return exc
+            return GetConsumerStatusBody.from_json(answer.body)
+
+        merged: dict[str, dict[MessageQueue, int]] = {}
+        failures: list[BrokerError] = []
+        for result in await self._each(addrs, one):
+            if isinstance(result, BrokerError):
+                failures.append(result)
+                continue
+            for client, table in result.consumer_table.items():
+                merged.setdefault(client, {}).update(table)
+        if failures and len(failures) == len(addrs):
+            raise failures[0]
+        return {c: dict(sorted(t.items())) for c, t in sorted(merged.items())}
 
     # -- messages -----------------------------------------------------------------
 

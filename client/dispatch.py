@@ -6,16 +6,19 @@ connection; this module maps the code to the producer or consumer registered for
 group (:class:`~rocklet.client.groups.GroupRegistry`) or to the waiting request
 (:class:`~rocklet.client.replies.ReplyWaiters`):
 
-====  ==============================  =====================================================
-code  request                         handled by
-====  ==============================  =====================================================
-40    NOTIFY_CONSUMER_IDS_CHANGED     ``ConsumerHandle.rebalance_soon`` (oneway)
-307   GET_CONSUMER_RUNNING_INFO       ``ConsumerHandle.running_info`` (answered with a body)
-309   CONSUME_MESSAGE_DIRECTLY        a push consumer's listener, on one message (a body)
-220   RESET_CONSUMER_CLIENT_OFFSET    ``ConsumerHandle.reset_offset`` (oneway from Java)
-39    CHECK_TRANSACTION_STATE         ``ProducerHandle.check_transaction_state`` (oneway)
-326   PUSH_REPLY_MESSAGE_TO_CLIENT    the waiting request future (answered SUCCESS)
-====  ==============================  =====================================================
+====  ===============================  ===================================================
+code  request                          handled by
+====  ===============================  ===================================================
+40    NOTIFY_CONSUMER_IDS_CHANGED      ``ConsumerHandle.rebalance_soon`` (oneway)
+307   GET_CONSUMER_RUNNING_INFO        ``ConsumerHandle.running_info`` (a body); with
+                                       ``jstackEnable``, :func:`stack_dump`'s text in it
+221   GET_CONSUMER_STATUS_FROM_CLIENT  ``ConsumerHandle.consume_offsets`` (a body; a group
+                                       not here answers an empty table, as Java does)
+309   CONSUME_MESSAGE_DIRECTLY         a push consumer's listener, on one message (a body)
+220   RESET_CONSUMER_CLIENT_OFFSET     ``ConsumerHandle.reset_offset`` (oneway from Java)
+39    CHECK_TRANSACTION_STATE          ``ProducerHandle.check_transaction_state`` (oneway)
+326   PUSH_REPLY_MESSAGE_TO_CLIENT     the waiting request future (answered SUCCESS)
+====  ===============================  ===================================================
 
 Unexpected failures are reported through the instance's error channel, then answered
 with SYSTEM_ERROR by the connection. The dispatcher gets those collaborators, not the
@@ -24,6 +27,7 @@ instance, so it depends on nothing that depends on it.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -31,12 +35,14 @@ from typing import Protocol
 from rocklet.client.consume_directly import DirectConsumer
 from rocklet.client.handles import ConsumerHandle, ProducerHandle
 from rocklet.client.message import MessageExt
-from rocklet.protocol.bodies.consumer import ResetOffsetBody
+from rocklet.client.stack_dump import stack_dump
+from rocklet.protocol.bodies.consumer import GetConsumerStatusBody, ResetOffsetBody
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.consumer import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
 )
@@ -92,6 +98,7 @@ class ServerRequestDispatcher:
             RequestCode.GET_CONSUMER_RUNNING_INFO: self._running_info,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self._consume_directly,
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET: self._reset_offset,
+            RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: self._consumer_status,
             RequestCode.CHECK_TRANSACTION_STATE: self._check_transaction,
             RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: self._push_reply,
         }
@@ -135,6 +142,8 @@ class ServerRequestDispatcher:
                 remark=f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
             )
         info = await consumer.running_info()
+        if header.jstack_enable:
+            info = dataclasses.replace(info, jstack=await stack_dump())
         return cmd.make_response(ResponseCode.SUCCESS, body=info.to_json())
 
     async def _consume_directly(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
@@ -156,6 +165,14 @@ class ServerRequestDispatcher:
             body = ResetOffsetBody.from_json(cmd.body)
             await consumer.reset_offset(dict(body.offset_table))
         return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def _consumer_status(self, _conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        header = GetConsumerStatusRequestHeader.from_ext_fields(cmd.ext_fields)
+        consumer = self._groups.consumer(header.group)
+        # MQClientInstance.getConsumerStatus: a group not here answers an empty table.
+        table = {} if consumer is None else consumer.consume_offsets(header.topic)
+        body = GetConsumerStatusBody(message_queue_table=table).to_json()
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
 
     async def _check_transaction(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
         header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)

@@ -38,6 +38,13 @@ class ConsumerHandle(Protocol):
         """Jump to these offsets (RESET_CONSUMER_CLIENT_OFFSET, 220)."""
         ...
 
+    def consume_offsets(self, topic: str) -> dict[MessageQueue, int]:
+        """In-memory offsets of ``topic``'s queues (GET_CONSUMER_STATUS_FROM_CLIENT, 221).
+
+        Every topic's when ``topic`` is blank, as Java's ``cloneOffsetTable``.
+        """
+        ...
+
 
 class ProducerHandle(Protocol):
     """What a producer gives the instance (transaction producers answer check-backs)."""

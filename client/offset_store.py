@@ -80,6 +80,10 @@ class OffsetStore(Protocol):
         """Every in-memory offset."""
         ...
 
+    def topic_snapshot(self, topic: str) -> dict[MessageQueue, int]:
+        """The in-memory offsets of ``topic``'s queues (every queue's if ``topic`` is blank)."""
+        ...
+
 
 class _MemoryOffsets:
     """The in-memory table both stores share."""
@@ -115,6 +119,16 @@ class _MemoryOffsets:
     def snapshot(self) -> dict[MessageQueue, int]:
         """Return a copy of every in-memory offset."""
         return dict(self._table)
+
+    def topic_snapshot(self, topic: str) -> dict[MessageQueue, int]:
+        """Return a copy of the offsets of ``topic``'s queues; all of them for a blank topic.
+
+        What a consumer answers GET_CONSUMER_STATUS_FROM_CLIENT with (Java's
+        ``cloneOffsetTable``, which treats a blank topic as every topic).
+        """
+        if not topic.strip():
+            return dict(self._table)
+        return {mq: off for mq, off in self._table.items() if mq.topic == topic}
 
 
 class RemoteOffsetStore(_MemoryOffsets):

@@ -161,3 +161,11 @@ class PullConsumerBase:
 
     def rebalance_soon(self) -> None:
         """Nothing to rebalance by default."""
+
+    def consume_offsets(self, topic: str) -> dict[MessageQueue, int]:
+        """The offsets held in memory for ``topic`` (GET_CONSUMER_STATUS_FROM_CLIENT).
+
+        The lite consumer's are those ``poll`` consumed with auto-commit on, or the last
+        ``commit``'s; the plain pull consumer's, those ``commit`` was given.
+        """
+        return {} if self._offsets is None else self._offsets.topic_snapshot(topic)

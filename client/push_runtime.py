@@ -245,6 +245,10 @@ class PushRuntime:
         if not self._stopped:  # a reset must not re-add queues while shutting down
             await self.rebalancer.reset(offsets)
 
+    def consume_offsets(self, topic: str) -> dict[MessageQueue, int]:
+        """The offsets held in memory for ``topic`` (GET_CONSUMER_STATUS_FROM_CLIENT)."""
+        return self.offsets.topic_snapshot(topic)
+
     async def consume_message_directly(
         self, msg: MessageExt, broker_name: str | None
     ) -> ConsumeMessageDirectlyResult:

@@ -9,10 +9,12 @@
   idle RocketMQ broker shows (see ``_NOT_MEASURED``). ``scheduleMessageOffset_<level>``
   is listed for the levels delayed delivery has an offset for. The disk keys are measured at the
   request; ``diskFull``, ``diskSpaceLevel`` and ``diskFullReason`` are Rocklet's
-  (whether sends are refused for a full disk, and why).
-  Rocklet also adds ``storeRecovery*`` keys: what the last start's recovery found and did
-  (damaged commitlog ranges skipped, bytes truncated, consume-queue entries dropped or
-  blanked, index files rebuilt, stray files ignored), and ``storeDamagedReads``.
+  (whether sends are refused for a full disk, and why). ``totalMemKBytes`` (the
+  machine's physical memory, read by ``mqadmin exportMetrics``) is Rocklet's too: a
+  4.9.4 broker does not send it. Rocklet also adds ``storeRecovery*`` keys: what the
+  last start's recovery found and did (damaged commitlog ranges skipped, bytes
+  truncated, consume-queue entries dropped or blanked, index files rebuilt, stray
+  files ignored), and ``storeDamagedReads``.
 - GET_ALL_DELAY_OFFSET (45): the delayed-delivery progress, ``{"offsetTable":{1:n,...}}``.
 
 The client connection and relay codes (203, 204, 307, 309, 328) are in
@@ -22,6 +24,7 @@ The client connection and relay codes (203, 204, 307, 309, 328) are in
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 from collections.abc import Callable
 from typing import Final
@@ -131,6 +134,22 @@ def _recovery_facts(store: MessageStore) -> dict[str, str]:
     }
 
 
+def _memory_facts() -> dict[str, str]:
+    """``totalMemKBytes``: the machine's physical memory in KiB, asked of the OS now.
+
+    ``mqadmin exportMetrics`` reads this key, but no RocketMQ 4.9.4 broker sends it (its
+    files then have no ``totalMemKBytes``); Rocklet sends the real figure. Where the OS
+    has no ``sysconf`` the key is left out, as RocketMQ leaves it out.
+    """
+    try:
+        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return {}
+    if pages <= 0 or page_size <= 0:
+        return {}
+    return {"totalMemKBytes": str(pages * page_size // 1024)}
+
+
 def _disk_facts(store: MessageStore) -> dict[str, str]:
     """Disk use of the store's partitions, as ``DefaultMessageStore.getRuntimeInfo``.
 
@@ -213,6 +232,7 @@ class RuntimeAdmin:
             **_store_facts(store),
             **_recovery_facts(store),
             **_disk_facts(store),
+            **_memory_facts(),
             **(self._ha_status() if self._ha_status is not None else {}),
         }
         return dict(sorted(info.items()))

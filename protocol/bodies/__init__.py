@@ -9,6 +9,7 @@ parsing also accepts the C++ client's and ali-ons' dialects.
 from rocklet.protocol.bodies.cluster import ClusterInfo, GroupList, KVTable, TopicList
 from rocklet.protocol.bodies.consumer import (
     ConsumerListBody,
+    GetConsumerStatusBody,
     LockBatchRequestBody,
     LockBatchResponseBody,
     ResetOffsetBody,
@@ -53,6 +54,7 @@ __all__ = [
     "ConsumerListBody",
     "ConsumerRunningInfo",
     "DataVersion",
+    "GetConsumerStatusBody",
     "GroupList",
     "HeartbeatData",
     "KVTable",

@@ -75,6 +75,10 @@ def _args_consumer_progress(p: argparse.ArgumentParser) -> None:
 def _args_consumer_status(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--consumerGroup", required=True, help="consumer group name")
     p.add_argument("-i", "--clientId", help="one consumer (default: every online member)")
+    p.add_argument("-b", "--brokerAddr", help="ask this broker (default: the group's brokers)")
+    p.add_argument(
+        "-s", "--jstack", action="store_true", help="with each member's thread and task stacks"
+    )
 
 
 def _args_query_by_key(p: argparse.ArgumentParser) -> None:

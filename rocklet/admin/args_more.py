@@ -72,6 +72,23 @@ def _consumer_connection(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--brokerAddr", help="ask this broker")
 
 
+def _consumer(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--consumerGroup", required=True, help="consumer group")
+    p.add_argument("-i", "--clientId", help="print this member's running info instead")
+    p.add_argument(
+        "-s", "--jstack", action="store_true", help="with each member's thread and task stacks"
+    )
+    p.add_argument(
+        "-f", "--dir", help="write the reports under DIR/<now-ms>/ (default: the working dir)"
+    )
+
+
+def _get_consumer_status(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--group", required=True, help="consumer group")
+    _topic(p)
+    p.add_argument("-i", "--originClientId", help="only this member (default: every one)")
+
+
 def _get_consumer_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--groupName", required=True, help="consumer group")
 
@@ -233,6 +250,13 @@ def _cluster_rt(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _start_monitoring(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--interval", type=float, default=60, help="seconds between rounds (60)")
+    p.add_argument(
+        "--rounds", type=int, default=0, help="stop after this many rounds (0: run until Ctrl-C)"
+    )
+
+
 _Adder = Callable[[argparse.ArgumentParser], None]
 
 #: Verb name to (summary, flag adder).
@@ -274,6 +298,8 @@ MORE_VERB_ARGS: Final[Mapping[str, tuple[str, _Adder]]] = {
     "producerConnection": ("a producer group's connections", _producer_connection),
     "consumerConnection": ("a consumer group's connections", _consumer_connection),
     "getConsumerConfig": ("a consumer group's configuration", _get_consumer_config),
+    "consumer": ("write each member's running info to a file, then check them", _consumer),
+    "getConsumerStatus": ("the offsets each member holds in memory", _get_consumer_status),
     "resetOffsetByTime": ("move a group's offsets to a time", _reset_offset),
     "skipAccumulatedMessage": ("move a group's offsets to the end", _skip),
     "cloneGroupOffset": ("copy a group's offsets to another group", _clone),
@@ -291,6 +317,7 @@ MORE_VERB_ARGS: Final[Mapping[str, tuple[str, _Adder]]] = {
     "queryMsgByUniqueKey": ("a message by client msgId", _query_unique),
     "printMsg": ("print a topic's messages", _print_msg),
     "queryMsgTraceById": ("the sends and consumes traced for a message", _query_trace),
+    "startMonitoring": ("every group's backlog and health, round after round", _start_monitoring),
     "printMsgByQueue": ("print or count by tag one queue's messages", _print_msg_by_queue),
     "DecodeMessageId": (
         "the sender's IP and pid and the time of a client msgId",
@@ -303,4 +330,6 @@ MORE_VERB_ARGS: Final[Mapping[str, tuple[str, _Adder]]] = {
     "clusterRT": ("time sends to every broker, round after round", _cluster_rt),
     "exportMetadata": ("write a cluster's topics and groups to JSON", _export_metadata),
     "exportConfigs": ("write a cluster's size and main broker keys to JSON", _export_configs),
+    # The same two flags as exportConfigs: -c (required) and -f.
+    "exportMetrics": ("write each broker's load, rates and versions to JSON", _export_configs),
 }

@@ -3,22 +3,38 @@
 ``consumerProgress`` without ``-g`` finds the groups as mqadmin does, from the
 ``%RETRY%<group>`` topics the name server knows (every group that ever consumed in
 clustering mode has one).
+
+``consumerStatus`` prints each member's running info; with ``-s`` each member adds
+its stacks (a Java client's threads; a Rocklet client's threads and asyncio tasks),
+printed after its running info. :func:`running_members` and :func:`member_tables`
+are shared with the ``consumer`` verb (:mod:`rocklet.admin.verbs_running`).
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rocklet.admin.format import Output, Table, fmt_ms
+from rocklet.admin.running_analysis import analyse
 from rocklet.admin.tool import AdminTool
 from rocklet.client.errors import ClientError
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo, ProcessQueueInfo
 from rocklet.protocol.names import RETRY_PREFIX, is_retry_topic
 
-__all__ = ["consumer_progress", "consumer_status"]
+__all__ = [
+    "RunningMember",
+    "consumer_progress",
+    "consumer_status",
+    "member_data",
+    "member_tables",
+    "running_members",
+    "status_output",
+]
 
 
 def _mq(mq: MessageQueue) -> dict[str, Any]:
@@ -219,18 +235,95 @@ def _running_tables(client_id: str, info: ConsumerRunningInfo) -> list[Table]:
     return [props, subs, pqs, status]
 
 
+@dataclass(frozen=True, slots=True)
+class RunningMember:
+    """One member of a group and what it reported.
+
+    Attributes:
+        client_id: Its client id.
+        version: Its client version ordinal; ``None`` when named by ``-i`` (not listed).
+        info: Its running info (``jstack`` set when asked for).
+    """
+
+    client_id: str
+    version: int | None
+    info: ConsumerRunningInfo
+
+
+async def running_members(
+    tool: AdminTool,
+    group: str,
+    *,
+    client_id: str | None = None,
+    broker_addr: str | None = None,
+    jstack: bool = False,
+) -> list[RunningMember]:
+    """The running info of one member, or of every online member by client id.
+
+    Args:
+        tool: The admin tool.
+        group: Consumer group.
+        client_id: Only this member (not looked up in the connection list).
+        broker_addr: Ask this broker (connections and relays) instead of the
+            brokers of the group's retry topic.
+        jstack: Ask each member for its stacks too.
+
+    Returns:
+        The members, sorted by client id.
+    """
+    if client_id:
+        listed: list[tuple[str, int | None]] = [(client_id, None)]
+    else:
+        conns = await tool.admin.consumer_connections(group, broker_addr=broker_addr)
+        listed = sorted((c.client_id, c.version) for c in conns.connection_set)
+    members: list[RunningMember] = []
+    for cid, version in listed:
+        info = await tool.admin.consumer_running_info(
+            group, cid, jstack=jstack, broker_addr=broker_addr
+        )
+        members.append(RunningMember(cid, version, info))
+    return members
+
+
+def member_data(member: RunningMember) -> dict[str, Any]:
+    """A member's running info as JSON-ready data (``jstack`` only when it sent one)."""
+    data = _running_data(member.client_id, member.info)
+    if member.info.jstack is not None:
+        data["jstack"] = member.info.jstack
+    return data
+
+
+def member_tables(member: RunningMember) -> list[Table]:
+    """A member's running info as tables, its stacks last (one line per row)."""
+    tables = _running_tables(member.client_id, member.info)
+    if member.info.jstack is not None:
+        # The header prints as "#Consumer jstack#", the section name mqadmin uses.
+        lines = member.info.jstack.splitlines()
+        tables.append(Table(("Consumer jstack#",), [(line,) for line in lines]))
+    return tables
+
+
+def status_output(members: list[RunningMember], *, analysed: bool) -> Output:
+    """What consumerStatus prints of these members: each one's tables in turn.
+
+    Args:
+        members: The members.
+        analysed: End with the checks of :mod:`rocklet.admin.running_analysis` (every
+            member was listed, as mqadmin does without ``-i``).
+    """
+    data: list[dict[str, Any]] = [member_data(m) for m in members]
+    tables = [t for m in members for t in member_tables(m)]
+    notes = analyse(members, int(time.time() * 1000)).notes() if analysed and members else []
+    return Output(data, tables, notes)
+
+
 async def consumer_status(tool: AdminTool, args: argparse.Namespace) -> Output:
     """consumerStatus: each member's running info, with every ProcessQueue's snapshot."""
-    group = args.consumerGroup
-    if args.clientId:
-        client_ids = [args.clientId]
-    else:
-        conns = await tool.admin.consumer_connections(group)
-        client_ids = sorted(c.client_id for c in conns.connection_set)
-    data: list[dict[str, Any]] = []
-    tables: list[Table] = []
-    for client_id in client_ids:
-        info = await tool.admin.consumer_running_info(group, client_id)
-        data.append(_running_data(client_id, info))
-        tables.extend(_running_tables(client_id, info))
-    return Output(data, tables)
+    members = await running_members(
+        tool,
+        args.consumerGroup,
+        client_id=args.clientId,
+        broker_addr=args.brokerAddr,
+        jstack=args.jstack,
+    )
+    return status_output(members, analysed=not args.clientId)

@@ -19,7 +19,9 @@ from rocklet.admin.verbs_broker import BROKER_VERBS
 from rocklet.admin.verbs_consumers import CONSUMER_VERBS
 from rocklet.admin.verbs_export import EXPORT_VERBS
 from rocklet.admin.verbs_messages import MESSAGE_VERBS
+from rocklet.admin.verbs_monitor import MONITOR_VERBS
 from rocklet.admin.verbs_namesrv import NAMESRV_VERBS
+from rocklet.admin.verbs_running import RUNNING_VERBS
 from rocklet.admin.verbs_topics import TOPIC_VERBS
 from rocklet.admin.verbs_trace import TRACE_VERBS
 from rocklet.client.errors import ClientError, NoRouteError
@@ -384,6 +386,10 @@ async def _consumer_status(tool: AdminTool, args: argparse.Namespace) -> Output:
     return await _group_guard(consumer_status, tool, args)
 
 
+async def _consumer(tool: AdminTool, args: argparse.Namespace) -> Output:
+    return await _group_guard(RUNNING_VERBS["consumer"], tool, args)
+
+
 #: Verb name (mqadmin's) to implementation.
 VERBS: dict[str, Verb] = {
     "updateTopic": update_topic,
@@ -403,10 +409,13 @@ VERBS: dict[str, Verb] = {
     "storeCheck": store_check,
     **TOPIC_VERBS,
     **CONSUMER_VERBS,
+    **RUNNING_VERBS,
+    "consumer": _consumer,
     **BROKER_VERBS,
     **NAMESRV_VERBS,
     **MESSAGE_VERBS,
     **ACL_VERBS,
     **EXPORT_VERBS,
     **TRACE_VERBS,
+    **MONITOR_VERBS,
 }

@@ -25,7 +25,7 @@ from rocklet.protocol.headers.stats import (
 from rocklet.protocol.names import DLQ_PREFIX, RETRY_PREFIX
 from rocklet.protocol.properties_text import format_properties, parse_properties
 
-__all__ = ["BROKER_VERBS"]
+__all__ = ["BROKER_VERBS", "view_stats"]
 
 
 def read_properties(body: bytes) -> dict[str, str]:
@@ -77,8 +77,20 @@ async def update_broker_config(tool: AdminTool, args: argparse.Namespace) -> Out
 # -- statistics --------------------------------------------------------------------------
 
 
-async def _stats(tool: AdminTool, addr: str, name: str, key: str) -> tuple[float, int]:
-    """A statistic's per-minute TPS and its last-24-hour count (0 when unavailable)."""
+async def view_stats(tool: AdminTool, addr: str, name: str, key: str) -> tuple[float, int]:
+    """A statistic's per-minute TPS and its last-24-hour count (0 when unavailable).
+
+    Args:
+        tool: The admin tool.
+        addr: The broker's ``host:port``.
+        name: The statistic (``TOPIC_PUT_NUMS``, ``GROUP_GET_NUMS``...).
+        key: Its key (a topic, ``topic@group``).
+
+    Returns:
+        The last minute's messages per second, and the count of the widest window
+        that saw any (day, hour, minute), as mqadmin's statsAll and exportMetrics read
+        them; ``(0.0, 0)`` when the broker has no such statistic.
+    """
     header = ViewBrokerStatsDataRequestHeader(name, key)
     try:
         answer = await tool.call(addr, RequestCode.VIEW_BROKER_STATS_DATA, header)
@@ -96,7 +108,7 @@ async def _topic_rows(tool: AdminTool, topic: str, active_only: bool) -> list[li
     masters = [a for b in route.broker_datas if (a := b.master_addr) is not None]
     in_tps, in_day = 0.0, 0
     for addr in masters:
-        tps, day = await _stats(tool, addr, "TOPIC_PUT_NUMS", topic)
+        tps, day = await view_stats(tool, addr, "TOPIC_PUT_NUMS", topic)
         in_tps, in_day = in_tps + tps, in_day + day
     groups: tuple[str, ...] = ()
     if masters:
@@ -110,7 +122,7 @@ async def _topic_rows(tool: AdminTool, topic: str, active_only: bool) -> list[li
     for group in groups:
         out_tps, out_day = 0.0, 0
         for addr in masters:
-            tps, day = await _stats(tool, addr, "GROUP_GET_NUMS", f"{topic}@{group}")
+            tps, day = await view_stats(tool, addr, "GROUP_GET_NUMS", f"{topic}@{group}")
             out_tps, out_day = out_tps + tps, out_day + day
         try:
             accumulation = max(0, (await tool.admin.consume_stats(group, topic)).total_diff)

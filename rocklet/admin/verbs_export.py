@@ -17,6 +17,13 @@ exportConfigs ``-c CLUSTER`` writes ``configs.json``: the cluster's size
 (``clusterScale``: name servers given with ``-n``, masters, their slaves) and, per
 broker name, the master's values of the 16 configuration keys mqadmin picks.
 
+exportMetrics ``-c CLUSTER`` writes ``metrics.json``: per broker name, the master's
+machine (``runtimeEnv``), load (``runtimeQuota``: disk use, message rates, the last
+day's counts, average message size, user topics and groups) and versions
+(``runtimeVersion``: the tool's, and every language and version of the user groups'
+connected consumers), then the rates and day counts summed over the brokers
+(``totalData``). A broker that cannot be asked fails the export, naming the broker.
+
 Files go to ``-f DIR`` (default ``/tmp/rocketmq/export``), replaced whole: a reader
 never sees a half-written one.
 """
@@ -33,13 +40,21 @@ from typing import Any, Final
 
 from rocklet.admin.format import Output
 from rocklet.admin.tool import AdminTool, TargetError
-from rocklet.admin.verbs_broker import read_properties
+from rocklet.admin.verbs_broker import read_properties, view_stats
 from rocklet.client.errors import ClientError
 from rocklet.protocol.bodies.cluster import TopicList
 from rocklet.protocol.bodies.subscription_group import SubscriptionGroupWrapper
 from rocklet.protocol.bodies.topic import TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode
-from rocklet.protocol.names import ADMIN_SYSTEM_GROUPS, DLQ_PREFIX, RETRY_PREFIX
+from rocklet.protocol.command import OUR_VERSION
+from rocklet.protocol.names import (
+    ADMIN_SYSTEM_GROUPS,
+    DLQ_PREFIX,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
+)
+from rocklet.protocol.version import version_desc
 
 __all__ = ["EXPORT_VERBS", "ExportError", "merge_tables"]
 
@@ -114,7 +129,7 @@ def merge_tables(
 
 
 class ExportError(ClientError):
-    """The export file could not be written."""
+    """The export could not be made: a file not written, a broker that did not answer."""
 
 
 def _write(path: Path, content: dict[str, Any]) -> None:
@@ -208,5 +223,131 @@ async def export_configs(tool: AdminTool, args: argparse.Namespace) -> Output:
     return Output({"file": str(path), "content": content}, notes=[f"export {path} success"])
 
 
+# -- exportMetrics -------------------------------------------------------------------
+
+#: The system topics whose put statistics are the transaction and delayed-message rates:
+#: a half message is stored in the first, a delayed message waits in the second.
+_SPECIAL_INFLOWS: Final = (("trans", TRANS_HALF_TOPIC), ("schedule", SCHEDULE_TOPIC))
+
+
+def _first_rate(text: str | None) -> float:
+    """The 10-second figure of a ``"10s 1min 10min"`` rate (0.0 when absent)."""
+    first = (text or "").split(" ")[0]
+    return float(first) if first else 0.0
+
+
+def _count(kv: dict[str, str], key: str) -> int:
+    """A runtime total (0 when absent: a broker that keeps no such total)."""
+    return int(kv.get(key) or 0)
+
+
+def _present(pairs: dict[str, Any]) -> dict[str, Any]:
+    """Leave out what the broker did not send, as fastjson leaves out mqadmin's nulls."""
+    return {key: value for key, value in pairs.items() if value is not None}
+
+
+async def _client_info(tool: AdminTool, groups: list[str]) -> list[str]:
+    """``<language>%<version>`` of every consumer connected in ``groups`` (sorted, once)."""
+    found: set[str] = set()
+    for group in groups:
+        try:
+            connections = (await tool.admin.consumer_connections(group)).connection_set
+        except ClientError:
+            continue  # no consumer online (or never routed): mqadmin skips the group too
+        found.update(f"{c.language}%{version_desc(c.version)}" for c in connections)
+    return sorted(found)
+
+
+async def _broker_metrics(tool: AdminTool, addr: str) -> dict[str, Any]:
+    """One master's ``runtimeEnv``, ``runtimeQuota`` and ``runtimeVersion``."""
+    kv = await tool.runtime_info(addr)
+    props = read_properties((await tool.call(addr, RequestCode.GET_BROKER_CONFIG)).body)
+    groups = (await _user_groups(tool, addr))["subscriptionGroupTable"]
+    topics = (await _user_topics(tool, addr, special=False))["topicConfigTable"]
+    tps = {
+        "normalInTps": _first_rate(kv.get("putTps")),
+        "normalOutTps": _first_rate(kv.get("getTransferedTps")),
+    }
+    one_day = {
+        "normalOneDayInNum": _count(kv, "msgPutTotalTodayMorning")
+        - _count(kv, "msgPutTotalYesterdayMorning"),
+        "normalOneDayOutNum": _count(kv, "msgGetTotalTodayMorning")
+        - _count(kv, "msgGetTotalYesterdayMorning"),
+    }
+    for kind, topic in _SPECIAL_INFLOWS:
+        rate, day = await view_stats(tool, addr, "TOPIC_PUT_NUMS", topic)
+        tps[f"{kind}InTps"] = rate
+        one_day[f"{kind}OneDayInNum"] = day
+    disk = ("commitLogDiskRatio", "consumeQueueDiskRatio")
+    quota = {
+        "diskRatio": _present({key: kv.get(key) for key in disk}),
+        "tps": tps,
+        "oneDayNum": one_day,
+        "messageAverageSize": kv.get("putMessageAverageSize"),
+        "topicSize": len(topics),
+        "groupSize": len(groups),
+    }
+    # mqadmin takes the callback thread count for the CPU count: a 4.9.4 broker sizes
+    # it from the processors. totalMemKBytes only a Rocklet broker sends.
+    env = {
+        "cpuNum": props.get("clientCallbackExecutorThreads"),
+        "totalMemKBytes": kv.get("totalMemKBytes"),
+    }
+    return {
+        "runtimeEnv": _present(env),
+        "runtimeQuota": _present(quota),
+        "runtimeVersion": {
+            "rocketmqVersion": version_desc(OUR_VERSION),
+            "clientInfo": await _client_info(tool, sorted(groups)),
+        },
+    }
+
+
+async def export_metrics(tool: AdminTool, args: argparse.Namespace) -> Output:
+    """exportMetrics: each master's machine, load and versions, and the cluster's totals."""
+    info = await tool.admin.cluster_info()
+    if args.clusterName not in info.cluster_addr_table:
+        known = ", ".join(sorted(info.cluster_addr_table)) or "none"
+        raise TargetError(
+            f"cluster {args.clusterName!r} is unknown to the name server (known: {known})"
+        )
+    report: dict[str, Any] = {}
+    total_tps = dict.fromkeys(
+        ("totalNormalInTps", "totalNormalOutTps", "totalTransInTps", "totalScheduleInTps"), 0.0
+    )
+    total_day = dict.fromkeys(
+        ("normalOneDayInNum", "normalOneDayOutNum", "transOneDayInNum", "scheduleOneDayInNum"), 0
+    )
+    for name in sorted(info.cluster_addr_table[args.clusterName]):
+        group = info.broker_addr_table.get(name)
+        addr = None if group is None else group.master_addr
+        if addr is None:
+            continue  # no master registered: nothing to ask (mqadmin has no address either)
+        try:
+            metrics = await _broker_metrics(tool, addr)
+        except ClientError as exc:
+            # One line naming the broker: the others' figures alone would mislead.
+            raise ExportError(
+                f"cannot export the metrics of broker {name} ({addr}): {exc}"
+            ) from None
+        report[name] = metrics
+        quota = metrics["runtimeQuota"]
+        for key, rate in quota["tps"].items():
+            total_tps["total" + key[0].upper() + key[1:]] += rate
+        for key, count in quota["oneDayNum"].items():
+            total_day[key] += count
+    content = {
+        "evaluateReport": report,
+        "totalData": {"totalTps": total_tps, "totalOneDayNum": total_day},
+    }
+    path = Path(args.filePath) / "metrics.json"
+    _write(path, content)
+    return Output({"file": str(path), "content": content}, notes=[f"export {path} success"])
+
+
 #: This module's verbs, by mqadmin name.
-EXPORT_VERBS = {"exportMetadata": export_metadata, "exportConfigs": export_configs}
+EXPORT_VERBS = {
+    "exportMetadata": export_metadata,
+    "exportConfigs": export_configs,
+    "exportMetrics": export_metrics,
+}

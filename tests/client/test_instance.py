@@ -63,6 +63,9 @@ class FakeConsumer:
     async def reset_offset(self, offsets: dict[MessageQueue, int]) -> None:
         await self.resets.put(offsets)
 
+    def consume_offsets(self, topic: str) -> dict[MessageQueue, int]:
+        return {}
+
 
 def dead_port() -> int:
     with socket.socket() as sock:

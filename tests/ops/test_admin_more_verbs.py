@@ -1,4 +1,5 @@
-"""``rocklet admin``: deleteSubGroup's retry and DLQ topics, printMsgByQueue, DecodeMessageId.
+"""``rocklet admin``: deleteSubGroup's retry and DLQ topics, printMsgByQueue, DecodeMessageId,
+queryMsgTraceById and startMonitoring.
 
 Against a real name server and broker on loopback, through the same entry point the
 command runs (:func:`tests.ops.test_admin_cli.admin`).
@@ -6,14 +7,18 @@ command runs (:func:`tests.ops.test_admin_cli.admin`).
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import time
 from pathlib import Path
 
-from rocklet.client.message import Message
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.message import Message, MessageExt
 from rocklet.client.producer import Producer
+from rocklet.client.push_consumer import PushConsumer
 from tests.cluster import running_cluster
-from tests.ops.test_admin_cli import admin, admin_json
+from tests.ops.test_admin_cli import TIMEOUT, admin, admin_json
 
 CLUSTER = "DefaultCluster"
 
@@ -160,3 +165,66 @@ async def test_query_msg_trace_by_id_shows_sends_and_consumes(tmp_path: Path) ->
         assert {r["clientHost"] for r in found} == {"127.0.0.1"}  # the trace's sender
         code, out, _ = await admin(cluster, "queryMsgTraceById", "-i", "AB" * 16, "-t", "Traces")
         assert code == 0 and out.strip() == f"no trace of {'AB' * 16} in Traces"
+
+
+async def test_start_monitoring_reports_each_groups_backlog(tmp_path: Path) -> None:
+    async with running_cluster(tmp_path) as cluster:
+        code, _, err = await admin(
+            cluster, "updateTopic", "-c", CLUSTER, "-t", "Watched", "-r", "1", "-w", "1"
+        )
+        assert code == 0, err
+        got: asyncio.Queue[MessageExt] = asyncio.Queue()
+
+        async def listener(msgs: list[MessageExt]) -> ConsumeResult:
+            for m in msgs:
+                got.put_nowait(m)
+            return ConsumeResult.SUCCESS
+
+        async with Producer("WatchPG", cluster.namesrv_addr) as producer:
+            consumer = PushConsumer("Watchers", cluster.namesrv_addr, consume_from="first")
+            consumer.subscribe("Watched", "*", listener)
+            await consumer.start()
+            try:
+                for i in range(3):
+                    await producer.send(Message("Watched", f"early {i}".encode()))
+                consumed = [await asyncio.wait_for(got.get(), TIMEOUT) for _ in range(3)]
+            finally:
+                await consumer.shutdown()  # commits offset 3
+            late = [await producer.send(Message("Watched", f"late {i}".encode())) for i in range(4)]
+
+        newest = await admin_json(
+            cluster, "queryMsgByOffset", "-t", "Watched", "-b", "broker-a", "-i", "0", "-o", "6"
+        )
+        assert newest["msgId"] == late[-1].msg_id
+        code, out, err = await admin(cluster, "startMonitoring", "--rounds", "1", "--json")
+        assert code == 0, err
+        (record,) = [json.loads(line) for line in out.splitlines()]
+        assert (record["round"], record["consumerGroup"], record["problems"]) == (
+            1,
+            "Watchers",
+            [],
+        )
+        # The group's retry topic is one of its topics too (nothing to retry here).
+        assert record["undone"] == [
+            {
+                "consumerGroup": "Watchers",
+                "topic": "%RETRY%Watchers",
+                "undoneMsgsTotal": 0,
+                "undoneMsgsSingleMQ": 0,
+                "undoneMsgsDelayTimeMills": 0,
+            },
+            {
+                "consumerGroup": "Watchers",
+                "topic": "Watched",
+                "undoneMsgsTotal": 4,
+                "undoneMsgsSingleMQ": 4,
+                # How far behind in store time: the newest message against the last consumed.
+                "undoneMsgsDelayTimeMills": newest["storeTimestamp"] - consumed[-1].store_timestamp,
+            },
+        ]
+        code, out, _ = await admin(cluster, "startMonitoring", "--rounds", "2", "-i", "0")
+        lines = out.splitlines()
+        assert code == 0 and lines[0] == "round 1: 1 consumer group(s)", out
+        rows = [line.split()[:4] for line in lines if line.startswith("Watchers ")]
+        assert [r for r in rows if r[1] == "Watched"] == [["Watchers", "Watched", "4", "4"]] * 2
+        assert lines[-2].startswith("round 2 took ") and lines[-1] == "", out

@@ -27,6 +27,7 @@ from rocklet.protocol.bodies import (
     ConsumeStatus,
     ConsumeType,
     DataVersion,
+    GetConsumerStatusBody,
     GroupList,
     HeartbeatData,
     KVTable,
@@ -186,6 +187,11 @@ BODY_STRATEGIES: dict[type[Any], st.SearchStrategy[Any]] = {
         LockBatchResponseBody, st.lists(queues, max_size=3).map(tuple)
     ),
     ResetOffsetBody: st.builds(ResetOffsetBody, st.dictionaries(queues, longs, max_size=3)),
+    GetConsumerStatusBody: st.builds(
+        GetConsumerStatusBody,
+        st.dictionaries(queues, longs, max_size=3),
+        st.dictionaries(names, st.dictionaries(queues, longs, max_size=2), max_size=2),
+    ),
     ConsumeStats: st.builds(
         ConsumeStats, st.dictionaries(queues, offset_wrappers, max_size=3), doubles
     ),
@@ -221,7 +227,13 @@ BODY_STRATEGIES: dict[type[Any], st.SearchStrategy[Any]] = {
 }
 BODY_CLASSES = sorted(BODY_STRATEGIES, key=lambda c: c.__name__)
 #: Bodies with maps keyed by MessageQueue, which fastjson writes with object keys.
-MQ_KEYED = {ResetOffsetBody, ConsumeStats, TopicStatsTable, ConsumerRunningInfo}
+MQ_KEYED = {
+    ResetOffsetBody,
+    ConsumeStats,
+    TopicStatsTable,
+    ConsumerRunningInfo,
+    GetConsumerStatusBody,
+}
 json_values = st.recursive(
     st.none() | st.booleans() | longs | doubles | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),

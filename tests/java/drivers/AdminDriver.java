@@ -26,6 +26,11 @@
 // the verb names them, so that property is set to a fresh name per command: two commands
 // never share a client instance.
 //
+// Two verbs ship in the 4.9.4 tools jar without being in MQAdminStartup's list, so the
+// released mqadmin answers "The sub command X not exist." for them: getConsumerStatus
+// (GetConsumerStatusCommand) and consumer (ConsumerSubCommand). The driver puts them in
+// the list before main0 adds the others, so they run through the same entry point.
+//
 // Give -Drocketmq.home.dir=<release> (main0 loads conf/logback_tools.xml from there) and
 // -Duser.home=<a tmp dir> (the tool's and the client's logs go under logs/rocketmqlogs).
 
@@ -43,6 +48,8 @@ import org.apache.commons.cli.PosixParser;
 import org.apache.rocketmq.srvutil.ServerUtil;
 import org.apache.rocketmq.tools.command.MQAdminStartup;
 import org.apache.rocketmq.tools.command.SubCommand;
+import org.apache.rocketmq.tools.command.consumer.ConsumerSubCommand;
+import org.apache.rocketmq.tools.command.offset.GetConsumerStatusCommand;
 
 // A subclass only to read MQAdminStartup's (protected) list of verbs.
 public final class AdminDriver extends MQAdminStartup {
@@ -109,14 +116,22 @@ public final class AdminDriver extends MQAdminStartup {
         return null; // the tool prints "The sub command X not exist."
     }
 
+    /** The shipped verbs MQAdminStartup.initCommand leaves out (see the top). */
+    private static void addUnlisted() {
+        initCommand(new GetConsumerStatusCommand());
+        initCommand(new ConsumerSubCommand());
+    }
+
     private static Map<String, Object> run(long seq, String[] verb, PrintStream stderr) {
         // The verbs are objects that keep what they made (a DefaultMQAdminExt, a producer)
         // in fields and shut it down after use, so each command gets new ones: main0 adds a
         // fresh set to the (then empty) list and runs the first match, as in a new JVM.
         subCommandList.clear();
+        addUnlisted();
         initCommand();
         String usage = unparsable(verb);
         subCommandList.clear();
+        addUnlisted();
         if (usage != null) {
             return Events.obj("event", "result", "seq", seq, "output", "", "error", usage);
         }
