@@ -19,6 +19,7 @@ from typing import TypeAlias, cast
 
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.message import MessageExt
+from rocklet.client.trace import ConsumeTracer
 from rocklet.transport.logs import get_logger
 
 __all__ = ["ConsumeStats", "Listener", "ListenerTable", "split_batches"]
@@ -49,6 +50,8 @@ class ListenerTable:
             :meth:`close`.
         threads: Size of that pool.
         thread_name_prefix: Names its threads.
+        tracer: Records each batch before and after its listener (message trace).
+            Default: none.
     """
 
     def __init__(
@@ -58,8 +61,10 @@ class ListenerTable:
         *,
         threads: int = 20,
         thread_name_prefix: str = "rocklet",
+        tracer: ConsumeTracer | None = None,
     ) -> None:
         self._failure = failure
+        self._tracer = tracer
         self._executor = executor
         self._own_executor: ThreadPoolExecutor | None = None
         self._threads = threads
@@ -132,6 +137,9 @@ class ListenerTable:
         stats = self.stats.get(topic)
         if stats is None:  # not setdefault: that would build a record on every call
             stats = self.stats[topic] = ConsumeStats()
+        tracer = self._tracer
+        traced = tracer.before(msgs) if tracer is not None else None
+        raised = False
         # perf_counter, not the injected clock: this measures how long the listener
         # ran (running info's consumeRT), which needs sub-millisecond resolution and
         # no relation to wall-clock or test time.
@@ -144,9 +152,13 @@ class ListenerTable:
                 result = await loop.run_in_executor(self._get_executor(), listener, msgs)  # type: ignore[arg-type]
         except Exception:
             _log.exception("listener raised; the batch counts as failed", topic=topic)
-            result = self._failure
-        stats.consume_ns += time.perf_counter_ns() - started
+            result, raised = self._failure, True
+        elapsed_ns = time.perf_counter_ns() - started
+        stats.consume_ns += elapsed_ns
         stats.batches += 1
+        if traced is not None:
+            assert tracer is not None
+            tracer.after(traced, result, raised, elapsed_ns)
         if not isinstance(result, ConsumeResult):
             _log.warning("listener returned no ConsumeResult", topic=topic, result=repr(result))
             result = self._failure

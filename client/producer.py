@@ -57,6 +57,8 @@ from rocklet.client.send_wire import (
     send_command,
     send_failure,
 )
+from rocklet.client.trace import SendTracer, new_dispatcher
+from rocklet.client.trace_dispatch import TraceDispatcher
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.codes import RequestCode, SerializeType
 from rocklet.protocol.command import RemotingCommand
@@ -108,7 +110,7 @@ class Producer:
         namesrv: Name server address(es). Default: ``"127.0.0.1:9876"``.
         instance: Use this client instance (and its clock) instead of the shared one.
         **options: Further :class:`ProducerConfig` fields (``send_timeout_ms``,
-            ``retry_times``, ``compress_over``...).
+            ``retry_times``, ``compress_over``, ``trace``...).
     """
 
     def __init__(
@@ -133,6 +135,11 @@ class Producer:
             SerializeType.MSGPACK if self.config.msgpack_headers else SerializeType.ROCKETMQ
         )
         self._timeout_s = self.config.send_timeout_ms / 1000
+        # Message trace: None when off, so a send pays one attribute check for it.
+        self._tracer: SendTracer | None = None
+        if self.config.trace:
+            dispatcher = new_dispatcher(Producer, self.config, "PRODUCE")
+            self._tracer = SendTracer(group, dispatcher)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -140,6 +147,15 @@ class Producer:
     def status(self) -> ProducerStatus:
         """Where the producer is in its lifecycle."""
         return self._status
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The message-trace dispatcher, or ``None`` when ``trace`` is off.
+
+        Its counters ``sent``, ``failed`` and ``dropped`` tell how tracing goes
+        (Java's ``getTraceDispatcher``).
+        """
+        return None if self._tracer is None else self._tracer.dispatcher
 
     @property
     def instance(self) -> ClientInstance:
@@ -181,6 +197,8 @@ class Producer:
         self._ids = UniqKeyGenerator(instance.client_ip, instance.clock.now_ms())
         self._status = ProducerStatus.RUNNING
         await instance.groups.send_heartbeat()
+        if self._tracer is not None:
+            await self._tracer.start(instance.clock, instance.client_ip)
 
     async def close(self) -> None:
         """Leave the group on the brokers and release the instance; idempotent."""
@@ -188,6 +206,8 @@ class Producer:
             self._status = ProducerStatus.CLOSED
             return
         self._status = ProducerStatus.CLOSED
+        if self._tracer is not None:
+            await self._tracer.close()  # sends the traces still queued; never raises
         instance, self._instance = self._instance, None
         instance.groups.unregister_producer(self.config.group)
         try:
@@ -551,6 +571,8 @@ class Producer:
             latency_ms = (loop.time() - started) * 1000
             now_s = self._clock.monotonic_ms() / 1000
             self._fault.update(mq.broker_name, latency_ms, now_s, failed=False)
+            if self._tracer is not None:
+                self._tracer.sent(topic, len(body), props, addr, result, latency_ms)
             return result
         raise send_failure(failures, code, self._timeout_s)
 

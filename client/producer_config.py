@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rocklet.client.message import MAX_MESSAGE_SIZE
 from rocklet.protocol.acl import Credentials
-from rocklet.protocol.names import check_group_name
+from rocklet.protocol.names import check_group_name, check_topic_name
 
 __all__ = ["ProducerConfig"]
 
@@ -40,6 +40,12 @@ class ProducerConfig:
             (:func:`rocklet.client.tls_context`). Default: plain TCP.
         credentials: Sign requests with this ACL account
             (:class:`~rocklet.protocol.acl.Credentials`). Default: unsigned.
+        trace: Message trace (Java's ``enableMsgTrace``): send a trace record of each
+            send (and transaction end) to the trace topic, in the background, for
+            ``queryMsgTraceById``. Default: off.
+        trace_topic: Where traces go (Java's ``customizedTraceTopic``). Default:
+            ``RMQ_SYS_TRACE_TOPIC``, which a broker with ``traceTopicEnable=true``
+            creates.
     """
 
     group: str
@@ -54,10 +60,14 @@ class ProducerConfig:
     msgpack_headers: bool = False
     tls: ssl.SSLContext | bool | None = None
     credentials: Credentials | None = None
+    trace: bool = False
+    trace_topic: str | None = None
 
     def __post_init__(self) -> None:
         if (reason := check_group_name(self.group)) is not None:
             raise ValueError(f"producer group: {reason}")
+        if self.trace_topic is not None and (reason := check_topic_name(self.trace_topic)):
+            raise ValueError(f"trace topic: {reason}")
         if self.send_timeout_ms <= 0 or self.retry_times < 0 or self.max_message_size <= 0:
             raise ValueError(f"invalid producer config {self!r}")
         if not -1 <= self.compress_level <= 9:

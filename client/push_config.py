@@ -21,7 +21,7 @@ from rocklet.client.pull_loop import FlowLimits
 from rocklet.client.rebalance import ConsumeFrom
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import ConsumeFromWhere
-from rocklet.protocol.names import check_group_name
+from rocklet.protocol.names import check_group_name, check_topic_name
 
 __all__ = ["MAX_BATCH", "PushConsumerConfig"]
 
@@ -70,6 +70,12 @@ class PushConsumerConfig:
             (:func:`rocklet.client.tls_context`). Default: plain TCP.
         credentials: Sign requests with this ACL account
             (:class:`~rocklet.protocol.acl.Credentials`). Default: unsigned.
+        trace: Message trace (Java's ``enableMsgTrace``): send ``SubBefore`` and
+            ``SubAfter`` trace records of each batch the listener gets to the trace
+            topic, in the background, for ``queryMsgTraceById``. Default: off.
+        trace_topic: Where traces go (Java's ``customizedTraceTopic``). Default:
+            ``RMQ_SYS_TRACE_TOPIC``, which a broker with ``traceTopicEnable=true``
+            creates.
 
     Raises:
         ValueError: A setting is out of range.
@@ -96,10 +102,14 @@ class PushConsumerConfig:
     instance_name: str = "DEFAULT"
     tls: ssl.SSLContext | bool | None = None
     credentials: Credentials | None = None
+    trace: bool = False
+    trace_topic: str | None = None
 
     def __post_init__(self) -> None:
         if (reason := check_group_name(self.group)) is not None:
             raise ValueError(f"consumer group: {reason}")
+        if self.trace_topic is not None and (reason := check_topic_name(self.trace_topic)):
+            raise ValueError(f"trace topic: {reason}")
         if not (
             1 <= self.consume_batch_size <= MAX_BATCH and 1 <= self.pull_batch_size <= MAX_BATCH
         ):

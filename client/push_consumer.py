@@ -46,9 +46,12 @@ from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.errors import TRANSIENT_ERRORS, ClientStateError
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.listeners import Listener, ListenerTable
+from rocklet.client.producer import Producer
 from rocklet.client.push_config import PushConsumerConfig
 from rocklet.client.push_runtime import PushRuntime
 from rocklet.client.selector import MessageSelector
+from rocklet.client.trace import ConsumeTracer, new_dispatcher
+from rocklet.client.trace_dispatch import TraceDispatcher
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo
 from rocklet.transport.tasks import BackgroundTasks
@@ -72,7 +75,8 @@ class PushConsumer:
             ``consume_concurrency`` threads, created on first need.
         instance: Use this client instance (and its clock) instead of the shared one.
         **options: :class:`~rocklet.client.push_config.PushConsumerConfig` fields
-            (``orderly``, ``broadcasting``, ``consume_from``, ``consume_batch_size``...).
+            (``orderly``, ``broadcasting``, ``consume_from``, ``consume_batch_size``,
+            ``trace``...).
 
     Raises:
         ValueError: An option is out of range.
@@ -94,11 +98,16 @@ class PushConsumer:
         self._given_instance = instance
         self._status = ConsumerStatus.CREATED
         self._expressions: dict[str, str | MessageSelector] = {}
+        self._tracer: ConsumeTracer | None = None
+        if self.config.trace:
+            dispatcher = new_dispatcher(Producer, self.config, "CONSUME")
+            self._tracer = ConsumeTracer(group, dispatcher, self.config.consume_timeout_ms)
         self._listeners = ListenerTable(
             ConsumeResult.SUSPEND if self.config.orderly else ConsumeResult.RECONSUME_LATER,
             executor,
             threads=self.config.consume_concurrency,
             thread_name_prefix=f"rocklet-{group}",
+            tracer=self._tracer,
         )
         self._background = BackgroundTasks(f"rocklet-{group}", on_error, transient=TRANSIENT_ERRORS)
         self._runtime: PushRuntime | None = None
@@ -125,6 +134,14 @@ class PushConsumer:
     def broadcasting(self) -> bool:
         """Whether every member gets every message."""
         return self.config.broadcasting
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The message-trace dispatcher, or ``None`` when ``trace`` is off.
+
+        Its counters ``sent``, ``failed`` and ``dropped`` tell how tracing goes.
+        """
+        return None if self._tracer is None else self._tracer.dispatcher
 
     # -- state --------------------------------------------------------------------------
 
@@ -242,6 +259,8 @@ class PushConsumer:
         if self._on_error is not None:
             self._remove_error_cb = instance.on_error(self._on_error)
         self._status = ConsumerStatus.RUNNING  # from here on, _close() undoes it all
+        if self._tracer is not None:
+            await self._tracer.start(instance.clock, instance.client_ip)  # never raises
         try:
             await runtime.start()
         except BaseException:
@@ -270,6 +289,8 @@ class PushConsumer:
         # Every step runs even if an earlier one failed (a commit that cannot be
         # written must not leave the consumer registered); failures are reported.
         await runtime.stop()
+        if self._tracer is not None:
+            await self._tracer.close()  # sends the traces still queued; never raises
         instance.groups.unregister_consumer(group)
         await self._step(instance.groups.unregister_client(None, group), "unregistering")
         if self._remove_error_cb is not None:

@@ -36,6 +36,7 @@ from rocklet.client.message import Message, MessageExt, SendResult
 from rocklet.client.producer import MessageQueueSelector
 from rocklet.client.push_consumer import PushConsumer as _AsyncPushConsumer
 from rocklet.client.selector import MessageSelector
+from rocklet.client.trace_dispatch import TraceDispatcher
 from rocklet.client.transaction import (
     CheckListener,
     LocalTransaction,
@@ -151,6 +152,11 @@ class Producer(_Facade):
     def _make(self, group: str, namesrv: str, options: dict[str, Any]) -> _producer.Producer:
         return self._rt.call(lambda: _producer.Producer(group, namesrv, **options))
 
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """With ``trace=True``, the message-trace dispatcher (its counters); else ``None``."""
+        return self._p.trace_dispatcher
+
     def start(self) -> None:
         """Start the producer."""
         self._rt.run(self._p.start())
@@ -259,6 +265,11 @@ class PushConsumer(_Facade):
                 self._release()
 
     close = shutdown
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """With ``trace=True``, the message-trace dispatcher (its counters); else ``None``."""
+        return self._c.trace_dispatcher
 
     def check_errors(self) -> None:
         """Raise, once, a background failure not handed to ``on_error``."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -177,6 +177,10 @@ class TransactionProducer(Producer):
             except Exception as exc:
                 _log.warning("local transaction failed; state unknown", error=repr(exc))
                 state, remark = LocalTransactionState.UNKNOWN, f"{type(exc).__name__}: {exc}"
+        if self._tracer is not None:
+            props = {Prop.TAGS: msg.tags or "", Prop.KEYS: " ".join(msg.key_list)}
+            addr = self.instance.routes.master_addr(result.message_queue.broker_name)
+            self._trace_end(msg.topic, result.msg_id, props, addr or "", state)
         await self._end_after_send(result, state, remark)
         return TransactionSendResult(result, state)
 
@@ -234,7 +238,29 @@ class TransactionProducer(Producer):
             from_transaction_check=False,
             transaction_id=half.msg_id,
         )
+        if self._tracer is not None:
+            self._trace_end(half.topic, half.msg_id, None, addr, state)
         return await self._end(addr, header, None)
+
+    def _trace_end(
+        self,
+        topic: str,
+        msg_id: str,
+        props: Mapping[str, str] | None,
+        addr: str,
+        state: LocalTransactionState,
+    ) -> None:
+        """Trace an end this producer decided (not a check-back's answer)."""
+        assert self._tracer is not None
+        self._tracer.ended(
+            topic,
+            msg_id,
+            props,
+            store_host=addr,
+            state=state.value,
+            transaction_id=msg_id,  # the UNIQ_KEY, as Java's msg.getTransactionId()
+            from_check=False,
+        )
 
     async def _end_after_send(
         self, result: SendResult, state: LocalTransactionState, remark: str | None
@@ -279,6 +305,16 @@ class TransactionProducer(Producer):
             from_transaction_check=True,
             transaction_id=header.transaction_id or uniq,
         )
+        if self._tracer is not None:
+            self._tracer.ended(
+                msg.topic,
+                uniq,
+                msg.properties,
+                store_host=broker_addr,
+                state=state.value,
+                transaction_id=header.transaction_id or uniq,
+                from_check=True,
+            )
         await self._end(broker_addr, end, remark)
 
     async def _end(

@@ -6,6 +6,9 @@ message trace on (``enableMsgTrace``) send their trace records there, keyed by t
 message id; ``queryMsgTraceById`` queries that topic by key and prints a ``Pub`` row for
 the producer's group and a ``Sub`` row (from SubAfter) for the consumer's. Run against
 Rocklet and a real RocketMQ 4.9.4, the verb in the session's ``mqadmin`` JVM.
+
+Rocklet's SDK with ``trace=True`` writes the same records: the real ``mqadmin`` finds
+its sends and consumes too, on both systems.
 """
 
 from __future__ import annotations
@@ -16,6 +19,10 @@ import sys
 from pathlib import Path
 from typing import Final
 
+from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.message import Message, MessageExt
+from rocklet.client.producer import Producer
+from rocklet.client.push_consumer import PushConsumer
 from tests.compat.harness import route_of
 from tests.java.javatier import JavaDriver, System, java_clients, make_topic, tier_marks
 from tests.java.mqadmin import MqAdmin
@@ -26,6 +33,9 @@ TOPIC: Final = "JavaTierTraced"
 GROUP: Final = "javatier_trace_group"
 TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
 STEP_TIMEOUT_S: Final = 90
+#: What Rocklet's SDK traces (apart from the Java clients' topic and group).
+SDK_TOPIC: Final = "JavaTierSdkTraced"
+SDK_GROUP: Final = "javatier_sdk_trace_group"
 
 
 def rows(output: str, kind: str) -> list[list[str]]:
@@ -76,6 +86,33 @@ async def test_traces_of_a_send_and_a_consume_are_found_by_message_id(
     assert {("Pub", f"{GROUP}_producer"), ("SubAfter", GROUP)} <= kinds, records
     (pub_record,) = [r for r in records if r["type"] == "Pub"]
     assert pub_record["topic"] == TOPIC and len(pub_record["offsetMsgId"]) == 32, pub_record
+
+
+async def test_the_python_sdk_s_traces_are_found_by_the_real_mqadmin(
+    admin_system: System, admin_tool: MqAdmin
+) -> None:
+    await make_topic(admin_system, SDK_TOPIC, 1)
+    consumed = asyncio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeResult:
+        consumed.set()
+        return ConsumeResult.SUCCESS
+
+    ns = admin_system.namesrv
+    async with Producer(f"{SDK_GROUP}_producer", ns, trace=True) as producer:
+        sent = await producer.send(Message(SDK_TOPIC, b"traced by rocklet", keys="py-traced"))
+        consumer = PushConsumer(SDK_GROUP, ns, consume_from="first", trace=True)
+        async with consumer.subscribe(SDK_TOPIC, "*", listener):
+            await asyncio.wait_for(consumed.wait(), STEP_TIMEOUT_S)
+    # Both closed, so their traces are sent; RocketMQ indexes keys in the background.
+    output = await admin_tool.await_output(
+        both_rows, "the Pub and Sub traces", "queryMsgTraceById", "-i", sent.msg_id,
+        timeout_s=STEP_TIMEOUT_S,
+    )  # fmt: skip
+    pub, sub = rows(output, "Pub"), rows(output, "Sub")
+    assert [r[1] for r in pub] == [f"{SDK_GROUP}_producer"], output
+    assert [r[1] for r in sub] == [SDK_GROUP], output
+    assert pub[0][-1] == "success" and sub[0][-1] == "success", output
 
 
 async def _rocklet_admin(system: System, *argv: str) -> str:
