@@ -37,7 +37,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "DEFAULT_TRACE_TOPIC",
@@ -137,6 +137,19 @@ def _is_true(text: str) -> bool:
     return text.strip().lower() == "true"  # Java's Boolean.parseBoolean
 
 
+def _stored(f: list[str]) -> dict[str, Any]:
+    """The fields a Pub and an EndTransaction record share, in the same places."""
+    return {
+        "group": f[3],
+        "timestamp": int(f[1]),
+        "region": f[2],
+        "topic": f[4],
+        "tags": f[6],
+        "keys": f[7],
+        "store_host": f[8],
+    }
+
+
 def _pub(f: list[str]) -> TraceRecord:
     # f[11] is the message type; 13 fields end with success, 14 with the offset msgId
     # and success, 15 or more add the client host.
@@ -148,13 +161,7 @@ def _pub(f: list[str]) -> TraceRecord:
     return TraceRecord(
         "Pub",
         f[5],
-        group=f[3],
-        timestamp=int(f[1]),
-        region=f[2],
-        topic=f[4],
-        tags=f[6],
-        keys=f[7],
-        store_host=f[8],
+        **_stored(f),
         body_length=int(f[9]),
         cost_ms=int(f[10]),
         msg_type=int(f[11]),
@@ -196,13 +203,7 @@ def _end_transaction(f: list[str]) -> TraceRecord:
     return TraceRecord(
         "EndTransaction",
         f[5],
-        group=f[3],
-        timestamp=int(f[1]),
-        region=f[2],
-        topic=f[4],
-        tags=f[6],
-        keys=f[7],
-        store_host=f[8],
+        **_stored(f),
         msg_type=int(f[9]),
         transaction_id=f[10],
         transaction_state=f[11],

@@ -305,12 +305,8 @@ async def _broker_metrics(tool: AdminTool, addr: str) -> dict[str, Any]:
 
 async def export_metrics(tool: AdminTool, args: argparse.Namespace) -> Output:
     """exportMetrics: each master's machine, load and versions, and the cluster's totals."""
+    await tool.targets(args.clusterName, None)  # a clear error for an unknown cluster
     info = await tool.admin.cluster_info()
-    if args.clusterName not in info.cluster_addr_table:
-        known = ", ".join(sorted(info.cluster_addr_table)) or "none"
-        raise TargetError(
-            f"cluster {args.clusterName!r} is unknown to the name server (known: {known})"
-        )
     report: dict[str, Any] = {}
     total_tps = dict.fromkeys(
         ("totalNormalInTps", "totalNormalOutTps", "totalTransInTps", "totalScheduleInTps"), 0.0
