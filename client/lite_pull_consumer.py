@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from rocklet.client.allocate import STRATEGIES, AllocateStrategy
+from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.errors import (
     TRANSIENT_ERRORS,
@@ -29,11 +31,14 @@ from rocklet.client.errors import (
 from rocklet.client.instance import ClientInstance
 from rocklet.client.message import MessageExt
 from rocklet.client.process_queue import ProcessQueue
+from rocklet.client.producer import Producer
 from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
 from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
 from rocklet.client.selector import MessageSelector, as_selector
 from rocklet.client.tls import TlsOption
+from rocklet.client.trace import ConsumeTracer, new_dispatcher
+from rocklet.client.trace_dispatch import TraceDispatcher
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
@@ -44,6 +49,7 @@ from rocklet.protocol.bodies.heartbeat import (
 )
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo
+from rocklet.protocol.names import check_topic_name
 from rocklet.transport.logs import get_logger
 from rocklet.transport.tasks import BackgroundTasks
 
@@ -57,6 +63,17 @@ _LITE_SUSPEND_MS: Final = 15000
 _PULL_ERROR_WAIT_S: Final = 3.0
 #: Longest wait of a full prefetch cache for poll() to make room.
 _ROOM_WAIT_S: Final = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class _TraceSettings:
+    """What the trace producer of a lite consumer is made from (``TracedConfig``)."""
+
+    group: str
+    namesrv: str
+    trace_topic: str | None
+    tls: TlsOption
+    credentials: Credentials | None
 
 
 class _Ready(NamedTuple):
@@ -101,6 +118,14 @@ class LitePullConsumer(PullConsumerBase):
             system's CAs) or an :class:`ssl.SSLContext`
             (:func:`rocklet.client.tls_context`). Default: plain TCP.
         credentials: Sign requests with this ACL account. Default: unsigned.
+        trace: Message trace (Java's ``enableMsgTrace``): a ``SubBefore`` and a
+            ``SubAfter`` record of each prefetched message, written when it arrives
+            (as Java's lite consumer does: it cannot know when the application is
+            done with it). Default: False.
+        trace_topic: Where traces go. Default: ``RMQ_SYS_TRACE_TOPIC``.
+
+    Raises:
+        ValueError: A bad group, allocation strategy or trace topic.
     """
 
     def __init__(
@@ -121,8 +146,12 @@ class LitePullConsumer(PullConsumerBase):
         instance: ClientInstance | None = None,
         tls: TlsOption = None,
         credentials: Credentials | None = None,
+        trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         super().__init__(group, namesrv, instance_name, instance, consume_from, tls, credentials)
+        if trace_topic is not None and (reason := check_topic_name(trace_topic)):
+            raise ValueError(f"trace topic: {reason}")
         if isinstance(allocate, str) and allocate not in STRATEGIES:
             raise ValueError(f"unknown allocation strategy {allocate!r}")
         self._pull_batch = pull_batch_size
@@ -142,6 +171,21 @@ class LitePullConsumer(PullConsumerBase):
         self._background = BackgroundTasks(f"rocklet-{group}", on_error, transient=TRANSIENT_ERRORS)
         self._rebalance_wanted = asyncio.Event()
         self._last_commit_ms = 0
+        self._tracer: ConsumeTracer | None = None
+        if trace:
+            settings = _TraceSettings(group, namesrv, trace_topic, tls, credentials)
+            dispatcher = new_dispatcher(Producer, settings, "CONSUME")
+            # No listener here: each batch is recorded as consumed at once (Java's
+            # 15-minute consume time-out is never reached).
+            self._tracer = ConsumeTracer(group, dispatcher, consume_timeout_ms=15 * 60_000)
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The message-trace dispatcher, or ``None`` when ``trace`` is off.
+
+        Its counters ``sent``, ``failed`` and ``dropped`` tell how tracing goes.
+        """
+        return None if self._tracer is None else self._tracer.dispatcher
 
     # -- setup ------------------------------------------------------------------------
 
@@ -203,6 +247,8 @@ class LitePullConsumer(PullConsumerBase):
             self._drop_feeds()
             await self._stop_instance()
             raise
+        if self._tracer is not None:
+            await self._tracer.start(instance.clock, instance.client_ip)  # never raises
 
     async def _begin(self, instance: ClientInstance) -> None:
         assert self._offsets is not None
@@ -258,6 +304,8 @@ class LitePullConsumer(PullConsumerBase):
         self._status = ConsumerStatus.CLOSING
         await self._background.cancel_all()
         self._drop_feeds()
+        if self._tracer is not None:
+            await self._tracer.close()  # sends the traces still queued; never raises
         try:
             await self._stop_instance()
         except Exception as exc:
@@ -417,10 +465,20 @@ class LitePullConsumer(PullConsumerBase):
         if result.messages:
             pq.put(result.messages, result.max_offset)
             self._ready.put_nowait(_Ready(mq, pq, result.messages))
+            if self._tracer is not None:
+                self._trace(self._tracer, result.messages)
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             _log.warning("prefetch offset illegal; jumping", mq=mq, to=result.next_begin_offset)
             if pq.count == 0:
                 feed.consumed = result.next_begin_offset
+
+    @staticmethod
+    def _trace(tracer: ConsumeTracer, msgs: list[MessageExt]) -> None:
+        # Java's lite consumer runs both hooks on each pull that found messages, the
+        # second at once with success: the messages are consumed as far as it knows.
+        batch = tracer.before(msgs)
+        if batch is not None:
+            tracer.after(batch, ConsumeResult.SUCCESS, raised=False, elapsed_ns=0)
 
     # -- background ---------------------------------------------------------------------
 

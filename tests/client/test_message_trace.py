@@ -1,7 +1,8 @@
 """Message trace in the SDK (``trace=True``) against a real broker with the trace topic.
 
 A traced producer writes a ``Pub`` record for each send, a traced push consumer a
-``SubBefore`` and a ``SubAfter`` record for each message it hands to its listener;
+``SubBefore`` and a ``SubAfter`` record for each message it hands to its listener (a
+traced lite pull consumer both at once, for each message it prefetches);
 they are found again by querying the trace topic by key, as ``queryMsgTraceById``
 does. Closing a traced client sends the traces still queued, so each test reads them
 right after the close, without waiting.
@@ -18,6 +19,7 @@ import pytest
 from rocklet.client import sync
 from rocklet.client.admin import Admin
 from rocklet.client.consume_result import ConsumeResult
+from rocklet.client.lite_pull_consumer import LitePullConsumer
 from rocklet.client.message import Message, MessageExt, SendResult
 from rocklet.client.producer import Producer
 from rocklet.client.push_consumer import PushConsumer
@@ -230,3 +232,32 @@ def test_a_bad_trace_topic_fails_at_construction() -> None:
         Producer("PG", trace=True, trace_topic="no spaces")
     with pytest.raises(ValueError, match="trace topic"):
         PushConsumer("CG", trace=True, trace_topic="")
+
+
+async def test_a_traced_lite_pull_consumer_records_each_prefetched_message(
+    tmp_path: Path,
+) -> None:
+    async with running_cluster(tmp_path, trace_topic_enable=True) as cluster:
+        ns = cluster.namesrv_addr
+        async with Producer("LiteTracePG", ns) as producer:
+            sent = await producer.send(Message(TOPIC, b"polled", keys=("lite-1",)))
+        consumer = LitePullConsumer("LiteTraceCG", ns, consume_from="first", trace=True)
+        consumer.subscribe(TOPIC)
+        async with consumer:
+            polled: list[MessageExt] = []
+            async with asyncio.timeout(WAIT_S):
+                while not polled:
+                    polled = await consumer.poll(timeout_ms=1000)
+            traces = consumer.trace_dispatcher
+        assert [m.msg_id for m in polled] == [sent.msg_id]
+        assert traces is not None and traces.sent >= 1 and traces.dropped == 0
+        records = await _records(cluster, sent.msg_id)
+        before, after = _one(records, "SubBefore"), _one(records, "SubAfter")
+        assert (before.group, before.keys) == ("LiteTraceCG", "lite-1")
+        assert (after.request_id, after.success, after.context_code) == (
+            before.request_id, True, ConsumeReturnType.SUCCESS,
+        )  # fmt: skip
+        assert not [r for r in records if r.type == "Pub"]  # the producer was not traced
+        assert LitePullConsumer("Off", ns).trace_dispatcher is None
+    with pytest.raises(ValueError, match="trace topic"):
+        LitePullConsumer("Bad", "127.0.0.1:9876", trace=True, trace_topic="no spaces")
