@@ -18,12 +18,7 @@ from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.cluster import GroupList, KVTable
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
 from rocklet.protocol.bodies.heartbeat import (
-    ConsumeFromWhere,
-    ConsumerData,
-    ConsumeType,
-    HeartbeatData,
     MessageModel,
-    SubscriptionData,
 )
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import TopicRouteData
@@ -43,6 +38,7 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.properties import encode_properties
 from rocklet.transport.connection import Connection, HandlerResult
 from rocklet.transport.dial import open_connection
+from tests.broker.wire_clients import consumer_heartbeat
 from tests.cluster import Cluster, running_cluster
 
 BROKER = "broker-a"
@@ -168,16 +164,8 @@ async def cpp_consumer(
             return cmd.make_response(ResponseCode.SUCCESS, body=info.to_json())
         return None
 
-    data = ConsumerData(
-        group,
-        ConsumeType.CONSUME_PASSIVELY,
-        MessageModel.CLUSTERING,
-        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        (SubscriptionData(topic, "*"),),
-    )
-    beat = HeartbeatData(client_id, consumer_data_set=(data,))
     async with await open_connection("127.0.0.1", cluster.broker.port, handler=handler) as conn:
-        cmd = RemotingCommand(RequestCode.HEART_BEAT, body=beat.to_json(), language="CPP")
+        cmd = consumer_heartbeat(client_id, group, topic, language="CPP")
         assert (await conn.request(cmd, 5)).code == ResponseCode.SUCCESS
         yield seen
 

@@ -17,19 +17,12 @@ import pytest
 
 from rocklet.broker.processors import admin_clients
 from rocklet.protocol.bodies.consumer import GetConsumerStatusBody
-from rocklet.protocol.bodies.heartbeat import (
-    ConsumeFromWhere,
-    ConsumerData,
-    ConsumeType,
-    HeartbeatData,
-    MessageModel,
-    SubscriptionData,
-)
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.transport.connection import Connection, HandlerResult
 from rocklet.transport.dial import open_connection
+from tests.broker.wire_clients import consumer_heartbeat
 from tests.cluster import Cluster, running_cluster
 
 GROUP = "StatusG"
@@ -79,16 +72,8 @@ async def member(
         seen.asked.append(cmd)
         return await answer(cmd)
 
-    data = ConsumerData(
-        GROUP,
-        ConsumeType.CONSUME_PASSIVELY,
-        MessageModel.CLUSTERING,
-        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        (SubscriptionData(TOPIC, "*"),),
-    )
-    beat = HeartbeatData(client_id, consumer_data_set=(data,))
     async with await open_connection("127.0.0.1", cluster.broker.port, handler=handler) as conn:
-        cmd = RemotingCommand(RequestCode.HEART_BEAT, body=beat.to_json(), version=version)
+        cmd = consumer_heartbeat(client_id, GROUP, TOPIC, version=version)
         assert (await conn.request(cmd, WAIT_S)).code == ResponseCode.SUCCESS
         yield seen
         # Leave as a client does at shutdown: the broker forgets it before answering.
