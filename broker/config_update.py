@@ -31,7 +31,9 @@ from rocklet.broker.tls_keys import SECRET_KEYS, TLS_CONFIG_FILE, TLS_KEYS, USE_
 __all__ = ["LIVE_KEYS", "PATH_KEYS", "PATH_REFUSED", "ConfigUpdate", "plan_update", "shown_value"]
 
 #: Settings a running Rocklet broker applies as soon as they are updated.
-LIVE_KEYS: Final = frozenset({"brokerPermission", "slaveReadEnable", "enablePropertyFilter"})
+LIVE_KEYS: Final = frozenset(
+    {"brokerPermission", "slaveReadEnable", "enablePropertyFilter", "haAllowedSlaves"}
+)
 #: Keys naming files or directories: a request never changes them. RocketMQ 4.9.4
 #: accepts and saves them, so anyone who may update the config can point the broker's
 #: next start at other files (RocketMQ 5 blacklists such keys; its 4.9.7 name server

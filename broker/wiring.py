@@ -190,6 +190,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             slave_reads=slave_reads,
             filters=filters,
             clock=ctx.clock,
+            replicas=ctx.replicas,
         ),
     )
     admin_clients.register(registry, ClientAdmin(clients=clients, store=store, identity=identity))

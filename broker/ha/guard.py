@@ -195,12 +195,13 @@ class SlaveAccount(Protocol):
     def admin(self) -> bool: ...  # noqa: D102
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HAGuard:
     """The master's admission rules for HA connections.
 
     Attributes:
-        allowed: ``haAllowedSlaves``.
+        allowed: ``haAllowedSlaves`` (replaced when UPDATE_BROKER_CONFIG changes it:
+            :meth:`~rocklet.broker.ha.master.HAMaster.allow`).
         tls: The broker's TLS when ``tls.server.mode=enforcing``; ``None``: plain TCP.
         accounts: Returns the ACL accounts in force when slaves must authenticate
             (read per connection, so an ACL file reload applies); ``None``: no

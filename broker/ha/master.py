@@ -236,6 +236,26 @@ class HAMaster:
         self.acked_offset = offset
         self._waits.advance(offset)
 
+    async def allow(self, allowed: AllowList) -> list[str]:
+        """Put a new ``haAllowedSlaves`` in force (UPDATE_BROKER_CONFIG).
+
+        New connections are checked against it, and the slaves connected now that it
+        does not admit are disconnected: taking a host off the list must cut it off,
+        not only keep it from coming back.
+
+        Returns:
+            The peers disconnected (``host:port``).
+        """
+        self._guard.allowed = allowed
+        dropped: list[str] = []
+        for slave, writer in list(self._slaves.items()):
+            host = slave.peer.rsplit(":", 1)[0]
+            if not await allowed.allows(host):
+                writer.transport.abort()
+                dropped.append(slave.peer)
+        log.warning("haAllowedSlaves changed", allowed=allowed.text, disconnected=dropped)
+        return dropped
+
     async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Nothing of the commitlog flows, and the peer does not count as a slave for
         # SYNC_MASTER, until the guard admits it (broker/ha/guard.py).

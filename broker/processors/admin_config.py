@@ -10,10 +10,12 @@
   the broker was started with (``-c``; without one,
   ``<storePathRootDir>/config/broker.properties``, as RocketMQ saves to its store's
   ``config/broker.properties``). Kinds of keys: :mod:`rocklet.broker.config_update`.
-  ``brokerPermission``, ``slaveReadEnable`` and ``enablePropertyFilter`` take effect at
-  once; a new ``brokerPermission`` is registered with the name servers before the
-  answer (RocketMQ's ``registerBrokerAll``), so routes show it. Other Rocklet settings
-  take effect at the next start: the log and the answer's remark say which.
+  ``brokerPermission``, ``slaveReadEnable``, ``enablePropertyFilter`` and
+  ``haAllowedSlaves`` take effect at once; a new ``brokerPermission`` is registered
+  with the name servers before the answer (RocketMQ's ``registerBrokerAll``), so
+  routes show it; a new ``haAllowedSlaves`` disconnects the slaves it no longer
+  admits. Other Rocklet settings take effect at the next start: the log and the
+  answer's remark say which.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from rocklet.broker.config_update import (
     plan_update,
     shown_value,
 )
+from rocklet.broker.ha.guard import AllowList
+from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.property_filter import PropertyFilters
 from rocklet.broker.processors.pull import SlaveReads
@@ -125,6 +129,8 @@ class ConfigAdmin:
         slave_reads: The pull processor's ``slaveReadEnable`` (changed in place).
         filters: The property filters (``enablePropertyFilter``, changed in place).
         clock: Time source (the configuration's data version).
+        replicas: A master's HA service (``haAllowedSlaves`` applied to it); ``None``
+            on a slave.
     """
 
     def __init__(
@@ -138,6 +144,7 @@ class ConfigAdmin:
         slave_reads: SlaveReads,
         filters: PropertyFilters,
         clock: Clock,
+        replicas: HAMaster | None = None,
     ) -> None:
         self._config = config
         self._identity = identity
@@ -147,6 +154,7 @@ class ConfigAdmin:
         self._slave_reads = slave_reads
         self._filters = filters
         self._clock = clock
+        self._replicas = replicas
         self._version = DataVersion(0, clock.now_ms())
         # RocketMQ's handler is synchronized: one update at a time, file included.
         self._lock = asyncio.Lock()
@@ -216,6 +224,9 @@ class ConfigAdmin:
             self._slave_reads.slave_read_enable = config.slave_read_enable
         if "enablePropertyFilter" in update.live:
             self._filters.enabled = config.enable_property_filter
+        if "haAllowedSlaves" in update.live and self._replicas is not None:
+            # Checked by plan_update (the whole request is refused on a bad entry).
+            await self._replicas.allow(AllowList(config.ha_allowed_slaves))
         if "brokerPermission" in update.live:
             self._identity.permission = config.broker_permission
             self._topics.bump_version()

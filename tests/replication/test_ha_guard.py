@@ -310,3 +310,48 @@ def test_refusals_are_logged_at_most_a_limit_a_minute() -> None:
         refusals.warn("HA connection refused", peer="10.0.0.99:1")
     assert [e.get("count") for e in logs[3:]] == [7, None]
     assert logs[-1]["peer"] == "10.0.0.99:1" and refusals.suppressed == 0
+
+
+async def _update_config(addr: str, body: bytes) -> RemotingCommand:
+    return await _request(addr, RemotingCommand(RequestCode.UPDATE_BROKER_CONFIG, body=body))
+
+
+async def test_a_new_allow_list_applies_at_once_and_cuts_off_who_it_leaves_out(
+    tmp_path: Path,
+) -> None:
+    async with running_master(tmp_path / "m", master_props(haAllowedSlaves="loopback")) as master:
+        await ha_port(master)
+        slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props())
+        try:
+            await slave.start()
+
+            async def slaves(count: str) -> bool:
+                return (await _status(master.broker_addr)).get("haConnectedSlaves") == count
+
+            await until("the slave connecting", lambda: slaves("1"))
+            await _send(master.broker_addr, 3)
+            before = await _caught_up(master.broker_addr, slave.broker_addr)
+
+            # A bad entry refuses the whole update, naming the key; nothing changes.
+            bad = await _update_config(master.broker_addr, b"haAllowedSlaves=10.0.0.0/99\n")
+            assert bad.code == ResponseCode.SYSTEM_ERROR and "haAllowedSlaves" in (bad.remark or "")
+            assert (await _status(master.broker_addr))["haConnectedSlaves"] == "1"
+
+            # Loopback off the list: the connected slave is cut off, and stays off.
+            done = await _update_config(master.broker_addr, b"haAllowedSlaves=10.9.9.0/24\n")
+            assert done.code == ResponseCode.SUCCESS, done.remark
+            assert "haAllowedSlaves" not in (done.remark or "")  # not "after a restart"
+            await until("the slave cut off", lambda: slaves("0"))
+            await until("its reconnection refused", lambda: _refusals(master, "haAllowedSlaves"))
+            await _send(master.broker_addr, 3)
+            assert int((await _status(slave.broker_addr))["commitLogMaxOffset"]) == before
+
+            # Back on the list: it reconnects and catches up, without a restart.
+            done = await _update_config(master.broker_addr, b"haAllowedSlaves=loopback\n")
+            assert done.code == ResponseCode.SUCCESS, done.remark
+            await until("the slave back", lambda: slaves("1"))
+            assert await _caught_up(master.broker_addr, slave.broker_addr) > before
+            saved = (tmp_path / "m" / "broker.conf").read_text(encoding="utf-8")
+            assert "haAllowedSlaves=loopback" in saved
+        finally:
+            await slave.close()
