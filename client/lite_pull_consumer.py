@@ -37,7 +37,7 @@ from rocklet.client.pull_base import PullConsumerBase
 from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
 from rocklet.client.selector import MessageSelector, as_selector
 from rocklet.client.tls import TlsOption
-from rocklet.client.trace import ConsumeTracer, new_dispatcher
+from rocklet.client.trace import ConsumeTracer, check_trace_topic, new_dispatcher
 from rocklet.client.trace_dispatch import TraceDispatcher
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import (
@@ -49,7 +49,6 @@ from rocklet.protocol.bodies.heartbeat import (
 )
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo
-from rocklet.protocol.names import check_topic_name
 from rocklet.transport.logs import get_logger
 from rocklet.transport.tasks import BackgroundTasks
 
@@ -150,8 +149,7 @@ class LitePullConsumer(PullConsumerBase):
         trace_topic: str | None = None,
     ) -> None:
         super().__init__(group, namesrv, instance_name, instance, consume_from, tls, credentials)
-        if trace_topic is not None and (reason := check_topic_name(trace_topic)):
-            raise ValueError(f"trace topic: {reason}")
+        check_trace_topic(trace_topic)
         if isinstance(allocate, str) and allocate not in STRATEGIES:
             raise ValueError(f"unknown allocation strategy {allocate!r}")
         self._pull_batch = pull_batch_size

@@ -11,8 +11,9 @@ import ssl
 from dataclasses import dataclass
 
 from rocklet.client.message import MAX_MESSAGE_SIZE
+from rocklet.client.trace import check_trace_topic
 from rocklet.protocol.acl import Credentials
-from rocklet.protocol.names import check_group_name, check_topic_name
+from rocklet.protocol.names import check_group_name
 
 __all__ = ["ProducerConfig"]
 
@@ -66,8 +67,7 @@ class ProducerConfig:
     def __post_init__(self) -> None:
         if (reason := check_group_name(self.group)) is not None:
             raise ValueError(f"producer group: {reason}")
-        if self.trace_topic is not None and (reason := check_topic_name(self.trace_topic)):
-            raise ValueError(f"trace topic: {reason}")
+        check_trace_topic(self.trace_topic)
         if self.send_timeout_ms <= 0 or self.retry_times < 0 or self.max_message_size <= 0:
             raise ValueError(f"invalid producer config {self!r}")
         if not -1 <= self.compress_level <= 9:

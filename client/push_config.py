@@ -19,9 +19,10 @@ from rocklet.client.allocate import STRATEGIES, AllocateStrategy
 from rocklet.client.offset_store import DEFAULT_OFFSETS_DIR
 from rocklet.client.pull_loop import FlowLimits
 from rocklet.client.rebalance import ConsumeFrom
+from rocklet.client.trace import check_trace_topic
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.heartbeat import ConsumeFromWhere
-from rocklet.protocol.names import check_group_name, check_topic_name
+from rocklet.protocol.names import check_group_name
 
 __all__ = ["MAX_BATCH", "PushConsumerConfig"]
 
@@ -108,8 +109,7 @@ class PushConsumerConfig:
     def __post_init__(self) -> None:
         if (reason := check_group_name(self.group)) is not None:
             raise ValueError(f"consumer group: {reason}")
-        if self.trace_topic is not None and (reason := check_topic_name(self.trace_topic)):
-            raise ValueError(f"trace topic: {reason}")
+        check_trace_topic(self.trace_topic)
         if not (
             1 <= self.consume_batch_size <= MAX_BATCH and 1 <= self.pull_batch_size <= MAX_BATCH
         ):

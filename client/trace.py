@@ -32,6 +32,7 @@ from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.message import MessageExt, SendResult, SendStatus, UniqKeyGenerator
 from rocklet.client.trace_dispatch import MAX_BODY, TraceDispatcher, TraceSender
 from rocklet.protocol.acl import Credentials
+from rocklet.protocol.names import check_topic_name
 from rocklet.protocol.properties import Prop, decode_properties
 from rocklet.protocol.trace import (
     DEFAULT_TRACE_TOPIC,
@@ -52,6 +53,7 @@ __all__ = [
     "SendTracer",
     "TracedBatch",
     "TracedConfig",
+    "check_trace_topic",
     "new_dispatcher",
 ]
 
@@ -103,6 +105,16 @@ class TracedConfig(Protocol):
     def credentials(self) -> Credentials | None:
         """Its ACL account."""
         ...
+
+
+def check_trace_topic(topic: str | None) -> None:
+    """Refuse a ``trace_topic`` option that is not a valid topic name (``None``: default).
+
+    Raises:
+        ValueError: Why the name is not one.
+    """
+    if topic is not None and (reason := check_topic_name(topic)):
+        raise ValueError(f"trace topic: {reason}")
 
 
 def new_dispatcher(make_sender: SenderFactory, config: TracedConfig, kind: str) -> TraceDispatcher:

@@ -177,11 +177,7 @@ class TransactionProducer(Producer):
             except Exception as exc:
                 _log.warning("local transaction failed; state unknown", error=repr(exc))
                 state, remark = LocalTransactionState.UNKNOWN, f"{type(exc).__name__}: {exc}"
-        if self._tracer is not None:
-            props = {Prop.TAGS: msg.tags or "", Prop.KEYS: " ".join(msg.key_list)}
-            addr = self.instance.routes.master_addr(result.message_queue.broker_name)
-            self._trace_end(msg.topic, result.msg_id, props, addr or "", state)
-        await self._end_after_send(result, state, remark)
+        await self._end_after_send(msg, result, state, remark)
         return TransactionSendResult(result, state)
 
     async def send_half(self, msg: Message) -> SendResult:
@@ -238,32 +234,10 @@ class TransactionProducer(Producer):
             from_transaction_check=False,
             transaction_id=half.msg_id,
         )
-        if self._tracer is not None:
-            self._trace_end(half.topic, half.msg_id, None, addr, state)
-        return await self._end(addr, header, None)
-
-    def _trace_end(
-        self,
-        topic: str,
-        msg_id: str,
-        props: Mapping[str, str] | None,
-        addr: str,
-        state: LocalTransactionState,
-    ) -> None:
-        """Trace an end this producer decided (not a check-back's answer)."""
-        assert self._tracer is not None
-        self._tracer.ended(
-            topic,
-            msg_id,
-            props,
-            store_host=addr,
-            state=state.value,
-            transaction_id=msg_id,  # the UNIQ_KEY, as Java's msg.getTransactionId()
-            from_check=False,
-        )
+        return await self._end(addr, header, None, state=state, topic=half.topic)
 
     async def _end_after_send(
-        self, result: SendResult, state: LocalTransactionState, remark: str | None
+        self, msg: Message, result: SendResult, state: LocalTransactionState, remark: str | None
     ) -> None:
         addr = self.instance.routes.master_addr(result.message_queue.broker_name)
         if addr is None:
@@ -279,7 +253,8 @@ class TransactionProducer(Producer):
             from_transaction_check=False,
             transaction_id=result.transaction_id or result.msg_id,
         )
-        await self._end(addr, header, remark)
+        props = {Prop.TAGS: msg.tags or "", Prop.KEYS: " ".join(msg.key_list)}
+        await self._end(addr, header, remark, state=state, topic=msg.topic, props=props)
 
     async def check_transaction_state(
         self, msg: MessageExt, header: CheckTransactionStateRequestHeader, broker_addr: str
@@ -305,22 +280,36 @@ class TransactionProducer(Producer):
             from_transaction_check=True,
             transaction_id=header.transaction_id or uniq,
         )
-        if self._tracer is not None:
-            self._tracer.ended(
-                msg.topic,
-                uniq,
-                msg.properties,
-                store_host=broker_addr,
-                state=state.value,
-                transaction_id=header.transaction_id or uniq,
-                from_check=True,
-            )
-        await self._end(broker_addr, end, remark)
+        await self._end(
+            broker_addr, end, remark, state=state, topic=msg.topic, props=msg.properties
+        )
 
     async def _end(
-        self, addr: str, header: EndTransactionRequestHeader, remark: str | None
+        self,
+        addr: str,
+        header: EndTransactionRequestHeader,
+        remark: str | None,
+        *,
+        state: LocalTransactionState,
+        topic: str,
+        props: Mapping[str, str] | None = None,
     ) -> bool:
-        """Send END_TRANSACTION; True when a commit or rollback was answered SUCCESS."""
+        """Send END_TRANSACTION; True when a commit or rollback was answered SUCCESS.
+
+        With message trace on, each end sent is traced first (``state``, and the
+        message's ``topic`` and tags and keys in ``props`` when known), as Java's
+        end-transaction hook does for every end, oneway or not.
+        """
+        if self._tracer is not None:
+            self._tracer.ended(
+                topic,
+                header.msg_id,
+                props,
+                store_host=addr,
+                state=state.value,
+                transaction_id=header.transaction_id or header.msg_id,
+                from_check=header.from_transaction_check,
+            )
         cmd = RemotingCommand(
             RequestCode.END_TRANSACTION, remark=remark, ext_fields=header.to_ext_fields()
         )
