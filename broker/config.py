@@ -388,6 +388,11 @@ class NamesrvConfig:
     #: Rocklet only: the ACL file; ``None`` = ``$ROCKETMQ_HOME/conf/plain_acl.yml``, or
     #: ``conf/plain_acl.yml`` in the working directory without ROCKETMQ_HOME.
     acl_file: Path | None = None
+    #: RocketMQ's ``kvConfig.json``: the KV table is loaded from it at start and every
+    #: change is on disk before it is answered. ``None``: the table lives in memory
+    #: only. :func:`load_namesrv_config` (``rocklet namesrv``) defaults it to
+    #: RocketMQ's ``~/namesrv/kvConfig.json``.
+    kv_config_path: Path | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
     #: Not a property: the file this config was read from (``-c``), where
     #: UPDATE_NAMESRV_CONFIG saves changes (RocketMQ's ``configStorePath``); ``None``:
@@ -618,13 +623,21 @@ def load_broker_config(
 
 
 def load_namesrv_config(
-    path: Path | None = None, overrides: Mapping[str, object] | None = None
+    path: Path | None = None,
+    overrides: Mapping[str, object] | None = None,
+    *,
+    home: Path | None = None,
 ) -> NamesrvConfig:
     """Read a name server properties file, then apply overrides.
+
+    As RocketMQ's ``NamesrvStartup``, ``kvConfigPath`` defaults to
+    ``<home>/namesrv/kvConfig.json``.
 
     Args:
         path: The file; ``None`` for the defaults.
         overrides: As :func:`with_overrides` (command-line values win over the file).
+        home: ``user.home`` for the default ``kvConfigPath``. Default: the user's
+            home directory.
 
     Returns:
         The config.
@@ -639,6 +652,9 @@ def load_namesrv_config(
         review = review_keys(props, known, ROCKETMQ_NAMESRV_KEYS)
         log_key_review(review, str(path))
     config = dataclasses.replace(NamesrvConfig.from_properties(props), config_file=path)
+    if config.kv_config_path is None:
+        base = Path.home() if home is None else home
+        config = dataclasses.replace(config, kv_config_path=base / "namesrv" / "kvConfig.json")
     return with_overrides(config, overrides or {})
 
 

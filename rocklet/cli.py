@@ -127,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.add_argument("-c", "--config", type=Path, help="namesrv properties file")
     namesrv.add_argument("--port", type=int, help="listen port (default: 9876; 0 = any free)")
     namesrv.add_argument("--host", help="bind address (default: 0.0.0.0)")
+    namesrv.add_argument(
+        "--kv-config",
+        type=Path,
+        help="the KV table's file (default: kvConfigPath of -c, else ~/namesrv/kvConfig.json)",
+    )
     _system_properties(namesrv)
     _acl_file(namesrv)
     _common(namesrv)
@@ -203,7 +208,12 @@ def namesrv_config(args: argparse.Namespace) -> NamesrvConfig:
     Raises:
         ConfigError: Unreadable file or invalid value.
     """
-    overrides = {"listen_port": args.port, "listen_host": args.host, "acl_file": args.acl_file}
+    overrides = {
+        "listen_port": args.port,
+        "listen_host": args.host,
+        "acl_file": args.acl_file,
+        "kv_config_path": args.kv_config,
+    }
     return load_namesrv_config(args.config, overrides)
 
 

@@ -162,11 +162,10 @@ class LocalCluster:
         """
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         try:
-            self._namesrv = await self._spawn(
-                "namesrv",
-                ["namesrv", "--host", "127.0.0.1", "--port", str(self._namesrv_port)],
-                "namesrv listening",
-            )
+            kv_file = self.data_dir / "namesrv" / "kvConfig.json"
+            argv = ["namesrv", "--host", "127.0.0.1", "--port", str(self._namesrv_port)]
+            argv += ["--kv-config", str(kv_file)]
+            self._namesrv = await self._spawn("namesrv", argv, "namesrv listening")
             # Masters first: a slave's first registration then already names its
             # master's HA address (else it would wait for the next one, 30 s later).
             for group in (MASTERS, tuple(n for n in BROKERS if n not in MASTERS)):

@@ -96,7 +96,11 @@ async def serve_standalone(
     lock = await claim_store_directory(config.store_path_root_dir, "rocklet standalone")
     async with _stop_signal() as stop:
         try:
-            namesrv = await NamesrvServer.start(host, namesrv_port, tls=tls)
+            # The KV table beside the store, as RocketMQ keeps it under user.home.
+            kv_file = config.store_path_root_dir / "namesrv" / "kvConfig.json"
+            namesrv = await NamesrvServer.start(
+                host, namesrv_port, config=NamesrvConfig(kv_config_path=kv_file), tls=tls
+            )
         except BaseException:
             lock.release()
             raise

@@ -14,9 +14,8 @@ Here the same keys are served from Rocklet's :class:`NamesrvConfig`:
   shown and written to the file, and take effect at the next start, as a RocketMQ
   field nothing reads again after start;
 - RocketMQ keys with no meaning in Rocklet (thread pools, semaphores, Netty allocator,
-  ``clusterTest``, ``productEnvName``, ``kvConfigPath``: the KV table lives in memory)
-  show RocketMQ's defaults, or the value the file or an update gave; they change
-  nothing (:data:`NO_EFFECT_DEFAULTS`);
+  ``clusterTest``, ``productEnvName``) show RocketMQ's defaults, or the value the file
+  or an update gave; they change nothing (:data:`NO_EFFECT_DEFAULTS`);
 - ``rocketmqHome`` is ``$ROCKETMQ_HOME`` (left out when unset, as Java leaves out a null
   field); the keys of the file Rocklet does not read are shown as they are, key
   passwords never.
@@ -42,7 +41,6 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from rocklet.broker.config import (
@@ -69,7 +67,7 @@ __all__ = [
 #: (``NettyServerConfig``, ``NettySystemConfig``, ``NamesrvConfig``). Rocklet's port has
 #: no thread pools or semaphores (one event loop), never closes idle connections, lets
 #: asyncio derive the low-water mark from the high one, listens with a fixed backlog of
-#: 1024, has no cluster-test mode and keeps the KV table in memory.
+#: 1024 and has no cluster-test mode.
 NO_EFFECT_DEFAULTS: Final = {
     "serverWorkerThreads": "8",
     "serverCallbackExecutorThreads": "0",
@@ -147,8 +145,6 @@ class NamesrvConfiguration:
     Args:
         config: The configuration the name server started with; updates are written
             to its ``config_file`` (``rocklet namesrv -c``), or stay in memory.
-        home: ``user.home`` for RocketMQ's default ``kvConfigPath``. Default: the
-            user's home directory.
         environ: The environment (``ROCKETMQ_HOME``). Default: ``os.environ``.
     """
 
@@ -156,16 +152,13 @@ class NamesrvConfiguration:
         self,
         config: NamesrvConfig,
         *,
-        home: Path | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self._config = config
         #: Where updates are written (``configStorePath``), or ``None``.
         self.store_path = config.config_file
         env = os.environ if environ is None else environ
-        base = home if home is not None else Path.home()
         defaults = dict(NO_EFFECT_DEFAULTS)
-        defaults["kvConfigPath"] = str(base / "namesrv" / "kvConfig.json")
         if env.get("ROCKETMQ_HOME"):
             defaults["rocketmqHome"] = env["ROCKETMQ_HOME"]
         self._defaults = defaults

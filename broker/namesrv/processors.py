@@ -26,6 +26,7 @@ from typing import Final
 import structlog
 
 from rocklet.broker.config import NamesrvConfig
+from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.namesrv.configuration import NamesrvConfiguration
 from rocklet.broker.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
 from rocklet.broker.namesrv.route_info import RouteInfoManager
@@ -330,8 +331,7 @@ class NamesrvProcessors:
         problem = _kv_problem(header.namespace, header.key, header.value)
         if problem is not None:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=problem)
-        self._kv.put(header.namespace, header.key, header.value)
-        return cmd.make_response(ResponseCode.SUCCESS)
+        return await self._kv_saved(cmd, self._kv.put(header.namespace, header.key, header.value))
 
     async def get_kv_config(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """GET_KV_CONFIG (101): the value, or QUERY_NOT_FOUND."""
@@ -349,7 +349,14 @@ class NamesrvProcessors:
     async def delete_kv_config(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
         """DELETE_KV_CONFIG (102)."""
         header = DeleteKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
-        self._kv.delete(header.namespace, header.key)
+        return await self._kv_saved(cmd, self._kv.delete(header.namespace, header.key))
+
+    async def _kv_saved(self, cmd: RemotingCommand, generation: int) -> RemotingCommand:
+        """SUCCESS once the KV change is on disk; SYSTEM_ERROR if it cannot be written."""
+        try:
+            await self._kv.saved(generation)
+        except ConfigWriteError as exc:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=f"{exc} (kept in memory)")
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def get_kv_list(self, _ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:

@@ -6,7 +6,10 @@ import dataclasses
 from types import ModuleType
 from typing import TYPE_CHECKING, Final, Self
 
+import structlog
+
 from rocklet.broker.config import NamesrvConfig
+from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.namesrv.configuration import NamesrvConfiguration
 from rocklet.broker.namesrv.kv_config import KVConfigManager
 from rocklet.broker.namesrv.processors import NamesrvProcessors
@@ -22,6 +25,8 @@ if TYPE_CHECKING:
     from rocklet.broker.acl.files import AclFiles
 
 __all__ = ["NamesrvServer"]
+
+_log = structlog.get_logger(__name__)
 
 #: With ``aclEnable``, besides the write requests of ``NAMESRV_CHECKED_CODES``: reading
 #: the configuration needs a valid signature (any account, as GET_BROKER_CONFIG on a
@@ -46,7 +51,8 @@ class NamesrvServer:
         tls: TLS of the port. Default: from the ``tls.*`` keys of ``config``.
 
     Raises:
-        ConfigError: The TLS settings are invalid or their files do not load.
+        ConfigError: The TLS settings are invalid or their files do not load, or the
+            KV config file (``kvConfigPath``) is damaged.
     """
 
     def __init__(
@@ -55,7 +61,10 @@ class NamesrvServer:
         self._config = config
         self._clock: Clock = SystemClock() if clock is None else clock
         self.routes = RouteInfoManager()
-        self.kv = KVConfigManager()
+        self.kv = KVConfigManager(config.kv_config_path)
+        loaded = self.kv.load()
+        if config.kv_config_path is not None:
+            _log.info("kv config loaded", path=str(config.kv_config_path), pairs=loaded)
         tls = tls_settings(config.extra, {}) if tls is None else tls
         #: The configuration GET/UPDATE_NAMESRV_CONFIG serve (and the one in force).
         self.configuration = NamesrvConfiguration(config)
@@ -101,7 +110,8 @@ class NamesrvServer:
             The running name server.
 
         Raises:
-            ConfigError: The TLS settings are invalid or their files do not load.
+            ConfigError: The TLS settings are invalid or their files do not load, or
+                the KV config file is damaged.
             OSError: The address cannot be bound.
         """
         base = NamesrvConfig() if config is None else config
@@ -172,6 +182,12 @@ class NamesrvServer:
         """
         await self._tasks.cancel_all()
         await self._server.stop(grace_s)
+        try:
+            await self.kv.flush()
+        except ConfigWriteError as exc:
+            # Every change answered SUCCESS is on disk already; what is left was
+            # answered SYSTEM_ERROR (its write failed) or cut off by the stop.
+            _log.error("kv config not saved at stop", error=str(exc))
 
     async def __aenter__(self) -> Self:
         return self

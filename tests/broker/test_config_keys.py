@@ -43,6 +43,7 @@ def test_our_property_names_are_rocketmqs() -> None:
     assert "connectTimeoutMillis" in NETTY_CLIENT_CONFIG_KEYS
     assert property_names(NamesrvConfig) & ROCKETMQ_NAMESRV_KEYS == {
         "listenPort",
+        "kvConfigPath",
         "orderMessageEnable",
         "serverSocketRcvBufSize",
         "serverSocketSndBufSize",
@@ -98,12 +99,12 @@ def test_the_loaders_warn_and_keep_the_keys(tmp_path: Path) -> None:
     assert all(e["file"] == str(conf) for e in warnings)
 
     namesrv = tmp_path / "namesrv.conf"
-    namesrv.write_text("listenPort=9877\nkvConfigPath=/x\nlistenPrt=1\n")
+    namesrv.write_text("listenPort=9877\nclusterTest=true\nlistenPrt=1\n")
     with capture_logs() as logs:
         assert load_namesrv_config(namesrv).listen_port == 9877
     assert [(e.get("key"), e.get("keys")) for e in logs] == [
         ("listenPrt", None),
-        (None, "kvConfigPath"),
+        (None, "clusterTest"),
     ]
 
 

@@ -25,6 +25,11 @@ from tests.compat.harness import create_topic
 MASTER_B = "10.0.0.7:10911"
 
 
+def loaded(conf: Path) -> NamesrvConfig:
+    """``conf`` as ``rocklet namesrv -c`` loads it, ``user.home`` beside it (not ~)."""
+    return load_namesrv_config(conf, home=conf.parent / "home")
+
+
 def wipe_cmd(broker: str) -> RemotingCommand:
     return RemotingCommand(RequestCode.WIPE_WRITE_PERM_OF_BROKER, ext_fields={"brokerName": broker})
 
@@ -134,7 +139,7 @@ async def test_get_config_has_rocketmqs_keys_with_rocklets_values(
         "# test\nlistenPort=0\nserverSocketSndBufSize=65536\nproductEnvName=test\n"
         "someOtherKey=kept\ntls.server.keyPassword=s3cret\n"
     )
-    server = await NamesrvServer.start("127.0.0.1", 0, config=load_namesrv_config(conf))
+    server = await NamesrvServer.start("127.0.0.1", 0, config=loaded(conf))
     try:
         async with await open_connection("127.0.0.1", server.port) as conn:
             answer = await call(conn, get_config_cmd())
@@ -177,7 +182,7 @@ async def test_update_applies_order_message_enable_at_once_and_survives_a_restar
     original = "# the operator's comment\nlistenHost=127.0.0.1\norderMessageEnable=false\n"
     conf.write_text(original)
     conf.chmod(0o640)
-    server = await NamesrvServer.start("127.0.0.1", 0, config=load_namesrv_config(conf))
+    server = await NamesrvServer.start("127.0.0.1", 0, config=loaded(conf))
     try:
         async with await open_connection("127.0.0.1", server.port) as conn:
             await call(conn, register_cmd(table=topics(TopicConfig("Ordered", 4, 4, 6))))
@@ -204,7 +209,7 @@ async def test_update_applies_order_message_enable_at_once_and_survives_a_restar
     assert conf.stat().st_mode & 0o777 == 0o640
     assert not (tmp_path / "namesrv.properties.tmp").exists()
 
-    restarted = await NamesrvServer.start("127.0.0.1", 0, config=load_namesrv_config(conf))
+    restarted = await NamesrvServer.start("127.0.0.1", 0, config=loaded(conf))
     try:
         assert restarted.config.order_message_enable
         async with await open_connection("127.0.0.1", restarted.port) as conn:
@@ -216,7 +221,7 @@ async def test_update_applies_order_message_enable_at_once_and_survives_a_restar
 async def test_restart_only_and_no_effect_keys_are_shown_and_saved(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.properties"
     conf.write_text("listenHost=127.0.0.1\n")
-    server = await NamesrvServer.start("127.0.0.1", 0, config=load_namesrv_config(conf))
+    server = await NamesrvServer.start("127.0.0.1", 0, config=loaded(conf))
     try:
         async with await open_connection("127.0.0.1", server.port) as conn:
             body = "listenPort=19876\nserverWorkerThreads=16\nclusterTest=TRUE\nnoSuchKey=1\n"
@@ -243,13 +248,13 @@ async def test_restart_only_and_no_effect_keys_are_shown_and_saved(tmp_path: Pat
         "serverWorkerThreads": "16",
         "clusterTest": "true",
     }
-    assert load_namesrv_config(conf).listen_port == 19876
+    assert loaded(conf).listen_port == 19876
 
 
 async def test_refused_updates_change_nothing(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.properties"
     conf.write_text("listenHost=127.0.0.1\n")
-    server = await NamesrvServer.start("127.0.0.1", 0, config=load_namesrv_config(conf))
+    server = await NamesrvServer.start("127.0.0.1", 0, config=loaded(conf))
     try:
         async with await open_connection("127.0.0.1", server.port) as conn:
             before = await shown_config(conn)
@@ -315,7 +320,7 @@ async def test_acl_guards_the_config_and_write_perm_requests(tmp_path: Path) -> 
     write_acl(acl_file, acl_document())
     conf = tmp_path / "namesrv.properties"
     conf.write_text(f"aclEnable=true\naclFile={acl_file}\n")
-    server = await NamesrvServer.start("127.0.0.1", 0, config=load_namesrv_config(conf))
+    server = await NamesrvServer.start("127.0.0.1", 0, config=loaded(conf))
     addr = f"127.0.0.1:{server.port}"
     update = RequestCode.UPDATE_NAMESRV_CONFIG
     body = b"orderMessageEnable=true\n"

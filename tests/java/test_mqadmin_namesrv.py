@@ -209,3 +209,53 @@ async def test_write_perms_and_config_through_mqadmin(
             assert elsewhere.exists()
     finally:
         ns.stop()
+
+
+async def kv_value(ns: NameServer, namespace: str, key: str) -> str | None:
+    """GET_KV_CONFIG on ``ns``: the value, or ``None`` (QUERY_NOT_FOUND)."""
+    get = RemotingCommand(
+        RequestCode.GET_KV_CONFIG, ext_fields={"namespace": namespace, "key": key}
+    )
+    async with await open_connection(LOOPBACK, ns.port) as conn:
+        answer = await conn.request(get, _REQUEST_TIMEOUT_S)
+    if answer.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    return answer.ext_fields["value"]
+
+
+async def test_the_kv_table_moves_between_rocketmq_and_rocklet_in_kv_config_json(
+    admin: MqAdmin, tmp_path: Path
+) -> None:
+    """Each system's name server reads what the other wrote to ``~/namesrv/kvConfig.json``."""
+    order = "ORDER_TOPIC_CONFIG"
+
+    async def started(system: str) -> NameServer:
+        ns = NameServer(system, tmp_path)  # the same work dir: the same user.home
+        extra = "listenHost=127.0.0.1\n" if system == "rocklet" else ""
+        ns.conf.write_text(f"listenPort={ns.port}\n{extra}")
+        await asyncio.to_thread(ns.start)
+        return ns
+
+    rocketmq = await started("rocketmq")
+    try:
+        await mqadmin(admin, rocketmq, "updateOrderConf", "-t", "KvOrd", "-m", "put", "-v", "b:4")
+        await mqadmin(admin, rocketmq, "updateKvConfig", "-s", "KvNs", "-k", "gone", "-v", "1")
+        assert await kv_value(rocketmq, "KvNs", "gone") == "1"
+    finally:
+        rocketmq.stop()
+    rocklet = await started("rocklet")
+    try:
+        assert await kv_value(rocklet, order, "KvOrd") == "b:4"
+        assert await kv_value(rocklet, "KvNs", "gone") == "1"
+        await mqadmin(admin, rocklet, "updateKvConfig", "-s", "KvNs", "-k", "new", "-v", "2")
+        await mqadmin(admin, rocklet, "deleteKvConfig", "-s", "KvNs", "-k", "gone")
+    finally:
+        rocklet.stop()
+    rocketmq = await started("rocketmq")
+    try:
+        assert await kv_value(rocketmq, order, "KvOrd") == "b:4"
+        assert await kv_value(rocketmq, "KvNs", "new") == "2"
+        assert await kv_value(rocketmq, "KvNs", "gone") is None
+    finally:
+        rocketmq.stop()

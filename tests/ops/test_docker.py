@@ -152,6 +152,8 @@ def test_every_rocklet_command_parses_and_its_config_loads(compose: dict[str, An
     ns_conf = host_path(ns_service, conf_arg(ns_service["command"]))
     namesrv = NamesrvConfig.from_properties(parse_properties(ns_conf.read_text()))
     assert {p["target"] for p in ns_service["ports"]} == {namesrv.listen_port}
+    # The KV table is kept on the service's volume, not in the container.
+    assert namesrv.kv_config_path == Path("/data/kvConfig.json")
     for name in BROKERS:
         service = services[name]
         assert parser.parse_args(service["command"]).command == "broker"
@@ -214,17 +216,20 @@ def test_healthchecks_ask_each_role_on_its_own_port(compose: dict[str, Any]) -> 
         assert {c.port for c in checks} <= published
 
 
-def test_only_brokers_and_prometheus_keep_state_on_volumes(compose: dict[str, Any]) -> None:
+def test_every_stateful_service_keeps_its_state_on_a_volume(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert named_volume_targets(services["namesrv"]) == []
+    assert named_volume_targets(services["namesrv"]) == ["/data"]
     assert named_volume_targets(services["prometheus"]) == ["/prometheus"]
     for name in BROKERS:
         assert named_volume_targets(services[name]) == ["/data"]
-    assert set(compose["volumes"]) == {f"{b}-data" for b in BROKERS} | {"prometheus-data"}
+    assert set(compose["volumes"]) == {f"{b}-data" for b in BROKERS} | {
+        "prometheus-data",
+        "namesrv-data",
+    }
 
 
-async def test_the_name_server_writes_nothing_to_disk(tmp_path: Path) -> None:
-    """Why it has no volume: a real ``rocklet namesrv`` stores a KV config and stops."""
+async def test_the_name_server_writes_only_its_kv_table(tmp_path: Path) -> None:
+    """What its volume holds: a real ``rocklet namesrv`` stores a KV config and stops."""
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
@@ -248,7 +253,12 @@ async def test_the_name_server_writes_nothing_to_disk(tmp_path: Path) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    assert list(home.iterdir()) == list(work.iterdir()) == []
+    # RocketMQ's default place, under the home directory; nothing else anywhere.
+    assert [p.relative_to(home) for p in sorted(home.rglob("*"))] == [
+        Path("namesrv"),
+        Path("namesrv/kvConfig.json"),
+    ]
+    assert list(work.iterdir()) == []
 
 
 def test_prometheus_scrapes_every_broker_metrics_port(compose: dict[str, Any]) -> None:
