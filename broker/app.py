@@ -33,7 +33,7 @@ from rocklet.broker.config import BrokerConfig, BrokerRole, ConfigError
 from rocklet.broker.config_writer import ConfigWriteError
 from rocklet.broker.context import BrokerContext
 from rocklet.broker.groups import SubscriptionGroupManager
-from rocklet.broker.ha.service import Replication, start_replication
+from rocklet.broker.ha.service import Replication, ha_client_tls, start_replication
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.locks import RebalanceLockManager
 from rocklet.broker.long_polling import PullHoldService
@@ -237,6 +237,7 @@ class Broker:
         # Configuration errors first, before anything on disk is touched.
         tls = tls_settings(config.extra, {}) if tls is None else tls
         server_tls, namesrv_tls = tls.server_tls(), tls.client_context()
+        ha_tls = ha_client_tls(config, tls, namesrv_tls)
         metrics: BrokerMetrics | None = None
         if config.metrics_port is not None:
             metrics = _prometheus().BrokerMetrics()
@@ -320,6 +321,7 @@ class Broker:
                 host,
                 server_tls=server_tls,
                 client_tls=namesrv_tls,
+                ha_tls=ha_tls,
                 accounts=None if acl_files is None else partial(_accounts, acl_files),
             )
         except BaseException:

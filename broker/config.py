@@ -155,6 +155,9 @@ class BrokerConfig:
     #: Rocklet only: master: slaves must authenticate (default: ``aclEnable``);
     #: slave: authenticate with ``accessKey``/``secretKey`` (default: false).
     ha_auth_enable: bool | None = None
+    #: Rocklet only, slave: TLS on the connection to the master's HA port (default:
+    #: as ``tls.enable``); a master's HA port follows ``tls.server.mode`` instead.
+    ha_tls_enable: bool | None = None
     check_crc_on_recover: bool = True
     #: Rocklet only: bytes past the commitlog's write position kept in the page cache
     #: by a background thread (docs/operations.md); 0 turns it off.

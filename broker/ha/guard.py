@@ -8,7 +8,8 @@ with a WARNING naming the peer, before a byte of commitlog is sent:
 2. with ``tls.server.mode=enforcing`` the connection must complete a TLS handshake;
 3. when authentication is required (``haAuthEnable``, default ``aclEnable``) the peer
    must complete the handshake of :mod:`rocklet.broker.ha.handshake` as an
-   ``admin: true`` account of the broker's ACL files.
+   ``admin: true`` account of the broker's ACL files; the master then proves in turn
+   that it holds the same account's secret key.
 
 Steps 1 and 2 run on the raw socket (:mod:`rocklet.broker.ha.listener`), step 3 on
 the streams (:meth:`HAGuard.admit`).
@@ -21,7 +22,7 @@ import hmac
 import ipaddress
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -31,9 +32,12 @@ from rocklet.broker.ha.handshake import (
     ACCEPTED,
     MAC_SIZE,
     MAGIC,
+    MAGIC_V1,
     MAX_KEY_BYTES,
+    NONCE_SIZE,
     REFUSED,
-    mac,
+    master_mac,
+    slave_mac,
 )
 
 if TYPE_CHECKING:
@@ -41,16 +45,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_ALLOWED",
+    "NAME_FAILURE_TTL_S",
+    "NAME_TTL_S",
     "AllowList",
     "AllowListError",
     "HAGuard",
     "RefusalLog",
+    "Resolver",
     "SlaveAccount",
+    "resolve_host",
 ]
 
 log = structlog.get_logger(__name__)
 
 _Net = ipaddress.IPv4Network | ipaddress.IPv6Network
+_Addr = ipaddress.IPv4Address | ipaddress.IPv6Address
 _LOOPBACK: Final = ("127.0.0.0/8", "::1/128")
 _PRIVATE: Final = (
     "10.0.0.0/8",
@@ -70,17 +79,34 @@ DEFAULT_ALLOWED: Final = "loopback,private"
 _ADMIT_TIMEOUT_S: Final = 10.0
 #: Longest a host name of the allow-list may take to resolve.
 _RESOLVE_TIMEOUT_S: Final = 2.0
+#: How long a resolved ``haAllowedSlaves`` name is used before it is looked up again:
+#: a stranger connecting in a loop costs one lookup per name per 30 s, not one per
+#: connection, and a slave whose container came back on a new address is refused for
+#: at most this long (its retries then get in).
+NAME_TTL_S: Final = 30.0
+#: How long a failed lookup (no answer, timeout) is remembered: shorter, so a slave
+#: whose name is not in DNS yet (its container still starting) is admitted soon after.
+NAME_FAILURE_TTL_S: Final = 5.0
+
+#: Resolves a host name to its addresses (text); raises OSError when it cannot.
+Resolver = Callable[[str], Awaitable[Collection[str]]]
 
 
 class AllowListError(ValueError):
     """An ``haAllowedSlaves`` entry that is not an address, network, name or keyword."""
 
 
-def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+def _ip(text: str) -> _Addr:
     ip = ipaddress.ip_address(text.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return ip.ipv4_mapped  # a dual-stack socket's view of an IPv4 peer
     return ip
+
+
+async def resolve_host(name: str) -> list[str]:
+    """The addresses ``name`` resolves to (the event loop's ``getaddrinfo``)."""
+    infos = await asyncio.get_running_loop().getaddrinfo(name, None)
+    return [str(info[4][0]) for info in infos]
 
 
 class AllowList:
@@ -88,22 +114,40 @@ class AllowList:
 
     Comma-separated addresses, CIDR networks, host names and the keywords
     ``loopback``, ``private`` and ``*`` (anyone, as RocketMQ). Host names are
-    resolved when a peer connects (a slave's container may get a new address when it
-    restarts).
+    resolved when a peer connects that no address or network entry admits (a slave's
+    container may get a new address when it restarts); an answer is kept for
+    :data:`NAME_TTL_S`, a failure for :data:`NAME_FAILURE_TTL_S`, and connections
+    arriving while a name is being looked up wait for that one lookup. The cache
+    belongs to the list: a list put in force by UPDATE_BROKER_CONFIG starts without
+    one, so a name taken off the list is never consulted again.
 
     Args:
         text: The property's value; ``None``: :data:`DEFAULT_ALLOWED`.
+        resolver: Looks a name up (tests pass their own); default: :func:`resolve_host`.
+        clock: Seconds, monotonic, for the cache's expiry.
 
     Raises:
         AllowListError: An entry is empty or not understood.
     """
 
-    def __init__(self, text: str | None) -> None:
+    def __init__(
+        self,
+        text: str | None,
+        *,
+        resolver: Resolver = resolve_host,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.text = DEFAULT_ALLOWED if text is None else text
         self.default = text is None
         self.anyone = False
         self._nets: list[_Net] = []
         self._names: list[str] = []
+        self._resolver = resolver
+        self._clock = clock
+        #: Name -> (when it expires, its addresses); an empty set for a failed lookup.
+        self._cache: dict[str, tuple[float, frozenset[_Addr]]] = {}
+        #: Lookups under way, which later connections for the same name wait for.
+        self._lookups: dict[str, asyncio.Task[frozenset[_Addr]]] = {}
         for raw in self.text.split(","):
             entry = raw.strip()
             if entry == "*":
@@ -139,17 +183,41 @@ class AllowList:
             return False
         if any(ip in net for net in self._nets if net.version == ip.version):
             return True
-        loop = asyncio.get_running_loop()
         for name in self._names:
-            try:
-                async with asyncio.timeout(_RESOLVE_TIMEOUT_S):
-                    infos = await loop.getaddrinfo(name, None)
-            except (OSError, TimeoutError) as exc:
-                log.warning("cannot resolve an haAllowedSlaves name", name=name, error=str(exc))
-                continue
-            if any(_ip(str(info[4][0])) == ip for info in infos):
+            if ip in await self._addresses(name):
                 return True
         return False
+
+    async def _addresses(self, name: str) -> frozenset[_Addr]:
+        cached = self._cache.get(name)
+        if cached is not None and self._clock() < cached[0]:
+            return cached[1]
+        lookup = self._lookups.get(name)
+        if lookup is None:
+            lookup = asyncio.create_task(self._lookup(name), name=f"ha-resolve-{name}")
+            self._lookups[name] = lookup
+        # Shielded: a connection dropped while it waits must not cancel the lookup
+        # that the other connections wait for too.
+        return await asyncio.shield(lookup)
+
+    async def _lookup(self, name: str) -> frozenset[_Addr]:
+        try:
+            async with asyncio.timeout(_RESOLVE_TIMEOUT_S):
+                found = await self._resolver(name)
+            addresses = frozenset(_ip(text) for text in found)
+            ttl = NAME_TTL_S
+        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: IDNA, bad address
+            log.warning(
+                "cannot resolve an haAllowedSlaves name",
+                name=name,
+                error=str(exc) or type(exc).__name__,
+                retry_after_s=NAME_FAILURE_TTL_S,
+            )
+            addresses, ttl = frozenset(), NAME_FAILURE_TTL_S
+        finally:
+            del self._lookups[name]
+        self._cache[name] = (self._clock() + ttl, addresses)
+        return addresses
 
 
 class RefusalLog:
@@ -243,21 +311,33 @@ class HAGuard:
     async def _authenticate(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> str | None:
-        """The master's half of the handshake: ``None``, or why the peer is refused."""
+        """The master's half of the handshake: ``None``, or why the peer is refused.
+
+        Every length on the wire is checked before it is used; the master's MAC is
+        sent only to a peer whose own MAC and account check out.
+        """
         assert self.accounts is not None
         hello = await reader.readexactly(len(MAGIC))
+        if hello == MAGIC_V1:
+            # Its handshake cannot check the master, so it is not answered in the old
+            # form: the slave must be upgraded (it logs "closed during the handshake").
+            return (
+                "a Rocklet slave of an older version (HA handshake v1, without mutual "
+                "authentication): upgrade it"
+            )
         if hello != MAGIC:
             offset = int.from_bytes(hello, "big", signed=True)
             return (
                 "it did not authenticate (haAuthEnable is on: a RocketMQ slave, or not a "
                 f"slave; its first 8 bytes read as offset {offset})"
             )
-        nonce = secrets.token_bytes(32)
+        nonce = secrets.token_bytes(NONCE_SIZE)
         writer.write(MAGIC + nonce)
         size = int.from_bytes(await reader.readexactly(2), "big")
         if not 0 < size <= MAX_KEY_BYTES:
             return f"access key length {size} out of range 1..{MAX_KEY_BYTES}"
         raw_key = await reader.readexactly(size)
+        slave_nonce = await reader.readexactly(NONCE_SIZE)
         got = await reader.readexactly(MAC_SIZE)
         try:
             access_key = raw_key.decode("utf-8")
@@ -267,11 +347,19 @@ class HAGuard:
         why: str | None = None
         if account is None:
             why = f"no ACL account accessKey={access_key}"
-        elif not hmac.compare_digest(got, mac(account.secret_key, nonce, access_key)):
+        elif not hmac.compare_digest(
+            got, slave_mac(account.secret_key, nonce, slave_nonce, access_key)
+        ):
             why = f"wrong signature for accessKey={access_key}"
         elif not account.admin:
             why = f"accessKey={access_key} is not admin: true (a slave receives every topic)"
-        writer.write(ACCEPTED if why is None else REFUSED)
+        if why is None:
+            assert account is not None
+            # The master's own proof, only to a slave that proved itself: a stranger
+            # must not get a MAC of the account's secret over nonces it chose.
+            writer.write(ACCEPTED + master_mac(account.secret_key, nonce, slave_nonce, access_key))
+        else:
+            writer.write(REFUSED)
         await writer.drain()
         if why is None:
             log.info(

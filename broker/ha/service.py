@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import ssl
 from collections.abc import Callable, Mapping
@@ -19,11 +20,12 @@ from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.ha.metadata import MetadataSync
 from rocklet.broker.ha.slave import HASlave
 from rocklet.broker.offsets import ConsumerOffsetManager
+from rocklet.broker.tls_config import TlsSettings
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.store.message_store import MessageStore
 from rocklet.transport.tls import ServerTls, TlsMode
 
-__all__ = ["Replication", "start_replication"]
+__all__ = ["Replication", "ha_client_tls", "start_replication"]
 
 log = structlog.get_logger(__name__)
 
@@ -81,6 +83,36 @@ def ha_port(config: BrokerConfig, listen_port: int) -> int:
     return config.listen_port + 1 if config.listen_port else 0
 
 
+def ha_client_tls(
+    config: BrokerConfig, tls: TlsSettings, client_tls: ssl.SSLContext | None
+) -> ssl.SSLContext | None:
+    """The TLS context of a slave's connection to its master's HA port.
+
+    ``haTlsEnable`` when set, else ``tls.enable`` (what the broker's other connections
+    use): a slave that must speak TLS to its name servers can still follow a master
+    whose HA port is plain TCP (``permissive``, or a RocketMQ master), and the reverse.
+
+    Args:
+        config: The broker's settings (``brokerRole``, ``haTlsEnable``).
+        tls: Its TLS settings (the ``tls.client.*`` files).
+        client_tls: The context of its other connections (``tls.enable``), or ``None``.
+
+    Returns:
+        The context, or ``None`` for plain TCP (and on masters, which dial no master).
+
+    Raises:
+        ConfigError: ``haTlsEnable=true`` and a ``tls.client.*`` file does not load.
+    """
+    if config.broker_role is not BrokerRole.SLAVE:
+        return None
+    if config.ha_tls_enable is None or config.ha_tls_enable == tls.client_enabled:
+        return client_tls
+    if not config.ha_tls_enable:
+        return None
+    # tls.enable is off, so the context was never made: make it from the same files.
+    return dataclasses.replace(tls, client_enabled=True).client_context()
+
+
 async def start_replication(
     config: BrokerConfig,
     store: MessageStore,
@@ -91,6 +123,7 @@ async def start_replication(
     *,
     server_tls: ServerTls | None = None,
     client_tls: ssl.SSLContext | None = None,
+    ha_tls: ssl.SSLContext | None,
     accounts: Callable[[], Mapping[str, SlaveAccount]] | None = None,
 ) -> Replication:
     """Listen for slaves (a master) or start following the master (a slave).
@@ -105,7 +138,10 @@ async def start_replication(
         server_tls: The broker port's TLS; with ``tls.server.mode=enforcing`` the HA
             port speaks TLS too (a master).
         client_tls: The broker's client context (``tls.enable``): a slave connects to
-            the master's HA and client ports with it.
+            the master's client port with it (the metadata sync).
+        ha_tls: A slave's context for the master's HA port (:func:`ha_client_tls`:
+            ``haTlsEnable``, else as ``client_tls``); ``None``: plain TCP. Required, so
+            that no caller drops the slave's TLS by leaving it out.
         accounts: The ACL accounts in force (``aclEnable``); slaves authenticate as
             one when ``haAuthEnable`` (default ``aclEnable``) is on (a master).
 
@@ -122,7 +158,7 @@ async def start_replication(
             housekeeping_s=config.ha_housekeeping_interval_ms / 1000,
             dial=partial(
                 dial_master,
-                tls=client_tls,
+                tls=ha_tls,
                 credentials=credentials if config.ha_auth_enable else None,
             ),
         )

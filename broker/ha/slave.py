@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from rocklet.broker.ha.handshake import HandshakeError
 from rocklet.broker.ha.lag import SlaveView
 from rocklet.broker.ha.wire import HEADER, HEADER_SIZE, REPORT
 from rocklet.store.message_store import MessageStore
@@ -148,6 +149,12 @@ class HASlave:
             host, _, port = addr.rpartition(":")
             try:
                 reader, writer = await self._dial(host, int(port))
+            except HandshakeError as exc:
+                # Reached, but refused us or could not prove it is the master: no byte
+                # of its commitlog was read.
+                log.warning("HA handshake with the master failed", master=addr, error=str(exc))
+                await asyncio.sleep(_RETRY_S)
+                continue
             except (OSError, TimeoutError) as exc:
                 log.warning("cannot reach the master's HA port", master=addr, error=str(exc))
                 await asyncio.sleep(_RETRY_S)

@@ -36,7 +36,7 @@ def test_our_property_names_are_rocketmqs() -> None:
         "fastListenPort",  # RocketMQ forces listenPort - 2
     }
     ours |= {"aclFile", "accessKey", "secretKey"}  # ACL: the file, registration signing
-    ours |= {"haAllowedSlaves", "haAuthEnable"}  # who may follow a master
+    ours |= {"haAllowedSlaves", "haAuthEnable", "haTlsEnable"}  # who may follow a master
     ours |= {"commitLogPageAheadBytes"}  # the commitlog's pages cached ahead of the writer
     assert ours | disk == BROKER - ROCKETMQ_BROKER_KEYS
     assert "mappedFileSizeCommitLog" in MESSAGE_STORE_CONFIG_KEYS

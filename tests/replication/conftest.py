@@ -1,10 +1,11 @@
 """The replication tier: masters, slaves and name servers as real processes.
 
-Every test here but the in-process ones of ``test_ha_unit.py`` is marked
-``replication``; the extra interpreters' fast tier (``make test-pythons``) leaves them
-to the default interpreter's full run, as it does the adversity tier: they drive the
-same modules through subprocesses, where the in-process tests already cover each
-interpreter, and they are the slowest part of the suite.
+Every test here but the in-process ones of ``test_ha_unit.py`` and
+``test_ha_handshake.py`` is marked ``replication``; the extra interpreters' fast tier
+(``make test-pythons``) leaves them to the default interpreter's full run, as it does
+the adversity tier: they drive the same modules through subprocesses, where the
+in-process tests already cover each interpreter, and they are the slowest part of
+the suite.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 
 import pytest
 
-_IN_PROCESS = {"test_ha_unit.py"}
+_IN_PROCESS = {"test_ha_unit.py", "test_ha_handshake.py"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

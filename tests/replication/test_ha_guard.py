@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import ssl
 from functools import partial
 from pathlib import Path
@@ -15,7 +16,15 @@ from structlog.testing import capture_logs
 
 from rocklet.broker.config import BrokerConfig, BrokerRole, ConfigError
 from rocklet.broker.ha.guard import AllowList, RefusalLog
-from rocklet.broker.ha.handshake import ACCEPTED, MAGIC, NONCE_SIZE, REFUSED, auth_message
+from rocklet.broker.ha.handshake import (
+    ACCEPTED,
+    MAC_SIZE,
+    MAGIC,
+    NONCE_SIZE,
+    REFUSED,
+    auth_message,
+    master_mac,
+)
 from rocklet.broker.ha.wire import HEADER, HEADER_SIZE, REPORT
 from rocklet.protocol.acl import Credentials, sign
 from rocklet.protocol.bodies.cluster import KVTable
@@ -25,6 +34,7 @@ from rocklet.protocol.message import iter_messages
 from rocklet.transport.dial import open_connection
 from tests.adversity.procs import BrokerProcess, running_broker
 from tests.broker.test_send_pull import cpp_send, pull
+from tests.replication.group_nodes import NamesrvProcess
 from tests.replication.nodes import (
     SlaveProcess,
     commitlog_bytes,
@@ -34,6 +44,7 @@ from tests.replication.nodes import (
     slave_props,
     until,
 )
+from tests.replication.test_ha_handshake import impostor_master
 from tests.tlscerts import make_pki
 
 TOPIC = "GuardT"
@@ -111,6 +122,11 @@ async def _hello(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter,
     return reader, writer, head[len(MAGIC) :]
 
 
+def _auth(creds: Credentials, nonce: bytes) -> bytes:
+    """An AUTH message for the master's ``nonce``, with a fresh slave nonce."""
+    return auth_message(creds, nonce, secrets.token_bytes(NONCE_SIZE))
+
+
 async def _refused_after(port: int, payload: bytes) -> bytes:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(payload)
@@ -156,22 +172,25 @@ async def test_acl_master_serves_only_a_slave_that_proves_its_account(tmp_path: 
         reader, writer, nonce = await _hello(port)
         assert (await _status(master.broker_addr, creds=SLAVE))["haConnectedSlaves"] == "0"
         # Wrong secret, a non-admin account, an unknown account: refused, then closed.
-        writer.write(auth_message(Credentials(SLAVE.access_key, "not-the-secret"), nonce))
+        writer.write(_auth(Credentials(SLAVE.access_key, "not-the-secret"), nonce))
         assert await _rest(reader) == REFUSED
         writer.close()
         for creds, why in ((READER, "not admin"), (Credentials("nobody01", "x" * 8), "no ACL")):
             reader, writer, nonce = await _hello(port)
-            writer.write(auth_message(creds, nonce))
+            writer.write(_auth(creds, nonce))
             assert await _rest(reader) == REFUSED
             writer.close()
             await until(f"the {why} refusal", partial(_refusals, master, why))
         await until("the wrong signature's refusal", partial(_signature_refusals, master, 1))
 
-        # The right account gets the commitlog...
+        # The right account gets the master's proof, then the commitlog...
         reader, writer, nonce = await _hello(port)
-        proof = auth_message(SLAVE, nonce)
+        slave_nonce = secrets.token_bytes(NONCE_SIZE)
+        proof = auth_message(SLAVE, nonce, slave_nonce)
         writer.write(proof)
         assert await reader.readexactly(1) == ACCEPTED
+        mac = await reader.readexactly(MAC_SIZE)
+        assert mac == master_mac(SLAVE.secret_key, nonce, slave_nonce, SLAVE.access_key)
         writer.write(REPORT.pack(0))
         offset, size = HEADER.unpack(await reader.readexactly(HEADER_SIZE))
         assert (offset, size > 0) == (0, True)
@@ -353,5 +372,86 @@ async def test_a_new_allow_list_applies_at_once_and_cuts_off_who_it_leaves_out(
             assert await _caught_up(master.broker_addr, slave.broker_addr) > before
             saved = (tmp_path / "m" / "broker.conf").read_text(encoding="utf-8")
             assert "haAllowedSlaves=loopback" in saved
+        finally:
+            await slave.close()
+
+
+async def test_slave_refuses_an_impostor_master_and_appends_nothing(tmp_path: Path) -> None:
+    # A slave told to follow a fake master (haMasterAddress) that accepts its account
+    # but answers with a MAC under another secret, then sends a frame of "data".
+    namesrv = NamesrvProcess(tmp_path / "ns")
+    async with impostor_master("wrong secret") as (port, after):
+        conf = slave_props(
+            haAuthEnable="true",
+            accessKey=SLAVE.access_key,
+            secretKey=SLAVE.secret_key,
+            haMasterAddress=f"127.0.0.1:{port}",
+        )
+        slave = SlaveProcess(tmp_path / "s", "", conf)
+        try:
+            await namesrv.start()
+            slave._namesrv = namesrv.namesrv_addr
+            await slave.start()
+            # Two connections: the refusal is reported, and retried, every time.
+            for _ in range(2):
+                assert await asyncio.wait_for(after.get(), 30) == b""  # no offset report
+
+            def said_why() -> bool:
+                return any(
+                    "HA handshake with the master failed" in ln
+                    and f"the peer at 127.0.0.1:{port} could not prove" in ln
+                    for ln in slave.lines
+                )
+
+            await until("the slave's WARNING", said_why)
+            status = await _status(slave.broker_addr)
+            assert status["commitLogMaxOffset"] == "0"
+            assert (status["haConnected"], status["haMasterOffset"]) == ("false", "-1")
+            segments = sorted((slave.store / "commitlog").glob("*"))
+            assert all(not path.read_bytes().strip(b"\0") for path in segments)
+        finally:
+            await slave.close()
+            await namesrv.kill9()
+
+
+async def test_slave_with_ha_tls_off_follows_a_plain_ha_port(tmp_path: Path) -> None:
+    # A master in permissive mode: its name server and broker port take TLS, its HA
+    # port is plain TCP (as a RocketMQ master's). A slave with tls.enable=true reaches
+    # the name server over TLS; its HA connection needs haTlsEnable=false.
+    pki = make_pki(tmp_path / "pki")
+    tls = {
+        "tls.server.mode": "permissive",
+        "tls.server.certPath": str(pki.server_cert),
+        "tls.server.keyPath": str(pki.server_key),
+    }
+    slave_tls = {"tls.enable": "true", "tls.client.trustCertPath": str(pki.ca_file)}
+    async with running_master(tmp_path / "m", master_props(**tls)) as master:
+        await ha_port(master)
+        await _send(master.broker_addr, 40)
+        # The default (TLS as tls.enable) fails against the plain port ("[SSL:
+        # WRONG_VERSION_NUMBER]": the master read its ClientHello as offsets): no data.
+        slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props(**slave_tls))
+        try:
+            await slave.start()
+            await until(
+                "the failed TLS handshake",
+                lambda: any(
+                    "cannot reach the master's HA port" in ln and "SSL" in ln for ln in slave.lines
+                ),
+            )
+            assert int((await _status(slave.broker_addr))["commitLogMaxOffset"]) == 0
+        finally:
+            await slave.close()
+        slave = SlaveProcess(
+            tmp_path / "s", master.namesrv_addr, slave_props(haTlsEnable="false", **slave_tls)
+        )
+        try:
+            await slave.start()
+            end = await _caught_up(master.broker_addr, slave.broker_addr)
+            assert commitlog_bytes(slave.store, end) == commitlog_bytes(master.store, end)
+            await _send(master.broker_addr, 10)
+            end = await _caught_up(master.broker_addr, slave.broker_addr)
+            assert commitlog_bytes(slave.store, end) == commitlog_bytes(master.store, end)
+            # (It learned the HA address from its REGISTER_BROKER answer: over TLS.)
         finally:
             await slave.close()
