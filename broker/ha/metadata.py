@@ -18,13 +18,22 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG, as RocketMQ 4.9.4 does, and takes:
 
 A request that fails or does not parse is logged and skipped; the others are still
 taken.
+
+Beyond RocketMQ, nothing is taken while the slave's HA client says the master is out of
+step (:meth:`rocklet.broker.ha.slave.HASlave.out_of_step`): after the slave diverged from
+it, or lost it and has not checked its commitlog again. A master that lost its disk
+would otherwise replace the slave's topics and groups with its empty tables, and the
+slave's copy is what the operator restores it from (docs/operations.md, "A slave
+stopped with haDiverged").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
+from collections.abc import Callable
 
 import structlog
 
@@ -69,6 +78,9 @@ class MetadataSync:
         credentials: Sign the requests as this account (``accessKey``/``secretKey``:
             a master with ``aclEnable`` refuses unsigned ones).
         tls: Speak TLS to the master's port with this context; ``None``: plain.
+        out_of_step: Why the master's tables must not be taken now, or ``None`` when
+            they may (:meth:`~rocklet.broker.ha.slave.HASlave.out_of_step`); without
+            it they are always taken.
     """
 
     def __init__(
@@ -80,6 +92,7 @@ class MetadataSync:
         *,
         credentials: Credentials | None = None,
         tls: ssl.SSLContext | None = None,
+        out_of_step: Callable[[], str | None] | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
@@ -87,6 +100,12 @@ class MetadataSync:
         self._offsets = offsets
         self._credentials = credentials
         self._tls = tls
+        self._out_of_step = out_of_step
+        #: Why the last sync was skipped (logged once per reason), or ``None``.
+        self._paused: str | None = None
+        # One sync at a time: the periodic round and a kick may meet.
+        self._lock = asyncio.Lock()
+        self._kicked: asyncio.Task[bool] | None = None
         #: The master's client address (``masterAddr`` of the register answer).
         self.master_addr: str | None = None
 
@@ -95,14 +114,42 @@ class MetadataSync:
         if addr:
             self.master_addr = addr
 
+    def kick(self) -> None:
+        """Sync now, in the background (the slave's commitlog was just found in step)."""
+        if self._kicked is None or self._kicked.done():
+            self._kicked = asyncio.get_running_loop().create_task(
+                self.sync_once(), name="slave-sync-kick"
+            )
+            self._kicked.add_done_callback(_log_failure)
+
+    async def stop(self) -> None:
+        """Cancel a sync started by :meth:`kick`. Idempotent."""
+        task, self._kicked = self._kicked, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def sync_once(self) -> bool:
         """Fetch the master's four tables and take them.
 
         Returns:
             Whether the topic table was replaced.
         """
+        async with self._lock:
+            return await self._sync()
+
+    def _paused_now(self, addr: str) -> bool:
+        """Whether the master's tables must not be taken now (a new reason is logged)."""
+        why = self._out_of_step() if self._out_of_step is not None else None
+        if why is not None and why != self._paused:
+            log.warning("metadata sync from the master paused", master=addr, why=why)
+            self._paused = why
+        return why is not None
+
+    async def _sync(self) -> bool:
         addr = self.master_addr
-        if addr is None:
+        if addr is None or self._paused_now(addr):
             return False
         host, _, port = addr.rpartition(":")
         answers: list[RemotingCommand] = []
@@ -116,6 +163,8 @@ class MetadataSync:
         except (RemotingError, OSError) as exc:
             log.warning("metadata sync from the master failed", master=addr, error=str(exc))
             return False
+        if self._paused_now(addr):
+            return False  # the master was lost (or diverged) while it answered
         topics, offsets, delay, groups = answers
         replaced = False
         if self._ok(topics, "topics", addr):
@@ -145,6 +194,10 @@ class MetadataSync:
                     await asyncio.to_thread(take_delay_offsets, self._store, table)
                 except OSError as exc:
                     log.error("delayOffset.json not written", error=str(exc))
+        if self._paused is not None:
+            # Said once the tables are taken, so a reader of the log knows they are.
+            log.info("metadata sync from the master resumed", master=addr)
+            self._paused = None
         return replaced
 
     @staticmethod
@@ -171,6 +224,11 @@ class MetadataSync:
             # Not an error: the master lost commits (a restart) or consumers committed
             # here while it was gone. Logged so an operator sees the two disagree.
             log.info("kept consumer offsets ahead of the master's", queues=kept, master=addr)
+
+
+def _log_failure(task: asyncio.Task[bool]) -> None:
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.error("metadata sync from the master failed unexpectedly", exc_info=error)
 
 
 def take_delay_offsets(store: MessageStore, theirs: dict[int, int]) -> bool:

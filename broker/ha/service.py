@@ -74,6 +74,8 @@ class Replication:
             await self.master.stop()
         if self.slave is not None:
             await self.slave.stop()
+        if self.metadata is not None:
+            await self.metadata.stop()
 
 
 def ha_port(config: BrokerConfig, listen_port: int) -> int:
@@ -163,7 +165,16 @@ async def start_replication(
             ),
         )
         slave.start()
-        sync = MetadataSync(store, topics, groups, offsets, credentials=credentials, tls=client_tls)
+        sync = MetadataSync(
+            store,
+            topics,
+            groups,
+            offsets,
+            credentials=credentials,
+            tls=client_tls,
+            out_of_step=slave.out_of_step,
+        )
+        slave.on_checked = sync.kick
         return Replication(None, slave, port, sync)
     auth = config.acl_enable if config.ha_auth_enable is None else config.ha_auth_enable
     if auth and accounts is None:

@@ -13,6 +13,12 @@ commitlog ends before the slave's, stop replication with an ERROR naming both of
 and show in brokerStatus (``haDiverged``); RocketMQ 4.x would append the master's later
 bytes after the slave's own and silently mix two histories. The first report is a lower
 offset, which an unmodified RocketMQ master serves like any other.
+
+The slave's metadata sync (:mod:`rocklet.broker.ha.metadata`) asks :meth:`HASlave.out_of_step`
+before it takes the master's tables: not from a master it diverged from, nor from one
+it lost and has not checked again (a master that comes back without its disk answers
+on its broker port before the HA check finds it out, and its empty topic table would
+replace the slave's, the only copy left).
 """
 
 from __future__ import annotations
@@ -86,6 +92,13 @@ class HASlave:
             self._master_known.set()
         #: Why replication stopped for good (divergence), or ``None``.
         self.diverged: str | None = None
+        #: The slave holds data not yet checked against the master's commitlog: from
+        #: the start when its store is not empty (a master that lost its disk may be
+        #: up already), and from every loss of the master until the next check.
+        self._unchecked = store.commitlog_max_offset() > 0
+        #: Called when a check clears :attr:`_unchecked` (the metadata sync runs then
+        #: rather than at its next round).
+        self.on_checked: Callable[[], None] | None = None
         self.connected = False
         #: The highest master offset a frame showed (end of a chunk, or a heartbeat's
         #: offset); -1 before the first frame.
@@ -113,6 +126,27 @@ class HASlave:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    def out_of_step(self) -> str | None:
+        """Why the master's metadata must not be taken now, or ``None`` if it may.
+
+        ``None`` for an empty slave from the start (it has nothing to lose, and syncs
+        at once, as RocketMQ's does); for one that holds data, once a connection has
+        found its commitlog a prefix of the master's, until the master is lost again.
+        """
+        if self.diverged is not None:
+            return "replication stopped: the slave's commitlog diverged from the master's"
+        if self._unchecked:
+            return (
+                "this slave's commitlog has not been checked against the master's since "
+                "the slave started or lost the HA connection"
+            )
+        return None
+
+    def _checked(self) -> None:
+        was, self._unchecked = self._unchecked, False
+        if was and self.on_checked is not None:
+            self.on_checked()
 
     def status(self) -> dict[str, str]:
         """The keys this adds to brokerStatus (Rocklet's own)."""
@@ -152,10 +186,12 @@ class HASlave:
             except HandshakeError as exc:
                 # Reached, but refused us or could not prove it is the master: no byte
                 # of its commitlog was read.
+                self._unchecked = True
                 log.warning("HA handshake with the master failed", master=addr, error=str(exc))
                 await asyncio.sleep(_RETRY_S)
                 continue
             except (OSError, TimeoutError) as exc:
+                self._unchecked = True
                 log.warning("cannot reach the master's HA port", master=addr, error=str(exc))
                 await asyncio.sleep(_RETRY_S)
                 continue
@@ -173,6 +209,7 @@ class HASlave:
                 log.exception("HA session failed unexpectedly; reconnecting", master=addr)
             finally:
                 self.connected = False
+                self._unchecked = True
                 writer.close()
             if self.diverged is None:
                 await asyncio.sleep(_RETRY_S)
@@ -182,6 +219,8 @@ class HASlave:
         mine = store.commitlog_max_offset()
         cursor = mine if mine == 0 else max(store.commitlog_min_offset(), mine - VERIFY_BYTES)
         verified = cursor == mine
+        if verified:
+            self._checked()  # nothing of its own to compare: it cannot differ
         log.info("following the master", master=self.master_addr, offset=mine, check_from=cursor)
         reported = cursor
         _report(writer, reported)
@@ -211,6 +250,7 @@ class HASlave:
                     if cursor < mine:
                         continue
                     verified = True
+                    self._checked()
                     log.info("slave commitlog matches the master's", checked_to=mine)
                     body, offset = body[mine - offset :], mine
                     if not body:

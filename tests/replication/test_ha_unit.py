@@ -111,6 +111,51 @@ async def test_slave_ahead_of_its_master_stops(tmp_path: Path) -> None:
             await until("the divergence", lambda: slave.diverged is not None, 10)
             assert f"before the slave's max offset {ahead}" in (slave.diverged or "")
             assert s.commitlog_max_offset() == ahead
+            assert "diverged" in (slave.out_of_step() or "")  # no metadata from it
+        finally:
+            await slave.stop()
+            await master.stop()
+
+
+async def test_master_metadata_is_out_of_step_from_its_loss_to_the_next_check(
+    tmp_path: Path,
+) -> None:
+    """The slave's metadata sync asks ``out_of_step``: a slave holding data may take the
+    master's tables only once a connection found its commitlog a prefix of the master's,
+    not once the master is gone, and again after the next check (a master that lost its
+    disk answers its broker port before the HA check finds it out)."""
+    with (
+        MessageStore.open(small_config(tmp_path / "m")) as m,
+        MessageStore.open(small_config(tmp_path / "s")) as s,
+    ):
+        for n in range(10):
+            assert m.put_message(message(n)).ok
+        _copy(m, s, 1000)
+        master = HAMaster(m, heartbeat_s=0.2)
+        port = await master.start("127.0.0.1", 0)
+        slave = HASlave(s, f"127.0.0.1:{port}", heartbeat_s=60)
+        checks = 0
+
+        def checked() -> None:
+            nonlocal checks
+            checks += 1
+
+        slave.on_checked = checked
+        # It holds data: out of step until a connection compares it with the master's
+        # (the master may have come back without its disk before the slave started).
+        assert "not been checked" in (slave.out_of_step() or "")
+        slave.start()
+        try:
+            await until("the first check", lambda: slave.out_of_step() is None, 10)
+            assert slave.connected and checks == 1
+            await master.stop()
+            await until("the loss", lambda: slave.out_of_step() is not None, 10)
+            assert "not been checked" in (slave.out_of_step() or "")
+            master = HAMaster(m, heartbeat_s=0.2)
+            await master.start("127.0.0.1", port)  # back with its store
+            await until("the check", lambda: slave.out_of_step() is None, 10)
+            assert slave.connected and slave.diverged is None
+            assert checks == 2  # each check that put it back in step said so
         finally:
             await slave.stop()
             await master.stop()

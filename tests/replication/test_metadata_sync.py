@@ -32,6 +32,7 @@ from tests.replication.nodes import (
 from tests.replication.test_replication import TOPIC, _connect, bodies, caught_up, send_some
 
 _STARTED = re.compile(r"broker started")
+_RESUMED = re.compile(r"metadata sync from the master resumed")
 
 
 async def _request(addr: str, code: RequestCode, body: bytes | None = None) -> RemotingCommand:
@@ -65,10 +66,12 @@ async def _committed(addr: str) -> int:
 
 
 async def _resync(slave: SlaveProcess) -> None:
-    """Restart the slave: it syncs before it logs "broker started"."""
+    """Restart the slave; it holds data, so it syncs once its HA connection found its
+    commitlog in step with the master's, and says so."""
     assert await slave.stop() == 0
     await slave.start()
     await slave.wait_line(_STARTED, 30)
+    await slave.wait_line(_RESUMED, 30)
 
 
 async def test_slave_syncs_groups_and_delay_offsets(tmp_path: Path) -> None:
