@@ -7,6 +7,8 @@ import asyncio
 import itertools
 import socket
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import uvloop
@@ -37,6 +39,19 @@ def _copy(src: MessageStore, dst: MessageStore, chunk: int) -> None:
         data = read_replica(src, at, chunk)
         assert data
         at = append_replica(dst, at, data)
+
+
+@contextmanager
+def _replicated_pair(tmp_path: Path) -> Iterator[tuple[MessageStore, MessageStore]]:
+    """A master's store holding 10 messages and a slave's holding a copy of them."""
+    with (
+        MessageStore.open(small_config(tmp_path / "m")) as m,
+        MessageStore.open(small_config(tmp_path / "s")) as s,
+    ):
+        for n in range(10):
+            assert m.put_message(message(n)).ok
+        _copy(m, s, 1000)
+        yield m, s
 
 
 def test_odd_chunks_rebuild_the_same_commitlog_and_queues(tmp_path: Path) -> None:
@@ -92,13 +107,7 @@ async def test_master_frames_and_one_ack_releases_every_send_below_it(tmp_path: 
 
 
 async def test_slave_ahead_of_its_master_stops(tmp_path: Path) -> None:
-    with (
-        MessageStore.open(small_config(tmp_path / "m")) as m,
-        MessageStore.open(small_config(tmp_path / "s")) as s,
-    ):
-        for n in range(10):
-            assert m.put_message(message(n)).ok
-        _copy(m, s, 1000)
+    with _replicated_pair(tmp_path) as (m, s):
         assert s.put_message(message(99)).ok  # bytes the master never had
         ahead = s.commitlog_max_offset()
         # The master's idle heartbeat carries its end offset: that is how the slave
@@ -124,13 +133,7 @@ async def test_master_metadata_is_out_of_step_from_its_loss_to_the_next_check(
     master's tables only once a connection found its commitlog a prefix of the master's,
     not once the master is gone, and again after the next check (a master that lost its
     disk answers its broker port before the HA check finds it out)."""
-    with (
-        MessageStore.open(small_config(tmp_path / "m")) as m,
-        MessageStore.open(small_config(tmp_path / "s")) as s,
-    ):
-        for n in range(10):
-            assert m.put_message(message(n)).ok
-        _copy(m, s, 1000)
+    with _replicated_pair(tmp_path) as (m, s):
         master = HAMaster(m, heartbeat_s=0.2)
         port = await master.start("127.0.0.1", 0)
         slave = HASlave(s, f"127.0.0.1:{port}", heartbeat_s=60)
