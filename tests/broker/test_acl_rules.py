@@ -19,16 +19,9 @@ from rocklet.broker.acl.accounts import (
 from rocklet.broker.acl.addresses import AddressPatternError, normalise_ip, parse_pattern
 from rocklet.broker.acl.validator import AccessValidator, needed_perms
 from rocklet.protocol.acl import Credentials, sign
-from rocklet.protocol.bodies.heartbeat import (
-    ConsumeFromWhere,
-    ConsumerData,
-    ConsumeType,
-    HeartbeatData,
-    MessageModel,
-    SubscriptionData,
-)
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.command import RemotingCommand
+from tests.broker.wire_clients import consumer_heartbeat_body
 
 
 @pytest.mark.parametrize(
@@ -86,19 +79,7 @@ def test_permission_bits() -> None:
 
 
 def _heartbeat(group: str, topics: list[str]) -> bytes:
-    data = HeartbeatData(
-        client_id="c",
-        consumer_data_set=(
-            ConsumerData(
-                group_name=group,
-                consume_type=ConsumeType.CONSUME_PASSIVELY,
-                message_model=MessageModel.CLUSTERING,
-                consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                subscription_data_set=tuple(SubscriptionData(topic=t) for t in topics),
-            ),
-        ),
-    )
-    return data.to_json()
+    return consumer_heartbeat_body("c", group, *topics)
 
 
 @pytest.mark.parametrize(

@@ -19,20 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from rocklet.protocol.bodies.heartbeat import (
-    ConsumeFromWhere,
-    ConsumerData,
-    ConsumeType,
-    HeartbeatData,
-    MessageModel,
-    SubscriptionData,
-)
 from rocklet.protocol.bodies.register import RegisterBrokerBody
 from rocklet.protocol.bodies.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.transport.dial import open_connection
 from tests.broker.test_send_pull import cpp_send, pull
+from tests.broker.wire_clients import consumer_heartbeat_body
 from tests.cluster import Cluster, running_cluster
 
 TOPIC = "Named"
@@ -61,14 +54,7 @@ def escaped(body: bytes, placeholder: str, name: str) -> bytes:
 
 
 def heartbeat(topic: str) -> RemotingCommand:
-    consumer = ConsumerData(
-        "CG",
-        ConsumeType.CONSUME_PASSIVELY,
-        MessageModel.CLUSTERING,
-        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        (SubscriptionData("PlaceholderTopic"),),
-    )
-    body = HeartbeatData("hb-client", (), (consumer,)).to_json()
+    body = consumer_heartbeat_body("hb-client", "CG", "PlaceholderTopic")
     return req(RequestCode.HEART_BEAT, {}, escaped(body, "PlaceholderTopic", topic))
 
 

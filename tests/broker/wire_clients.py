@@ -15,7 +15,25 @@ from rocklet.protocol.bodies.heartbeat import (
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.command import RemotingCommand
 
-__all__ = ["consumer_heartbeat"]
+__all__ = ["consumer_heartbeat", "consumer_heartbeat_body"]
+
+
+def consumer_heartbeat_body(client_id: str, group: str, *topics: str) -> bytes:
+    """The HEART_BEAT body of a clustering push consumer of ``group`` on ``topics``.
+
+    Args:
+        client_id: The client id it registers with.
+        group: Its consumer group.
+        *topics: The topics it subscribes, each with ``*``.
+    """
+    data = ConsumerData(
+        group,
+        ConsumeType.CONSUME_PASSIVELY,
+        MessageModel.CLUSTERING,
+        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        tuple(SubscriptionData(topic, "*") for topic in topics),
+    )
+    return HeartbeatData(client_id, consumer_data_set=(data,)).to_json()
 
 
 def consumer_heartbeat(client_id: str, group: str, topic: str, **fields: Any) -> RemotingCommand:
@@ -27,12 +45,5 @@ def consumer_heartbeat(client_id: str, group: str, topic: str, **fields: Any) ->
         topic: The topic it subscribes (``*``).
         **fields: More :class:`RemotingCommand` fields (``language``, ``version``).
     """
-    data = ConsumerData(
-        group,
-        ConsumeType.CONSUME_PASSIVELY,
-        MessageModel.CLUSTERING,
-        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        (SubscriptionData(topic, "*"),),
-    )
-    beat = HeartbeatData(client_id, consumer_data_set=(data,))
-    return RemotingCommand(RequestCode.HEART_BEAT, body=beat.to_json(), **fields)
+    body = consumer_heartbeat_body(client_id, group, topic)
+    return RemotingCommand(RequestCode.HEART_BEAT, body=body, **fields)
