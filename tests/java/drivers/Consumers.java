@@ -293,12 +293,6 @@ final class Consumers {
         DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
         ClientDriver.configure(consumer, namesrv, group);
         consumer.setAutoCommit(false);
-        // One pull thread, so seek() is race-free. With 4.9.4's default of 20, a pull that
-        // assign() started can pass its cancelled check just before seek(), and the task
-        // seek() schedules can take the seek offset on another thread before the old pull
-        // looks at it; the old pull then hands over the messages from before the seek.
-        // On one thread the new task runs only after the old pull has seen the offset.
-        consumer.setPullThreadNums(1);
         consumer.start();
         try {
             List<MessageQueue> queues = new ArrayList<>(consumer.fetchMessageQueues(topic));
