@@ -293,6 +293,7 @@ final class Consumers {
         DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group);
         ClientDriver.configure(consumer, namesrv, group);
         consumer.setAutoCommit(false);
+        consumer.setPullBatchSize(1);  // poll() hands over one message: the test counts them
         consumer.start();
         try {
             List<MessageQueue> queues = new ArrayList<>(consumer.fetchMessageQueues(topic));
