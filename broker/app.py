@@ -255,7 +255,7 @@ class Broker:
         )
         # Statistics are always kept (mqadmin reads them); Prometheus gets the same reports.
         stats = StatsSink(
-            BrokerStats(config.broker_cluster_name),
+            BrokerStats(config.broker_cluster_name, drop_unused=config.auto_delete_unused_stats),
             StoreStats(clock.now_ms()),
             NULL_METRICS if metrics is None else metrics,
         )

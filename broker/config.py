@@ -128,6 +128,8 @@ class BrokerConfig:
     clean_resource_interval_ms: int = 10_000
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
+    #: Drop a topic's or group's statistics when it is deleted (RocketMQ's default: keep).
+    auto_delete_unused_stats: bool = False
     default_topic_queue_nums: int = 8
     cluster_topic_enable: bool = True
     broker_topic_enable: bool = True

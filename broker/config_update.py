@@ -32,7 +32,13 @@ __all__ = ["LIVE_KEYS", "PATH_KEYS", "PATH_REFUSED", "ConfigUpdate", "plan_updat
 
 #: Settings a running Rocklet broker applies as soon as they are updated.
 LIVE_KEYS: Final = frozenset(
-    {"brokerPermission", "slaveReadEnable", "enablePropertyFilter", "haAllowedSlaves"}
+    {
+        "brokerPermission",
+        "slaveReadEnable",
+        "enablePropertyFilter",
+        "haAllowedSlaves",
+        "autoDeleteUnusedStats",
+    }
 )
 #: Keys naming files or directories: a request never changes them. RocketMQ 4.9.4
 #: accepts and saves them, so anyone who may update the config can point the broker's

@@ -17,12 +17,17 @@ RocketMQ. Snapshots are taken by :class:`rocklet.broker.stats_sink.StatsSampler`
 
 Event loop only, except the put methods, which :class:`BrokerStats` serialises with a
 lock because the delayed-delivery and transaction worker threads write too.
+
+Items outlive their topic or group, as in RocketMQ, unless ``autoDeleteUnusedStats`` is
+on (:attr:`BrokerStats.drop_unused`): then deleting a topic drops its items and those
+of every group on it, and deleting a group drops that group's.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -166,10 +171,12 @@ class BrokerStats:
 
     Args:
         cluster_name: The key of ``BROKER_PUT_NUMS`` and ``BROKER_GET_NUMS``.
+        drop_unused: ``autoDeleteUnusedStats``; changed in place by UPDATE_BROKER_CONFIG.
     """
 
-    def __init__(self, cluster_name: str) -> None:
+    def __init__(self, cluster_name: str, *, drop_unused: bool = False) -> None:
         self._cluster = cluster_name
+        self.drop_unused = drop_unused
         self._sets: dict[str, dict[str, StatsItem]] = {name: {} for name in STATS_NAMES}
         # Hot-path caches: a put finds its pair by topic, a pull by topic then group,
         # so no ``topic@group`` string is built per report.
@@ -242,6 +249,39 @@ class BrokerStats:
             )
         _report(pair, count, nbytes)
         self._broker_get.value += count
+
+    def topic_deleted(self, topic: str) -> None:
+        """A topic was deleted (``onTopicDeleted``): with :attr:`drop_unused`, forget it.
+
+        Drops the topic's put items and the ``topic@group`` items of every group that
+        pulled from it or sent its messages back.
+        """
+        if not self.drop_unused:
+            return
+        prefix = f"{topic}@"
+        with self._lock:
+            for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+                self._sets[name].pop(topic, None)
+            self._drop_keys(lambda key: key.startswith(prefix))
+            self._put_items.pop(topic, None)
+            self._get_items.pop(topic, None)
+
+    def group_deleted(self, group: str) -> None:
+        """A group was deleted (``onGroupDeleted``): with :attr:`drop_unused`, forget it."""
+        if not self.drop_unused:
+            return
+        suffix = f"@{group}"
+        with self._lock:
+            self._drop_keys(lambda key: key.endswith(suffix))
+            for by_group in self._get_items.values():
+                by_group.pop(group, None)
+
+    def _drop_keys(self, matches: Callable[[str], bool]) -> None:
+        """Drop the ``topic@group`` items whose key ``matches`` (the caller holds the lock)."""
+        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, GROUP_GET_LATENCY, SNDBCK_PUT_NUMS):
+            table = self._sets[name]
+            for key in [k for k in table if matches(k)]:
+                del table[key]
 
     def item(self, name: str, key: str) -> StatsItem | None:
         """The item VIEW_BROKER_STATS_DATA reads, or ``None`` (unknown name or key)."""

@@ -159,6 +159,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             registration=ctx.registration,
             identity=identity,
             register_timeout_ms=cfg.register_broker_timeout_ms,
+            stats=stats.broker,
         ),
         GroupAdmin(
             store=store,
@@ -191,12 +192,15 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             filters=filters,
             clock=ctx.clock,
             replicas=ctx.replicas,
+            stats=stats.broker,
         ),
     )
     admin_clients.register(registry, ClientAdmin(clients=clients, store=store, identity=identity))
     admin_maintenance.register(
         registry,
-        MaintenanceAdmin(store=store, topics=topics, clients=clients, identity=identity),
+        MaintenanceAdmin(
+            store=store, topics=topics, clients=clients, identity=identity, stats=stats.broker
+        ),
     )
     admin_stats.register(
         registry,

@@ -43,6 +43,7 @@ from rocklet.broker.processors.pull import SlaveReads
 from rocklet.broker.properties_file import save_properties
 from rocklet.broker.registration import RegistrationTracker
 from rocklet.broker.rocketmq_defaults import rocketmq_defaults
+from rocklet.broker.stats import BrokerStats
 from rocklet.broker.tls_keys import TLS_ENABLE, USE_TLS, without_secrets
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.bodies.topic import DataVersion
@@ -131,6 +132,8 @@ class ConfigAdmin:
         clock: Time source (the configuration's data version).
         replicas: A master's HA service (``haAllowedSlaves`` applied to it); ``None``
             on a slave.
+        stats: The per-key statistics (``autoDeleteUnusedStats``, changed in place);
+            ``None``: the key takes effect at the next start.
     """
 
     def __init__(
@@ -145,8 +148,10 @@ class ConfigAdmin:
         filters: PropertyFilters,
         clock: Clock,
         replicas: HAMaster | None = None,
+        stats: BrokerStats | None = None,
     ) -> None:
         self._config = config
+        self._stats = stats
         self._identity = identity
         self._topics = topics
         self._registration = registration
@@ -224,6 +229,8 @@ class ConfigAdmin:
             self._slave_reads.slave_read_enable = config.slave_read_enable
         if "enablePropertyFilter" in update.live:
             self._filters.enabled = config.enable_property_filter
+        if "autoDeleteUnusedStats" in update.live and self._stats is not None:
+            self._stats.drop_unused = config.auto_delete_unused_stats
         if "haAllowedSlaves" in update.live and self._replicas is not None:
             # Checked by plan_update (the whole request is refused on a bad entry).
             await self._replicas.allow(AllowList(config.ha_allowed_slaves))

@@ -80,7 +80,8 @@ class GroupAdmin:
         offsets: Committed consumer offsets.
         clients: Consumer channels (online members are told of an offset reset).
         identity: This broker's name and whether it is a master.
-        stats: Per-key statistics (``consumeTps``); ``None``: always 0.
+        stats: Per-key statistics (``consumeTps``; a deleted group's are dropped when
+            they are set to); ``None``: always 0.
     """
 
     def __init__(
@@ -137,6 +138,8 @@ class GroupAdmin:
         self._groups.delete(header.group_name)
         if header.remove_offset:
             self._offsets.remove_group(header.group_name)
+        if self._stats is not None:
+            self._stats.group_deleted(header.group_name)
         log.info(
             "subscription group deleted by admin", group=header.group_name, peer=rctx.peer_address
         )

@@ -31,6 +31,7 @@ import structlog
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.admin_topics import VALIDATOR_SYSTEM_TOPICS, own_system_topics
+from rocklet.broker.stats import BrokerStats
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.bodies.cluster import TopicList
 from rocklet.protocol.bodies.maintenance import ConsumeQueueData, QueryConsumeQueueResponseBody
@@ -58,6 +59,8 @@ class MaintenanceAdmin:
         topics: Topic configs (which topics the broker still has).
         clients: Consumer subscriptions (QUERY_CONSUME_QUEUE with a group).
         identity: The broker's cluster and name (their topics are system topics).
+        stats: Per-key statistics (a cleaned topic's are dropped when they are set
+            to); ``None``: none kept.
     """
 
     def __init__(
@@ -67,8 +70,10 @@ class MaintenanceAdmin:
         topics: TopicConfigManager,
         clients: ClientManager,
         identity: BrokerIdentity,
+        stats: BrokerStats | None = None,
     ) -> None:
         self._store = store
+        self._stats = stats
         self._topics = topics
         self._clients = clients
         self._system_topics = tuple(sorted(VALIDATOR_SYSTEM_TOPICS | own_system_topics(identity)))
@@ -101,6 +106,9 @@ class MaintenanceAdmin:
             clean_unused_topics, self._store, lambda t: has_topic(t) is not None
         )
         log.warning("cleanUnusedTopic done", topics_dropped=dropped)
+        if self._stats is not None:
+            for topic in dropped:
+                self._stats.topic_deleted(topic)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def delete_expired_commitlog(

@@ -258,3 +258,73 @@ def test_store_reads_report_their_longest_time(tmp_path: Path) -> None:
         store.close()
     assert stats.get_time_max_ms == 7
     assert stats.runtime_info()["getMessageEntireTimeMax"] == "7"
+
+
+async def test_deleting_a_topic_or_group_drops_its_stats_once_asked_to(tmp_path: Path) -> None:
+    """``autoDeleteUnusedStats``: off (RocketMQ's default) keeps them; on drops them."""
+    clock = ManualClock()
+    async with stats_broker(tmp_path, clock) as (namesrv, broker):
+        await send_and_pull(namesrv)
+        sample_after(broker, clock, 10_000)
+        group_key = f"{TOPIC}@{GROUP}"
+        async with await open_connection("127.0.0.1", broker.port) as conn:
+
+            async def known(name: str, key: str) -> bool:
+                answer = await ask(
+                    conn, RequestCode.VIEW_BROKER_STATS_DATA, statsName=name, statsKey=key
+                )
+                return answer.code == ResponseCode.SUCCESS
+
+            async def delete_group() -> None:
+                answer = await ask(conn, RequestCode.DELETE_SUBSCRIPTIONGROUP, groupName=GROUP)
+                assert answer.code == ResponseCode.SUCCESS, answer.remark
+
+            await delete_group()
+            assert await known("GROUP_GET_NUMS", group_key)  # kept by default
+
+            update = RemotingCommand(
+                RequestCode.UPDATE_BROKER_CONFIG, body=b"autoDeleteUnusedStats=true\n"
+            )
+            answer = await conn.request(update, 5)
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            await delete_group()
+            assert not await known("GROUP_GET_NUMS", group_key)
+            assert not await known("GROUP_GET_SIZE", group_key)
+            assert await known("TOPIC_PUT_NUMS", TOPIC)  # the topic's own stay
+
+            answer = await ask(conn, RequestCode.DELETE_TOPIC_IN_BROKER, topic=TOPIC)
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            assert not await known("TOPIC_PUT_NUMS", TOPIC)
+            assert not await known("TOPIC_PUT_SIZE", TOPIC)
+            assert await known("BROKER_PUT_NUMS", "DefaultCluster")
+
+            # The topic comes back with its next send, counted from zero.
+            async with Producer("StatsPG", namesrv) as producer:
+                await producer.send(Message(TOPIC, b"again"))
+            sample_after(broker, clock, 10_000)
+            assert (await view(conn, "TOPIC_PUT_NUMS", TOPIC)).stats_minute.sum == 1
+
+
+def test_dropping_a_topic_or_group_takes_every_item_keyed_by_it() -> None:
+    stats = BrokerStats("DefaultCluster", drop_unused=True)
+    for topic in ("T1", "T10"):
+        stats.put(topic, 2, 200)
+        for group in ("G1", "G10"):
+            stats.get(group, topic, 1, 100)
+            stats.send_back(group, topic)
+    stats.group_deleted("G1")
+    keys = {name: set(stats._sets[name]) for name in stats._sets}
+    assert keys["GROUP_GET_NUMS"] == keys["GROUP_GET_SIZE"] == {"T1@G10", "T10@G10"}
+    assert keys["SNDBCK_PUT_NUMS"] == {"T1@G10", "T10@G10"}
+    stats.topic_deleted("T1")
+    keys = {name: set(stats._sets[name]) for name in stats._sets}
+    assert keys["TOPIC_PUT_NUMS"] == keys["TOPIC_PUT_SIZE"] == {"T10"}
+    assert keys["GROUP_GET_NUMS"] == keys["SNDBCK_PUT_NUMS"] == {"T10@G10"}
+    # Reports after the drop start new items rather than feeding the dropped ones.
+    stats.get("G1", "T10", 3, 300)
+    stats.put("T1", 5, 500)
+    item = stats.item("GROUP_GET_NUMS", "T10@G1")
+    assert item is not None and item.value == 3
+    topic_item = stats.item("TOPIC_PUT_NUMS", "T1")
+    assert topic_item is not None and topic_item.value == 5
+    assert stats.item("BROKER_PUT_NUMS", "DefaultCluster").value == 2 + 2 + 5  # type: ignore[union-attr]
