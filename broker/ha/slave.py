@@ -186,12 +186,10 @@ class HASlave:
             except HandshakeError as exc:
                 # Reached, but refused us or could not prove it is the master: no byte
                 # of its commitlog was read.
-                self._unchecked = True
                 log.warning("HA handshake with the master failed", master=addr, error=str(exc))
                 await asyncio.sleep(_RETRY_S)
                 continue
             except (OSError, TimeoutError) as exc:
-                self._unchecked = True
                 log.warning("cannot reach the master's HA port", master=addr, error=str(exc))
                 await asyncio.sleep(_RETRY_S)
                 continue

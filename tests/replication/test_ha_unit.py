@@ -7,9 +7,10 @@ import asyncio
 import itertools
 import socket
 import struct
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import uvloop
 
@@ -232,3 +233,40 @@ def test_oldest_unacknowledged_record_is_found_from_any_offset(tmp_path: Path) -
         early = record_at_or_after(store, last_start + 5, limit=1)
         assert early is not None and first_in_segment[0] < early[0] < last_start
         assert record_at_or_after(store, last_start + 5, hint=early[0]) == (last_start, last_ts)
+
+
+def _refusing_dial() -> tuple[Callable[[str, int], Awaitable[Any]], asyncio.Event]:
+    """A dial that always fails, and an event set at its second call (the first failure
+    has then been handled in full)."""
+    second_try = asyncio.Event()
+    tries = 0
+
+    async def refuse(host: str, port: int) -> Any:
+        nonlocal tries
+        tries += 1
+        if tries == 2:
+            second_try.set()
+        raise ConnectionRefusedError(f"{host}:{port} refused")
+
+    return refuse, second_try
+
+
+async def test_an_unreachable_master_pauses_the_metadata_of_a_slave_with_data_only(
+    tmp_path: Path,
+) -> None:
+    """An empty slave has nothing the master's tables could replace: it takes them even
+    while its HA port cannot be reached. One holding data waits for a check."""
+    with (
+        _replicated_pair(tmp_path) as (_, holding),
+        MessageStore.open(small_config(tmp_path / "empty")) as empty,
+    ):
+        for store, expected in ((empty, None), (holding, "not been checked")):
+            dial, second_try = _refusing_dial()
+            slave = HASlave(store, "127.0.0.1:1", dial=dial)
+            slave.start()
+            try:
+                await asyncio.wait_for(second_try.wait(), 10)
+                why = slave.out_of_step()
+                assert (why is None) if expected is None else (expected in (why or "")), why
+            finally:
+                await slave.stop()
