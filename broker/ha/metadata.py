@@ -103,6 +103,8 @@ class MetadataSync:
         self._out_of_step = out_of_step
         #: Why the last sync was skipped (logged once per reason), or ``None``.
         self._paused: str | None = None
+        #: Whether the master's tables were taken since the start (logged the first time).
+        self._taken = False
         # One sync at a time: the periodic round and a kick may meet.
         self._lock = asyncio.Lock()
         self._kicked: asyncio.Task[bool] | None = None
@@ -194,10 +196,14 @@ class MetadataSync:
                     await asyncio.to_thread(take_delay_offsets, self._store, table)
                 except OSError as exc:
                     log.error("delayOffset.json not written", error=str(exc))
+        # Said the first time the tables are taken and after each pause, so a reader
+        # of the log knows the slave has them.
         if self._paused is not None:
-            # Said once the tables are taken, so a reader of the log knows they are.
             log.info("metadata sync from the master resumed", master=addr)
             self._paused = None
+        elif not self._taken:
+            log.info("metadata synced from the master", master=addr)
+        self._taken = True
         return replaced
 
     @staticmethod
