@@ -38,7 +38,7 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.properties import encode_properties
 from rocklet.transport.connection import Connection, HandlerResult
 from rocklet.transport.dial import open_connection
-from tests.broker.wire_clients import consumer_heartbeat
+from tests.broker.wire_clients import commit_offset, consumer_heartbeat
 from tests.cluster import Cluster, running_cluster
 
 BROKER = "broker-a"
@@ -64,16 +64,6 @@ def send(
         "properties": encode_properties(props).decode(),
     }
     return RemotingCommand(RequestCode.SEND_MESSAGE, ext_fields=ext, body=body)
-
-
-def commit_offset(group: str, topic: str, queue_id: int, offset: int) -> RemotingCommand:
-    return admin(
-        RequestCode.UPDATE_CONSUMER_OFFSET,
-        consumerGroup=group,
-        topic=topic,
-        queueId=str(queue_id),
-        commitOffset=str(offset),
-    )
 
 
 def create_topic(topic: str, read: int, write: int, perm: int = 6) -> RemotingCommand:

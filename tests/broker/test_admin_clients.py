@@ -26,7 +26,8 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import OUR_LANGUAGE, RemotingCommand
 from rocklet.protocol.message_id import parse_offset_msg_id
 from rocklet.transport.dial import open_connection
-from tests.broker.test_admin import admin, commit_offset, create_topic, ok, reset, send
+from tests.broker.test_admin import admin, create_topic, ok, reset, send
+from tests.broker.wire_clients import commit_offset
 from tests.cluster import running_cluster
 
 WAIT_S = 20.0

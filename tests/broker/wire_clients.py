@@ -1,4 +1,4 @@
-"""Requests a hand-made client sends to join a broker as a consumer (broker tests)."""
+"""Requests a hand-made client sends as a consumer: joining a group, committing offsets."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from rocklet.protocol.bodies.heartbeat import (
 )
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.headers.consumer import UpdateConsumerOffsetRequestHeader
 
-__all__ = ["consumer_heartbeat", "consumer_heartbeat_body"]
+__all__ = ["commit_offset", "consumer_heartbeat", "consumer_heartbeat_body"]
 
 
 def consumer_heartbeat_body(client_id: str, group: str, *topics: str) -> bytes:
@@ -47,3 +48,9 @@ def consumer_heartbeat(client_id: str, group: str, topic: str, **fields: Any) ->
     """
     body = consumer_heartbeat_body(client_id, group, topic)
     return RemotingCommand(RequestCode.HEART_BEAT, body=body, **fields)
+
+
+def commit_offset(group: str, topic: str, queue_id: int, offset: int) -> RemotingCommand:
+    """UPDATE_CONSUMER_OFFSET as a request (answered once the broker has the offset)."""
+    header = UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset)
+    return RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=header.to_ext_fields())

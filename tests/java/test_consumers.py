@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rocklet.protocol import RemotingCommand, RequestCode, ResponseCode
+from rocklet.protocol import ResponseCode
 from rocklet.transport.dial import open_connection
+from tests.broker.wire_clients import commit_offset
 from tests.java.javatier import (
     Event,
     JavaClient,
@@ -102,7 +103,7 @@ async def test_a_lite_pull_consumer_polls_from_where_it_seeks_and_commits_what_i
         # The group's offset at the queue's end first: a pull that assign() starts
         # before seek() then finds nothing. (The 4.9.4 client can otherwise hand over
         # what such a pull found, from before the seek; seen against RocketMQ.)
-        await commit_offset(quick_system.broker, LITE_GROUP, LITE_TOPIC, LITE_QUEUE, LITE_COUNT)
+        await commit(quick_system.broker, LITE_GROUP, LITE_TOPIC, LITE_QUEUE, LITE_COUNT)
         first = await clients.spawn(
             "seeker", "litepull", LITE_TOPIC, LITE_GROUP,
             str(LITE_QUEUE), str(LITE_SEEK), str(wanted), str(STEP_TIMEOUT_S),
@@ -134,13 +135,9 @@ async def test_a_lite_pull_consumer_polls_from_where_it_seeks_and_commits_what_i
     }, _dump(second)
 
 
-async def commit_offset(broker: str, group: str, topic: str, queue: int, offset: int) -> None:
-    """UPDATE_CONSUMER_OFFSET as a request, answered once the broker has it."""
+async def commit(broker: str, group: str, topic: str, queue: int, offset: int) -> None:
+    """Commit ``offset`` with a request, answered once the broker has it."""
     host, _, port = broker.rpartition(":")
-    fields = {"consumerGroup": group, "topic": topic, "queueId": str(queue)}
-    cmd = RemotingCommand(
-        RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields={**fields, "commitOffset": str(offset)}
-    )
     async with await open_connection(host, int(port)) as conn:
-        answer = await conn.request(cmd, 10)
+        answer = await conn.request(commit_offset(group, topic, queue, offset), 10)
     assert answer.code == ResponseCode.SUCCESS, answer.remark

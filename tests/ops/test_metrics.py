@@ -9,11 +9,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rocklet.client.message import Message
 from rocklet.client.producer import Producer
-from rocklet.protocol.codes import RequestCode, ResponseCode
+from rocklet.protocol.codes import ResponseCode
 from rocklet.protocol.command import RemotingCommand
-from rocklet.protocol.headers.consumer import UpdateConsumerOffsetRequestHeader
 from rocklet.transport.dial import open_connection
 from tests.broker.test_send_pull import cpp_send, pull
+from tests.broker.wire_clients import commit_offset
 from tests.cluster import running_cluster
 
 TIMEOUT = 10.0
@@ -48,11 +48,6 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, frozenset(labels.items()))]
 
 
-def commit(group: str, topic: str, queue_id: int, offset: int) -> RemotingCommand:
-    header = UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset)
-    return RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=header.to_ext_fields())
-
-
 async def test_puts_gets_requests_lag_and_store_gauges(tmp_path: Path) -> None:
     async with running_cluster(tmp_path, metrics_port=0) as cluster:
         port = cluster.broker.metrics_port
@@ -63,7 +58,7 @@ async def test_puts_gets_requests_lag_and_store_gauges(tmp_path: Path) -> None:
                 assert sent.code == ResponseCode.SUCCESS, sent.remark
             got = await conn.request(pull("Metered", 0, 0), TIMEOUT)
             assert got.code == ResponseCode.SUCCESS
-            done = await conn.request(commit("CG", "Metered", 0, 1), TIMEOUT)
+            done = await conn.request(commit_offset("CG", "Metered", 0, 1), TIMEOUT)
             assert done.code == ResponseCode.SUCCESS, done.remark
             unknown = await conn.request(RemotingCommand(9999), TIMEOUT)
             assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED

@@ -16,11 +16,9 @@ from rocklet.protocol.bodies.subscription_group import (
 )
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
-from rocklet.protocol.headers.consumer import (
-    QueryConsumerOffsetRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
-)
+from rocklet.protocol.headers.consumer import QueryConsumerOffsetRequestHeader
 from tests.broker.test_send_pull import cpp_send
+from tests.broker.wire_clients import commit_offset
 from tests.replication.nodes import (
     SlaveProcess,
     ha_port,
@@ -52,9 +50,7 @@ async def _delay_offsets(addr: str) -> dict[str, int]:
 
 async def _commit(addr: str, offset: int) -> None:
     async with await _connect(addr) as conn:
-        header = UpdateConsumerOffsetRequestHeader("CG", TOPIC, 0, offset)
-        cmd = RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields=header.to_ext_fields())
-        resp = await conn.request(cmd, 5)
+        resp = await conn.request(commit_offset("CG", TOPIC, 0, offset), 5)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
