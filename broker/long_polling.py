@@ -32,11 +32,6 @@ class _Hold:
     future: asyncio.Future[bool] = field(repr=False)
 
 
-def _settle(future: asyncio.Future[bool]) -> None:
-    if not future.done():
-        future.set_result(False)
-
-
 class PullHoldService:
     """Parks pulls per (topic, queue) and wakes them on arrival.
 
@@ -50,7 +45,13 @@ class PullHoldService:
         self.parked_queues: Mapping[tuple[str, int], object] = self._holds
         self._closed = False
         self._changed = asyncio.Event()  # the number held changed
-        self._deadlines: Deadlines[asyncio.Future[bool]] | None = None
+        # Deadline slots hold numbers, not futures: a slot keeps its entries for the
+        # whole hold (15 s), long after most pulls were answered, and ~800 settled
+        # futures a second kept that long reached the old generation of the garbage
+        # collector and set off its full collections (tens of ms on the loop).
+        self._deadlines: Deadlines[int] | None = None
+        self._waiting: dict[int, asyncio.Future[bool]] = {}
+        self._next_id = 0
 
     @property
     def held(self) -> int:
@@ -88,15 +89,18 @@ class PullHoldService:
         # The pull awaits its own future and its deadline settles it: an arrival wakes
         # the pull in the loop's next pass. ``asyncio.wait_for`` would put a second
         # future (and a pass) between the arrival and the answer, and a task per hold on
-        # 3.12+. A coarse deadline slot costs less than a loop timer per hold; the settled
-        # future (~150 bytes) stays in its slot until the slot fires.
+        # 3.12+. A coarse deadline slot costs less than a loop timer per hold.
         deadlines = self._deadlines
         if deadlines is None:
-            deadlines = self._deadlines = Deadlines(loop, _settle)
-        deadlines.add(loop.time() + timeout_s, future)
+            deadlines = self._deadlines = Deadlines(loop, self._expire)
+        hold_id = self._next_id
+        self._next_id = hold_id + 1
+        self._waiting[hold_id] = future
+        deadlines.add(loop.time() + timeout_s, hold_id)
         try:
             return await future
         finally:
+            del self._waiting[hold_id]
             holds = self._holds.get(key)
             if holds is not None:
                 if hold in holds:
@@ -154,6 +158,11 @@ class PullHoldService:
                 if not any(c is None or c in wanted for c in tags_codes[start:]):
                     continue
             hold.future.set_result(True)
+
+    def _expire(self, hold_id: int) -> None:
+        future = self._waiting.get(hold_id)
+        if future is not None and not future.done():
+            future.set_result(False)
 
     def close(self) -> None:
         """Release every parked pull (they answer as on timeout). Idempotent."""

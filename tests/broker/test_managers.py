@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
+import weakref
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -217,6 +221,40 @@ async def test_long_poll_times_out() -> None:
     holds = PullHoldService()
     assert await holds.wait("T", 0, 0, timeout_s=0.01) is False
     assert holds.held == 0
+
+
+async def test_a_woken_pull_leaves_nothing_of_itself_in_the_hold_service() -> None:
+    """Its future is freed when the pull answers, not when its 30 s deadline slot fires.
+
+    Kept to the deadline, every parked pull's future outlived the pull by the whole hold
+    time, reached the collector's oldest generation and set off its full collections.
+    """
+    loop = asyncio.get_running_loop()
+    made: list[weakref.ref[asyncio.Future[Any]]] = []
+    create_future = loop.create_future
+
+    def tracked() -> asyncio.Future[Any]:
+        future = create_future()
+        made.append(weakref.ref(future))
+        return future
+
+    holds = PullHoldService()
+    gc.disable()  # only reference counts free them: nothing may still hold one
+    try:
+        with mock.patch.object(loop, "create_future", tracked):
+            for offset in range(20):
+                waiter = asyncio.create_task(holds.wait("T", 0, offset, timeout_s=30))
+                await asyncio.wait_for(holds.wait_parked(), 5)
+                holds.notify("T", 0, offset + 1, None)
+                assert await asyncio.wait_for(waiter, 5) is True
+                del waiter
+        alive = [future for ref in made if (future := ref()) is not None]
+        # The holds' futures are the ones settled with a bool (True: woken).
+        held = [f for f in alive if f.done() and isinstance(f.result(), bool)]
+        assert len(made) >= 20 and held == []
+    finally:
+        gc.enable()
+        holds.close()
 
 
 def test_cluster_and_broker_topics_follow_their_switches(tmp_path: Path) -> None:
