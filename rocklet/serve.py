@@ -2,7 +2,9 @@
 
 Each first raises the process's open-file limit to its hard limit and logs it
 (:func:`rocklet.broker.fd_limit.raise_fd_limit`): connections and mapped store files
-each hold a descriptor.
+each hold a descriptor. Once up, each freezes its start-up objects
+(:func:`rocklet.transport.heap.freeze_startup_objects`), so the garbage collector's full
+collections, which run on the event loop, skip them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rocklet.broker.fd_limit import raise_fd_limit
 from rocklet.broker.namesrv import NamesrvServer
 from rocklet.broker.tls_config import TlsSettings
 from rocklet.protocol import compiled
+from rocklet.transport.heap import freeze_startup_objects
 
 __all__ = ["serve_broker", "serve_namesrv", "serve_standalone"]
 
@@ -50,6 +53,7 @@ async def serve_namesrv(config: NamesrvConfig, *, tls: TlsSettings | None = None
         log.info(
             "namesrv listening", host=config.listen_host, port=server.port, tls=server.tls_mode
         )
+        log.debug("heap", frozen_objects=freeze_startup_objects())
         await stop.wait()
         log.info("namesrv stopping")
         await server.stop()
@@ -68,6 +72,7 @@ async def serve_broker(config: BrokerConfig, *, tls: TlsSettings | None = None) 
             addr=broker.addr,
             codecs=compiled.describe(),
         )
+        log.debug("heap", frozen_objects=freeze_startup_objects())
         await stop.wait()
         log.info("broker stopping")
         await broker.stop()
@@ -122,6 +127,7 @@ async def serve_standalone(
             data=str(config.store_path_root_dir),
             codecs=compiled.describe(),
         )
+        log.debug("heap", frozen_objects=freeze_startup_objects())
         await stop.wait()
         log.info("standalone stopping")
         await broker.stop()

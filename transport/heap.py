@@ -1,4 +1,4 @@
-"""Keep freed memory in the process for the next request (glibc's malloc).
+"""A server's heap: freed memory kept for the next request, start-up objects frozen.
 
 A server moves large transient buffers: a batch request of a few hundred KiB is read
 into a frame-sized buffer, its body copied out, handed to the store and freed, and the
@@ -15,17 +15,26 @@ operator would with ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_``. T
 cost is memory: up to :data:`TRIM_THRESHOLD` of freed heap stays mapped after a burst
 (it is reused by the next one). The server commands call it at start; an operator's
 own ``MALLOC_*`` settings win, and other C libraries are left alone.
+
+:func:`freeze_startup_objects` is for the garbage collector what the thresholds are for
+malloc. CPython's full collection visits every object it tracks, on the thread that
+triggered it, which in a server is the event loop's: a broker holds ~40,000 of them once
+started (modules, classes, functions, its configs and tables), and one full collection
+of them held the loop 18-35 ms on a 2-vCPU VM. They live as long as the process, so the
+server commands move them out of the collector's sight once they are up; a full
+collection then visits only what was made since (BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import platform
 import sys
 from typing import Final
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "retain_freed_memory"]
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "freeze_startup_objects", "retain_freed_memory"]
 
 #: Blocks up to this size come from the heap (glibc allows up to 16 MiB on 32-bit
 #: and 32 MiB on 64-bit systems); the default frame limit is 16 MiB too.
@@ -67,3 +76,18 @@ def retain_freed_memory() -> str:
     if not mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD):
         return "refused"
     return "applied"
+
+
+def freeze_startup_objects() -> int:
+    """Collect once, then freeze every object left (:func:`gc.freeze`).
+
+    Call it once the server is up. Frozen objects are never collected, so garbage is
+    collected first; what becomes garbage later among them stays, which is the price of
+    never visiting them again.
+
+    Returns:
+        How many objects are frozen, for the server's start-up log.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

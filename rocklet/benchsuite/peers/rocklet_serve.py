@@ -22,7 +22,7 @@ from rocklet.broker.app import Broker
 from rocklet.broker.config import load_broker_config
 from rocklet.broker.namesrv import NamesrvServer
 from rocklet.logging import configure_logging
-from rocklet.transport.heap import retain_freed_memory
+from rocklet.transport.heap import freeze_startup_objects, retain_freed_memory
 from rocklet.transport.loop import run as run_loop
 
 __all__ = ["main", "serve"]
@@ -48,6 +48,7 @@ async def serve(conf: Path, namesrv_port: int, broker_port: int, data_dir: Path)
         await namesrv.stop()
         raise
     log.info("bench broker listening", namesrv=namesrv.port, broker=broker.port)
+    freeze_startup_objects()  # as the server commands do
     await stop.wait()
     await broker.stop()
     await namesrv.stop()
