@@ -7,12 +7,14 @@ tests/compat/test_vs_rocketmq.py.
 
 from __future__ import annotations
 
+import json
 import socket
 import stat
 from pathlib import Path
 
 import pytest
 
+from rocklet.benchsuite.cases import worker_argv
 from rocklet.benchsuite.vsrmq.configs import broker_conf, free_broker_port, namesrv_properties
 from rocklet.benchsuite.vsrmq.cppclient import QUEUES, cpp_job
 from rocklet.benchsuite.vsrmq.measure import commit_window
@@ -30,6 +32,7 @@ from rocklet.benchsuite.vsrmq.results import (
     parse_cases,
 )
 from rocklet.benchsuite.vsrmq.runner import order
+from rocklet.benchsuite.vsrmq.sdkcase import E2E_RATE, sdk_e2e_job
 from rocklet.benchsuite.vsrmq.toolout import (
     busy_consumer_rate,
     consumer_lines,
@@ -247,6 +250,49 @@ def test_the_cpp_jobs_are_time_capped_driver_commands() -> None:
     # Each run reads with a new group: a warm-up run leaves the measured one at offset 0.
     assert cpp_job(CASES["cpppull"], "VsRmq_t", 5.0)["group"] != pull["group"]
     assert QUEUES == 4  # as many as the Java Producer's first-use topic
+
+
+def sdk_run(system: str, pair: int, p50: float, p99: float, cpu_s: float) -> Run:
+    return Run(
+        system, "sdke2e", pair, 4990.0, 75_000, cpu_s, 150.0, 0.5, 0.9,
+        client_cpu_s=4.5, wall_s=16.0,
+        latency_ms={"count": 75_000, "p50": p50, "p99": p99, "p999": 3 * p99},
+    )  # fmt: skip
+
+
+def test_the_sdk_case_table_shows_percentiles_and_rocketmqs_p99_over_rocklets() -> None:
+    runs = [
+        sdk_run("rocklet", 1, 0.5, 1.2, 3.75),  # 50 µs/msg
+        sdk_run("rocketmq", 1, 1.1, 2.4, 7.5),  # 100 µs/msg
+        sdk_run("rocketmq", 2, 1.0, 1.8, 6.0),
+        sdk_run("rocklet", 2, 0.6, 1.5, 4.5),
+    ]
+    runs[1].notes.append("3 messages never arrived")
+    text = case_markdown("sdke2e", CASES["sdke2e"].title, runs)
+    assert "### Rocklet SDK end to end, 5,000 msg/s" in text and "(`sdke2e`)" in text
+    assert "| pair | system | p50 ms | p99 ms | p99.9 ms | msg/s | broker CPU µs/msg |" in text
+    assert "| 1 | rocklet | 0.50 | 1.20 | 3.60 | 4,990 | 50.0 | 60.0 | 150 | 0.50→0.90 |" in text
+    assert "| 1 | rocketmq (3 messages never arrived) | 1.10 | 2.40 | 7.20 |" in text
+    assert "| 1 | 2.00 | 2.00 |" in text and "| 2 | 1.20 | 1.33 |" in text
+    assert "| median | 1.60 | 1.67 |" in text
+    assert "Median rocklet: p50 0.55 ms, p99 1.35 ms, 55.0 µs broker CPU per message." in text
+    assert "msg/s | messages |" not in text  # not the throughput table
+
+
+def test_the_sdk_case_runs_the_suites_end_to_end_workload_in_a_worker() -> None:
+    case = CASES["sdke2e"]
+    assert case.tool == "sdk-e2e" and not case.cpp and not case.backlog_first
+    assert "sdke2e" not in DEFAULT_CASES
+    job = sdk_e2e_job("127.0.0.1:9876", "VsRmq_t", 15.0, 4242)
+    assert job["op"] == "e2e" and job["client"] == "rocklet" and job["create"]
+    assert job["server_pgid"] == 4242  # the broker's CPU over the worker's window
+    assert job["args"] | {"seconds": 0} == {
+        "size": 1024, "rate": E2E_RATE, "seconds": 0, "warmup_s": 1.0, "per_message": False,
+        "consumer": "push", "batch": 256,
+    }  # fmt: skip
+    assert E2E_RATE == 5000
+    assert job["args"]["seconds"] == 15.0
+    assert worker_argv(job)[-1] == json.dumps(job)  # what the suite's runner starts
 
 
 def test_pairs_alternate_which_system_goes_first() -> None:

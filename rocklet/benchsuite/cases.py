@@ -27,6 +27,8 @@ __all__ = [
     "parse_cpp_output",
     "run_case",
     "run_children",
+    "worker_argv",
+    "worker_result",
 ]
 
 #: The official C++ client's driver (a test helper of this repository).
@@ -89,8 +91,12 @@ def _cpp_job(case: Case, count: int) -> dict[str, Any]:
 def _argv(case: Case, address: Mapping[str, Any], pgid: int | None, count: int) -> list[list[str]]:
     if case.system == "rocklet-cpp":
         return [cpp_argv(_cpp_job(case, count), address["namesrv"])]
-    module = [sys.executable, "-m", "rocklet.benchsuite.worker"]
-    return [[*module, json.dumps(job)] for job in _worker_jobs(case, address, pgid, count)]
+    return [worker_argv(job) for job in _worker_jobs(case, address, pgid, count)]
+
+
+def worker_argv(job: Mapping[str, Any]) -> list[str]:
+    """The command line running one job in a worker (:mod:`rocklet.benchsuite.worker`)."""
+    return [sys.executable, "-m", "rocklet.benchsuite.worker", json.dumps(job)]
 
 
 def run_children(argvs: Sequence[list[str]], home: Path, timeout_s: float) -> list[str]:
@@ -121,7 +127,12 @@ def run_children(argvs: Sequence[list[str]], home: Path, timeout_s: float) -> li
     return outputs
 
 
-def _from_worker(output: str) -> dict[str, Any]:
+def worker_result(output: str) -> dict[str, Any]:
+    """A worker's result, from the last line it printed.
+
+    Raises:
+        CaseError: The worker reported a failure.
+    """
     result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     if not result.get("ok"):
         raise CaseError(f"{result.get('error')}\n{result.get('trace', '')}")
@@ -205,7 +216,7 @@ def run_case(
     argvs = _argv(case, address, server_pgid, count)
     with CpuWindow(server_pgid) as cpu:
         outputs = run_children(argvs, home, case.timeout_s)
-    parse = parse_cpp_output if case.system == "rocklet-cpp" else _from_worker
+    parse = parse_cpp_output if case.system == "rocklet-cpp" else worker_result
     result = _merge([parse(out) for out in outputs])
     if case.kind == "consume" and count:
         result["expected"] = count

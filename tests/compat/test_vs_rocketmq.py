@@ -107,3 +107,31 @@ def test_the_cpp_client_cases_measure_both_systems_and_the_client(tmp_path: Path
     assert "send_sync, 1 thread sharing one producer, 1 KiB (`cpp1`)" in out
     assert "PullConsumer draining a backlog, 1 KiB (`cpppull`)" in out
     assert out.count("the busier side is") == 4 and out.count("| median |") == 2
+
+
+def test_the_sdk_case_measures_the_latency_each_broker_adds(tmp_path: Path) -> None:
+    results = tmp_path / "vs.json"
+    argv = [
+        sys.executable, "-m", "rocklet", "bench", "vs-rocketmq",
+        "--rocketmq-home", str(RELEASE), "--extra-classpath", extra_classpath(),
+        "--seconds", "2", "--pairs", "1", "--cases", "sdke2e",
+        "--json", str(results), "--work-dir", str(tmp_path),
+    ]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[2/2] sdke2e pair 1: rocketmq up; 2 s of the Rocklet SDK" in proc.stderr
+
+    runs = json.loads(results.read_text())["runs"]
+    assert [r["system"] for r in runs] == ["rocklet", "rocketmq"]
+    for r in runs:
+        # 5,000 msg/s for the warm-up second and the 2 measured ones, every one received.
+        assert r["messages"] == 15_000 and r["notes"] == [], r
+        latency = r["latency_ms"]
+        assert latency["count"] >= 9000, r  # the warm-up's messages are left out
+        assert 0 < latency["p50"] <= latency["p99"] <= latency["p999"] < 1000, r
+        assert 0 < r["cpu_us_per_msg"] < 100_000 and 0 < r["client_cpu_us_per_msg"] < 100_000, r
+
+    out = proc.stdout
+    assert "### Rocklet SDK end to end, 5,000 msg/s" in out and "(`sdke2e`)" in out
+    assert out.count("| 1 | rocklet | ") == 1 and out.count("| 1 | rocketmq | ") == 1
+    assert "| median |" in out and "Median rocketmq: p50 " in out

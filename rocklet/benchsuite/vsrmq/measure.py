@@ -1,4 +1,4 @@
-"""One measured run: the release's Java benchmark tool (or the C++ client) against a system.
+"""One measured run of a system: by the release's Java tools, the C++ client or the SDK.
 
 A producer run sends for the run's length to a fresh topic; its messages are what the
 broker stored there (the queues' max offsets). A consumer run first has the release's
@@ -9,7 +9,9 @@ Consumer commits its offsets every 5 s, so its messages and the broker's CPU are
 taken between the first and the last commit seen by polling the group's progress
 (GET_CONSUME_STATS). A C++ client case (:mod:`.cppclient`) creates its topic, writes
 the same backlog when it reads one, warms the client up, then measures one time-capped
-run of the client's driver process.
+run of the client's driver process. The SDK case (:mod:`.sdkcase`) runs Rocklet's own
+client end to end at a fixed rate in a worker process and takes its figures, latency
+percentiles included, over the worker's measured window.
 
 Broker CPU is user + system time of every thread of the broker process
 (``/proc/<pid>/stat``); peak RSS is its VmHWM (``/proc/<pid>/status``).
@@ -30,6 +32,7 @@ from typing import Final, NamedTuple
 from rocklet.benchsuite.vsrmq.cppclient import cpp_job, create_topic, run_cpp
 from rocklet.benchsuite.vsrmq.release import RocketMqRelease
 from rocklet.benchsuite.vsrmq.results import Case, Run
+from rocklet.benchsuite.vsrmq.sdkcase import run_sdk_e2e, sdk_e2e_job
 from rocklet.benchsuite.vsrmq.servers import RunningSystem
 from rocklet.benchsuite.vsrmq.toolout import (
     busy_consumer_rate,
@@ -111,8 +114,9 @@ class _Measured(NamedTuple):
     messages: int
     cpu_s: float
     notes: list[str]
-    client_cpu_s: float | None = None  # the C++ cases: the driver process's CPU
+    client_cpu_s: float | None = None  # the C++ and SDK cases: the client process's CPU
     wall_s: float | None = None  # and the span both CPU figures cover
+    latency_ms: dict[str, float] | None = None  # the SDK case: send -> listener percentiles
 
 
 class _Tool:
@@ -301,6 +305,28 @@ async def _cpp_run(
     )
 
 
+async def _sdk_run(
+    release: RocketMqRelease, system: RunningSystem, spec: RunSpec, admin: Admin, topic: str
+) -> _Measured:
+    """The SDK case (:mod:`.sdkcase`): figures of the worker's measured window."""
+    job = sdk_e2e_job(system.namesrv, topic, spec.seconds, system.broker.pid)
+    result = await run_sdk_e2e(job, spec.work / "sdk")
+    window = result["window_cpu"]
+    notes = []
+    if result["received"] < result["messages"]:
+        notes.append(f"{result['messages'] - result['received']:,} messages never arrived")
+    return _Measured(
+        [],
+        result["rate"],
+        int(result["messages"]),
+        window["server_cpu_s"],
+        notes,
+        window["client_cpu_s"],
+        window["wall_s"],
+        result["latency_ms"],
+    )
+
+
 def commit_window(
     commits: list[tuple[float, int]], whole_run_cpu_s: float, backlog: int
 ) -> tuple[int, float, list[str]]:
@@ -340,7 +366,8 @@ async def measure_run(release: RocketMqRelease, system: RunningSystem, spec: Run
     topic = f"VsRmq_{spec.case.name}_{uuid.uuid4().hex[:8]}"
     load_before = load_1min()
     async with Admin(system.namesrv, instance_name=f"vsrmq-{uuid.uuid4().hex[:8]}") as admin:
-        body = {"producer": _producer_run, "consumer": _consumer_run}.get(spec.case.tool, _cpp_run)
+        runs = {"producer": _producer_run, "consumer": _consumer_run, "sdk-e2e": _sdk_run}
+        body = runs.get(spec.case.tool, _cpp_run)
         got = await body(release, system, spec, admin, topic)
     return Run(
         system=system.name,
@@ -356,4 +383,5 @@ async def measure_run(release: RocketMqRelease, system: RunningSystem, spec: Run
         notes=got.notes,
         client_cpu_s=got.client_cpu_s,
         wall_s=got.wall_s,
+        latency_ms=got.latency_ms,
     )

@@ -50,9 +50,11 @@ class Case:
         name: As given to ``--cases``.
         tool: ``"producer"`` or ``"consumer"`` (the Java tools; the consumer reads a
             backlog written first), ``"cpp-producer"`` (the C++ client's synchronous
-            sends) or ``"cpp-pull"`` (its PullConsumer, reading a backlog written first).
+            sends), ``"cpp-pull"`` (its PullConsumer, reading a backlog written first)
+            or ``"sdk-e2e"`` (Rocklet's SDK end to end at a fixed rate, :mod:`.sdkcase`).
         threads: The Java tool's ``-w``; the C++ producer's sending threads (one
-            producer shared by all); 1 for the C++ PullConsumer (it pulls in one thread).
+            producer shared by all); 1 for the C++ PullConsumer (it pulls in one thread)
+            and for the SDK case (one producer, one push consumer, one event loop).
     """
 
     name: str
@@ -63,6 +65,13 @@ class Case:
     def cpp(self) -> bool:
         """Whether the official C++ client drives it (not the Java tools)."""
         return self.tool.startswith("cpp-")
+
+    @property
+    def driver(self) -> str:
+        """What drives the system in this case, for progress lines."""
+        if self.cpp:
+            return "the C++ client"
+        return "the Rocklet SDK" if self.tool == "sdk-e2e" else f"the Java {self.tool}"
 
     @property
     def backlog_first(self) -> bool:
@@ -94,6 +103,8 @@ class Case:
             return f"C++ client (rocketmq 0.4.4), send_sync, {threads} sharing one producer, 1 KiB"
         if self.tool == "cpp-pull":
             return "C++ client (rocketmq 0.4.4), PullConsumer draining a backlog, 1 KiB"
+        if self.tool == "sdk-e2e":
+            return "Rocklet SDK end to end, 5,000 msg/s in ~1 ms batches, push consumer, 1 KiB"
         what = "Producer" if self.tool == "producer" else "Consumer of a backlog"
         return f"Java benchmark {what}, {threads}, 1 KiB"
 
@@ -108,6 +119,7 @@ CASES: Final = {
         Case("cpp1", "cpp-producer", 1),
         Case("cpp8", "cpp-producer", 8),
         Case("cpppull", "cpp-pull", 1),
+        Case("sdke2e", "sdk-e2e", 1),
     )
 }
 DEFAULT_CASES: Final = ("producer16", "producer1", "consumer1", "consumer16")
@@ -145,8 +157,10 @@ class Run:
         tps_lines: Every rate the tool printed.
         notes: Anything that qualifies the figures.
         client_cpu_s: The client process's CPU seconds (user + system) over the span
-            of ``cpu_s``; measured for the C++ cases only (None otherwise).
-        wall_s: The length of that span (the C++ cases; None otherwise).
+            of ``cpu_s``; measured for the C++ and SDK cases only (None otherwise).
+        wall_s: The length of that span (those cases; None otherwise).
+        latency_ms: Send-to-listener percentiles (``p50``, ``p99``, ``p999``) and their
+            ``count`` (the SDK case; None otherwise).
     """
 
     system: str
@@ -162,6 +176,7 @@ class Run:
     notes: list[str] = field(default_factory=list)
     client_cpu_s: float | None = None
     wall_s: float | None = None
+    latency_ms: dict[str, float] | None = None
 
     @property
     def cpu_us_per_msg(self) -> float | None:
@@ -251,6 +266,8 @@ def case_markdown(case: str, title: str, runs: Sequence[Run]) -> str:
         Markdown text ending with a newline.
     """
     mine = sorted((r for r in runs if r.case == case), key=lambda r: r.pair)
+    if any(r.latency_ms for r in mine):
+        return _latency_markdown(case, title, mine)
     client = any(r.client_cpu_s is not None for r in mine)
     extra_head = " client CPU µs/msg | cores busy, broker / client |" if client else ""
     out = [
@@ -307,3 +324,60 @@ def _busier(rows: Sequence[Run]) -> str:
     client = statistics.median(c[1] for c in cores)
     side = "the C++ client" if client > broker else "the broker"
     return f" Cores busy: broker {broker:.2f}, C++ client {client:.2f}; the busier side is {side}."
+
+
+def _percentile(run: Run, key: str) -> float | None:
+    value = (run.latency_ms or {}).get(key)
+    return None if value is None else float(value)
+
+
+def _latency_markdown(case: str, title: str, mine: Sequence[Run]) -> str:
+    """A latency case's Markdown: percentiles and CPU per run, p99 ratios, medians."""
+    out = [
+        f"### {title} (`{case}`)",
+        "",
+        "| pair | system | p50 ms | p99 ms | p99.9 ms | msg/s | broker CPU µs/msg | "
+        "client CPU µs/msg | peak RSS MiB | load 1-min |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in mine:
+        note = f" ({'; '.join(r.notes)})" if r.notes else ""
+        percentiles = " | ".join(_num(_percentile(r, k), ".2f") for k in ("p50", "p99", "p999"))
+        out.append(
+            f"| {r.pair} | {r.system}{note} | {percentiles} | "
+            f"{_num(r.msgs_per_s, ',.0f')} | {_num(r.cpu_us_per_msg, '.1f')} | "
+            f"{_num(r.client_cpu_us_per_msg, '.1f')} | {r.peak_rss_mib:.0f} | "
+            f"{r.load_before:.2f}→{r.load_after:.2f} |"
+        )
+    by_pair: dict[int, dict[str, Run]] = {}
+    for r in mine:
+        by_pair.setdefault(r.pair, {})[r.system] = r
+    out += [
+        "",
+        "| pair | RocketMQ ÷ Rocklet, p99 | RocketMQ ÷ Rocklet, broker CPU/msg |",
+        "| ---: | ---: | ---: |",
+    ]
+    p99s: list[float | None] = []
+    cpus: list[float | None] = []
+    for pair in sorted(by_pair):
+        ours, theirs = by_pair[pair].get("rocklet"), by_pair[pair].get("rocketmq")
+        if ours is None or theirs is None:
+            continue
+        p99s.append(_div(_percentile(theirs, "p99"), _percentile(ours, "p99")))
+        cpus.append(_div(theirs.cpu_us_per_msg, ours.cpu_us_per_msg))
+        out.append(f"| {pair} | {_num(p99s[-1], '.2f')} | {_num(cpus[-1], '.2f')} |")
+    out.append(
+        f"| median | {_num(median_or_none(p99s), '.2f')} | {_num(median_or_none(cpus), '.2f')} |"
+    )
+    for system in SYSTEMS:
+        rows = [r for r in mine if r.system == system]
+        if rows:
+            p50 = median_or_none([_percentile(r, "p50") for r in rows])
+            p99 = median_or_none([_percentile(r, "p99") for r in rows])
+            cpu = median_or_none([r.cpu_us_per_msg for r in rows])
+            out += [
+                "",
+                f"Median {system}: p50 {_num(p50, '.2f')} ms, p99 {_num(p99, '.2f')} ms, "
+                f"{_num(cpu, '.1f')} µs broker CPU per message.",
+            ]
+    return "\n".join(out) + "\n"

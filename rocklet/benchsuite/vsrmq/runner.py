@@ -92,8 +92,8 @@ def run_plan(
                     running = _start(system, plan, work)
                     try:
                         what = "writing the backlog, then " if case.backlog_first else ""
-                        tool = "the C++ client" if case.cpp else f"the Java {case.tool}"
-                        progress(f"{step}: {system} up; {what}{plan.seconds:.0f} s of {tool}")
+                        driver = f"{plan.seconds:.0f} s of {case.driver}"
+                        progress(f"{step}: {system} up; {what}{driver}")
                         backlog = plan.backlog or case.backlog_for(plan.seconds)
                         spec = RunSpec(case, pair, plan.seconds, backlog, work, plan.warmup_s)
                         run = asyncio.run(measure_run(plan.release, running, spec))
