@@ -42,18 +42,23 @@ pytestmark = [
 ]
 
 
+def vs_rocketmq(results: Path, work: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command against the release, one pair; it must succeed."""
+    argv = [
+        sys.executable, "-m", "rocklet", "bench", "vs-rocketmq",
+        "--rocketmq-home", str(RELEASE), "--extra-classpath", extra_classpath(),
+        "--pairs", "1", "--json", str(results), "--work-dir", str(work), *args,
+    ]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
 def test_a_short_producer_comparison_measures_both_systems(tmp_path: Path) -> None:
     results = tmp_path / "vs.json"
     work = tmp_path / "work"
     work.mkdir()
-    argv = [
-        sys.executable, "-m", "rocklet", "bench", "vs-rocketmq",
-        "--rocketmq-home", str(RELEASE), "--extra-classpath", extra_classpath(),
-        "--seconds", "10", "--pairs", "1", "--cases", "producer16",
-        "--json", str(results), "--work-dir", str(work),
-    ]  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = vs_rocketmq(results, work, "--seconds", "10", "--cases", "producer16")
     assert "binds 0.0.0.0" in proc.stderr
     assert "[1/2] producer16 pair 1: starting rocklet" in proc.stderr
     assert "[2/2] producer16 pair 1: starting rocketmq" in proc.stderr
@@ -77,14 +82,10 @@ def test_a_short_producer_comparison_measures_both_systems(tmp_path: Path) -> No
 
 def test_the_cpp_client_cases_measure_both_systems_and_the_client(tmp_path: Path) -> None:
     results = tmp_path / "vs.json"
-    argv = [
-        sys.executable, "-m", "rocklet", "bench", "vs-rocketmq",
-        "--rocketmq-home", str(RELEASE), "--extra-classpath", extra_classpath(),
-        "--seconds", "3", "--warmup", "1", "--pairs", "1", "--backlog", "3000",
-        "--cases", "cpp1,cpppull", "--json", str(results), "--work-dir", str(tmp_path),
-    ]  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = vs_rocketmq(
+        results, tmp_path, "--seconds", "3", "--warmup", "1", "--backlog", "3000",
+        "--cases", "cpp1,cpppull",
+    )  # fmt: skip
     assert "[1/4] cpp1 pair 1: rocklet up; 3 s of the C++ client" in proc.stderr
     assert "[4/4] cpppull pair 1: rocketmq up; writing the backlog, then 3 s" in proc.stderr
 
@@ -111,14 +112,7 @@ def test_the_cpp_client_cases_measure_both_systems_and_the_client(tmp_path: Path
 
 def test_the_sdk_case_measures_the_latency_each_broker_adds(tmp_path: Path) -> None:
     results = tmp_path / "vs.json"
-    argv = [
-        sys.executable, "-m", "rocklet", "bench", "vs-rocketmq",
-        "--rocketmq-home", str(RELEASE), "--extra-classpath", extra_classpath(),
-        "--seconds", "2", "--pairs", "1", "--cases", "sdke2e",
-        "--json", str(results), "--work-dir", str(tmp_path),
-    ]  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = vs_rocketmq(results, tmp_path, "--seconds", "2", "--cases", "sdke2e")
     assert "[2/2] sdke2e pair 1: rocketmq up; 2 s of the Rocklet SDK" in proc.stderr
 
     runs = json.loads(results.read_text())["runs"]
