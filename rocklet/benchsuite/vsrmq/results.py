@@ -213,15 +213,23 @@ class PairRatio:
         pair: 1-based pair number.
         rate: Rocklet msg/s ÷ RocketMQ msg/s (above 1: Rocklet faster).
         cpu: RocketMQ CPU/msg ÷ Rocklet CPU/msg (above 1: Rocklet cheaper).
+        p99: RocketMQ p99 latency ÷ Rocklet's (above 1: Rocklet's tail shorter; the
+            latency case only).
     """
 
     pair: int
     rate: float | None
     cpu: float | None
+    p99: float | None = None
 
 
 def _div(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
+
+
+def _percentile(run: Run, key: str) -> float | None:
+    value = (run.latency_ms or {}).get(key)
+    return None if value is None else float(value)
 
 
 def pair_ratios(runs: Sequence[Run]) -> list[PairRatio]:
@@ -239,6 +247,7 @@ def pair_ratios(runs: Sequence[Run]) -> list[PairRatio]:
                 pair,
                 _div(ours.msgs_per_s, theirs.msgs_per_s),
                 _div(theirs.cpu_us_per_msg, ours.cpu_us_per_msg),
+                _div(_percentile(theirs, "p99"), _percentile(ours, "p99")),
             )
         )
     return ratios
@@ -326,11 +335,6 @@ def _busier(rows: Sequence[Run]) -> str:
     return f" Cores busy: broker {broker:.2f}, C++ client {client:.2f}; the busier side is {side}."
 
 
-def _percentile(run: Run, key: str) -> float | None:
-    value = (run.latency_ms or {}).get(key)
-    return None if value is None else float(value)
-
-
 def _latency_markdown(case: str, title: str, mine: Sequence[Run]) -> str:
     """A latency case's Markdown: percentiles and CPU per run, p99 ratios, medians."""
     out = [
@@ -349,25 +353,16 @@ def _latency_markdown(case: str, title: str, mine: Sequence[Run]) -> str:
             f"{_num(r.client_cpu_us_per_msg, '.1f')} | {r.peak_rss_mib:.0f} | "
             f"{r.load_before:.2f}→{r.load_after:.2f} |"
         )
-    by_pair: dict[int, dict[str, Run]] = {}
-    for r in mine:
-        by_pair.setdefault(r.pair, {})[r.system] = r
+    ratios = pair_ratios(mine)
     out += [
         "",
         "| pair | RocketMQ ÷ Rocklet, p99 | RocketMQ ÷ Rocklet, broker CPU/msg |",
         "| ---: | ---: | ---: |",
     ]
-    p99s: list[float | None] = []
-    cpus: list[float | None] = []
-    for pair in sorted(by_pair):
-        ours, theirs = by_pair[pair].get("rocklet"), by_pair[pair].get("rocketmq")
-        if ours is None or theirs is None:
-            continue
-        p99s.append(_div(_percentile(theirs, "p99"), _percentile(ours, "p99")))
-        cpus.append(_div(theirs.cpu_us_per_msg, ours.cpu_us_per_msg))
-        out.append(f"| {pair} | {_num(p99s[-1], '.2f')} | {_num(cpus[-1], '.2f')} |")
+    out += [f"| {p.pair} | {_num(p.p99, '.2f')} | {_num(p.cpu, '.2f')} |" for p in ratios]
     out.append(
-        f"| median | {_num(median_or_none(p99s), '.2f')} | {_num(median_or_none(cpus), '.2f')} |"
+        f"| median | {_num(median_or_none([p.p99 for p in ratios]), '.2f')} | "
+        f"{_num(median_or_none([p.cpu for p in ratios]), '.2f')} |"
     )
     for system in SYSTEMS:
         rows = [r for r in mine if r.system == system]
