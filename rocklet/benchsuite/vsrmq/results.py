@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
@@ -263,8 +263,52 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How one kind of case table shows a run, its ratios and each system's medians."""
+
+    columns: str  # after "pair | system"
+    align: str  # after "---: | ---"
+    row: Callable[[Run], str]  # the cells after the system
+    ratio_heading: str  # the first ratio column (the second is always the CPU ratio)
+    ratio: Callable[[PairRatio], float | None]
+    summary: Callable[[str, Sequence[Run]], str]  # "Median <system>: ..."
+
+
+def _table(case: str, title: str, mine: Sequence[Run], layout: _Layout) -> str:
+    out = [
+        f"### {title} (`{case}`)",
+        "",
+        f"| pair | system | {layout.columns} |",
+        f"| ---: | --- | {layout.align} |",
+    ]
+    for r in mine:
+        note = f" ({'; '.join(r.notes)})" if r.notes else ""
+        out.append(f"| {r.pair} | {r.system}{note} | {layout.row(r)} |")
+    ratios = pair_ratios(mine)
+    out += [
+        "",
+        f"| pair | {layout.ratio_heading} | RocketMQ ÷ Rocklet, broker CPU/msg |",
+        "| ---: | ---: | ---: |",
+    ]
+    out += [f"| {p.pair} | {_num(layout.ratio(p), '.2f')} | {_num(p.cpu, '.2f')} |" for p in ratios]
+    out.append(
+        f"| median | {_num(median_or_none([layout.ratio(p) for p in ratios]), '.2f')} | "
+        f"{_num(median_or_none([p.cpu for p in ratios]), '.2f')} |"
+    )
+    for system in SYSTEMS:
+        rows = [r for r in mine if r.system == system]
+        if rows:
+            out += ["", f"Median {system}: {layout.summary(system, rows)}"]
+    return "\n".join(out) + "\n"
+
+
 def case_markdown(case: str, title: str, runs: Sequence[Run]) -> str:
     """The case's Markdown: a row per run, per-pair ratios, and the medians.
+
+    Throughput cases show msg/s (the C++ ones the client's CPU and the cores each side
+    kept busy too); the latency case (``sdke2e``) shows percentiles and RocketMQ's p99
+    over Rocklet's.
 
     Args:
         case: The case's name.
@@ -276,52 +320,42 @@ def case_markdown(case: str, title: str, runs: Sequence[Run]) -> str:
     """
     mine = sorted((r for r in runs if r.case == case), key=lambda r: r.pair)
     if any(r.latency_ms for r in mine):
-        return _latency_markdown(case, title, mine)
+        return _table(case, title, mine, _LATENCY)
     client = any(r.client_cpu_s is not None for r in mine)
-    extra_head = " client CPU µs/msg | cores busy, broker / client |" if client else ""
-    out = [
-        f"### {title} (`{case}`)",
-        "",
-        "| pair | system | msg/s | messages | broker CPU µs/msg |"
-        f"{extra_head} peak RSS MiB | load 1-min |",
-        "| ---: | --- | ---: | ---: | ---: |" + " ---: | ---: |" * client + " ---: | --- |",
-    ]
-    for r in mine:
-        note = f" ({'; '.join(r.notes)})" if r.notes else ""
+    return _table(case, title, mine, _throughput_layout(client))
+
+
+def _throughput_layout(client: bool) -> _Layout:
+    def row(r: Run) -> str:
         cores = r.cores()
         extra = (
             f" {_num(r.client_cpu_us_per_msg, '.1f')} | "
             + ("-" if cores is None else f"{cores[0]:.2f} / {cores[1]:.2f}")
             + " |"
         )
-        out.append(
-            f"| {r.pair} | {r.system}{note} | {_num(r.msgs_per_s, ',.0f')} | {r.messages:,} | "
+        return (
+            f"{_num(r.msgs_per_s, ',.0f')} | {r.messages:,} | "
             f"{_num(r.cpu_us_per_msg, '.1f')} |{extra * client} {r.peak_rss_mib:.0f} | "
-            f"{r.load_before:.2f}→{r.load_after:.2f} |"
+            f"{r.load_before:.2f}→{r.load_after:.2f}"
         )
-    ratios = pair_ratios(mine)
-    out += [
-        "",
-        "| pair | Rocklet ÷ RocketMQ, msg/s | RocketMQ ÷ Rocklet, broker CPU/msg |",
-        "| ---: | ---: | ---: |",
-    ]
-    out += [f"| {p.pair} | {_num(p.rate, '.2f')} | {_num(p.cpu, '.2f')} |" for p in ratios]
-    out.append(
-        f"| median | {_num(median_or_none([p.rate for p in ratios]), '.2f')} | "
-        f"{_num(median_or_none([p.cpu for p in ratios]), '.2f')} |"
+
+    def summary(system: str, rows: Sequence[Run]) -> str:
+        rate = median_or_none([r.msgs_per_s for r in rows])
+        cpu = median_or_none([r.cpu_us_per_msg for r in rows])
+        return (
+            f"{_num(rate, ',.0f')} msg/s, {_num(cpu, '.1f')} µs broker CPU per message, "
+            f"peak RSS {statistics.median(r.peak_rss_mib for r in rows):.0f} MiB." + _busier(rows)
+        )
+
+    extra_head = " client CPU µs/msg | cores busy, broker / client |" if client else ""
+    return _Layout(
+        columns=f"msg/s | messages | broker CPU µs/msg |{extra_head} peak RSS MiB | load 1-min",
+        align="---: | ---: | ---: |" + " ---: | ---: |" * client + " ---: | ---",
+        row=row,
+        ratio_heading="Rocklet ÷ RocketMQ, msg/s",
+        ratio=lambda p: p.rate,
+        summary=summary,
     )
-    for system in SYSTEMS:
-        rows = [r for r in mine if r.system == system]
-        if rows:
-            rate = median_or_none([r.msgs_per_s for r in rows])
-            cpu = median_or_none([r.cpu_us_per_msg for r in rows])
-            out.append("")
-            out.append(
-                f"Median {system}: {_num(rate, ',.0f')} msg/s, {_num(cpu, '.1f')} µs broker CPU "
-                f"per message, peak RSS {statistics.median(r.peak_rss_mib for r in rows):.0f} MiB."
-                + _busier(rows)
-            )
-    return "\n".join(out) + "\n"
 
 
 def _busier(rows: Sequence[Run]) -> str:
@@ -335,44 +369,31 @@ def _busier(rows: Sequence[Run]) -> str:
     return f" Cores busy: broker {broker:.2f}, C++ client {client:.2f}; the busier side is {side}."
 
 
-def _latency_markdown(case: str, title: str, mine: Sequence[Run]) -> str:
-    """A latency case's Markdown: percentiles and CPU per run, p99 ratios, medians."""
-    out = [
-        f"### {title} (`{case}`)",
-        "",
-        "| pair | system | p50 ms | p99 ms | p99.9 ms | msg/s | broker CPU µs/msg | "
-        "client CPU µs/msg | peak RSS MiB | load 1-min |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for r in mine:
-        note = f" ({'; '.join(r.notes)})" if r.notes else ""
-        percentiles = " | ".join(_num(_percentile(r, k), ".2f") for k in ("p50", "p99", "p999"))
-        out.append(
-            f"| {r.pair} | {r.system}{note} | {percentiles} | "
-            f"{_num(r.msgs_per_s, ',.0f')} | {_num(r.cpu_us_per_msg, '.1f')} | "
-            f"{_num(r.client_cpu_us_per_msg, '.1f')} | {r.peak_rss_mib:.0f} | "
-            f"{r.load_before:.2f}→{r.load_after:.2f} |"
-        )
-    ratios = pair_ratios(mine)
-    out += [
-        "",
-        "| pair | RocketMQ ÷ Rocklet, p99 | RocketMQ ÷ Rocklet, broker CPU/msg |",
-        "| ---: | ---: | ---: |",
-    ]
-    out += [f"| {p.pair} | {_num(p.p99, '.2f')} | {_num(p.cpu, '.2f')} |" for p in ratios]
-    out.append(
-        f"| median | {_num(median_or_none([p.p99 for p in ratios]), '.2f')} | "
-        f"{_num(median_or_none([p.cpu for p in ratios]), '.2f')} |"
+def _latency_row(r: Run) -> str:
+    percentiles = " | ".join(_num(_percentile(r, k), ".2f") for k in ("p50", "p99", "p999"))
+    return (
+        f"{percentiles} | {_num(r.msgs_per_s, ',.0f')} | {_num(r.cpu_us_per_msg, '.1f')} | "
+        f"{_num(r.client_cpu_us_per_msg, '.1f')} | {r.peak_rss_mib:.0f} | "
+        f"{r.load_before:.2f}→{r.load_after:.2f}"
     )
-    for system in SYSTEMS:
-        rows = [r for r in mine if r.system == system]
-        if rows:
-            p50 = median_or_none([_percentile(r, "p50") for r in rows])
-            p99 = median_or_none([_percentile(r, "p99") for r in rows])
-            cpu = median_or_none([r.cpu_us_per_msg for r in rows])
-            out += [
-                "",
-                f"Median {system}: p50 {_num(p50, '.2f')} ms, p99 {_num(p99, '.2f')} ms, "
-                f"{_num(cpu, '.1f')} µs broker CPU per message.",
-            ]
-    return "\n".join(out) + "\n"
+
+
+def _latency_summary(system: str, rows: Sequence[Run]) -> str:
+    p50 = median_or_none([_percentile(r, "p50") for r in rows])
+    p99 = median_or_none([_percentile(r, "p99") for r in rows])
+    cpu = median_or_none([r.cpu_us_per_msg for r in rows])
+    return (
+        f"p50 {_num(p50, '.2f')} ms, p99 {_num(p99, '.2f')} ms, "
+        f"{_num(cpu, '.1f')} µs broker CPU per message."
+    )
+
+
+_LATENCY: Final = _Layout(
+    columns="p50 ms | p99 ms | p99.9 ms | msg/s | broker CPU µs/msg | client CPU µs/msg | "
+    "peak RSS MiB | load 1-min",
+    align="---: | ---: | ---: | ---: | ---: | ---: | ---: | ---",
+    row=_latency_row,
+    ratio_heading="RocketMQ ÷ Rocklet, p99",
+    ratio=lambda p: p.p99,
+    summary=_latency_summary,
+)
