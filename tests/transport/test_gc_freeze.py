@@ -18,6 +18,7 @@ from tests.test_startup import standalone_args, stop
 _FREEZE = """
 import gc, json, weakref
 import rocklet.broker.app  # a broker's modules, classes and tables
+from rocklet.transport.heap import freeze_startup_objects
 
 class Node:
     pass
@@ -36,9 +37,8 @@ print(json.dumps({
 
 
 def test_freezing_collects_first_then_hides_every_object_from_the_collector() -> None:
-    code = "from rocklet.transport.heap import freeze_startup_objects\n" + _FREEZE
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", _FREEZE], capture_output=True, text=True, check=True, timeout=60
     )
     got = json.loads(out.stdout)
     assert got["cycle_freed"] is True  # garbage is not frozen for good
