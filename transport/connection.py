@@ -639,7 +639,7 @@ class Connection(asyncio.BufferedProtocol):
         if cause is not None and self._close_cause is None:
             self._close_cause = cause
         self._writable.set()  # wake writers so they see the closed state
-        self._requests.close()
+        self._requests.fail_all()
         self._inbound.cancel_all()
         if not self._lost.done():
             self._lost.set_result(None)

@@ -81,6 +81,7 @@ class OutboundRequests:
         # Compare identity: after an answer the opaque is free and may be reused.
         if self._waiting.get(opaque) is fut:
             del self._waiting[opaque]
+            self._deadlines.discard(opaque)
 
     def answer(self, cmd: RemotingCommand) -> None:
         """Hand a response to the request with its opaque."""
@@ -95,20 +96,18 @@ class OutboundRequests:
                 opaque=cmd.opaque,
                 code=cmd.code,
             )
-        elif not fut.done():
+            return
+        self._deadlines.discard(cmd.opaque)
+        if not fut.done():
             fut.set_result(cmd)
 
     def fail_all(self) -> None:
-        """Fail every waiting request with the closed error."""
+        """Fail every waiting request with the closed error and drop its deadline."""
         waiting, self._waiting = self._waiting, {}
+        self._deadlines.clear()
         for fut in waiting.values():
             if not fut.done():
                 fut.set_exception(self._closed_error())
-
-    def close(self) -> None:
-        """Fail what waits and drop the deadline timers (the connection is closed)."""
-        self.fail_all()
-        self._deadlines.clear()
 
     def _expire(self, opaque: int) -> None:
         # A request's deadline passed: fail it unless its answer (or a close) came first.

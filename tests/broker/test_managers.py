@@ -224,7 +224,7 @@ async def test_long_poll_times_out() -> None:
 
 
 async def test_a_woken_pull_leaves_nothing_of_itself_in_the_hold_service() -> None:
-    """Its future is freed when the pull answers, not when its 30 s deadline slot fires.
+    """Its future and deadline go when the pull answers, not when its 30 s slot fires.
 
     Kept to the deadline, every parked pull's future outlived the pull by the whole hold
     time, reached the collector's oldest generation and set off its full collections.
@@ -252,6 +252,8 @@ async def test_a_woken_pull_leaves_nothing_of_itself_in_the_hold_service() -> No
         # The holds' futures are the ones settled with a bool (True: woken).
         held = [f for f in alive if f.done() and isinstance(f.result(), bool)]
         assert len(made) >= 20 and held == []
+        # Nor does its deadline entry wait out the 30 s (the service's own bookkeeping).
+        assert holds._deadlines is not None and len(holds._deadlines) == 0
     finally:
         gc.enable()
         holds.close()

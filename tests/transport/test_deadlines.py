@@ -1,4 +1,4 @@
-"""Coarse deadlines: one loop timer per 10 ms slot, and no expiry before its deadline.
+"""Coarse deadlines: 10 ms slots behind one loop timer, and no expiry before its deadline.
 
 The timers are the running loop's own; a thin wrapper counts the ones asked for.
 """
@@ -73,19 +73,77 @@ async def test_an_entry_expires_at_its_deadline_never_before() -> None:
     assert len(deadlines) == 0
 
 
-async def test_entries_of_one_slot_share_one_timer() -> None:
+async def test_slots_share_one_timer_armed_for_the_earliest() -> None:
     expired = Expired()
     counting, deadlines = _deadlines(expired)
-    # Start at a slot boundary so that all 100 deadlines (0.05 ms apart) fall in one.
+    # Start at a slot boundary so that the first 100 deadlines (0.05 ms apart) share one.
     base = (int(counting.time() / RESOLUTION_S) + 2) * RESOLUTION_S + 0.0001
     for n in range(100):
         deadlines.add(base + n * 0.00005, n)
     assert counting.timers == 1
     assert len(deadlines) == 100
-    deadlines.add(base + RESOLUTION_S, 100)  # the next slot: a timer of its own
-    assert counting.timers == 2
+    deadlines.add(base + RESOLUTION_S, 100)  # the next slot: the same timer serves it
+    assert counting.timers == 1
+    await expired.until(100)
+    # The first slot fired and re-armed the timer for the second.
+    assert deadlines.timer_armed
     await expired.until(101)
     assert [entry for _, entry in expired] == list(range(101))
+    assert counting.timers == 2
+    assert not deadlines.timer_armed
+    assert len(deadlines) == 0
+
+
+async def test_discarded_entries_never_expire_and_leave_no_timer() -> None:
+    """Answered entries drop out: once every slot is empty, the timer is not re-armed."""
+    expired = Expired()
+    counting, deadlines = _deadlines(expired)
+    now = counting.time()
+    for n in range(50):  # 50 slots' worth of requests, each answered at once
+        deadlines.add(now + 0.02 + n * RESOLUTION_S, n)
+        deadlines.discard(n)
+    deadlines.discard(7)  # twice: nothing
+    deadlines.discard(1000)  # never added: nothing
+    assert len(deadlines) == 0
+    deadlines.add(now + 0.6, -1)  # a marker, left waiting
+    await expired.until(1)
+    assert [entry for _, entry in expired] == [-1]
+    # One timer for the first slot; when it fired in vain it went straight to the marker.
+    assert counting.timers == 2
+    assert not deadlines.timer_armed
+
+
+async def test_an_earlier_deadline_re_arms_the_timer() -> None:
+    """A short timeout added after a long one is not kept waiting for the long one."""
+    expired = Expired()
+    counting, deadlines = _deadlines(expired)
+    now = counting.time()
+    deadlines.add(now + 30.0, 1)
+    deadlines.add(now + 0.03, 2)
+    await expired.until(1)
+    [(at, entry)] = expired
+    assert entry == 2
+    assert at < now + 1.0
+    assert deadlines.timer_armed  # for the 30 s one
+    assert len(deadlines) == 1
+    deadlines.clear()
+    assert not deadlines.timer_armed
+
+
+async def test_adding_an_entry_again_moves_it() -> None:
+    expired = Expired()
+    counting, deadlines = _deadlines(expired)
+    now = counting.time()
+    deadlines.add(now + 0.02, 5)
+    deadlines.add(now + 0.08, 5)
+    deadlines.add(now + 0.05, 6)
+    assert len(deadlines) == 2
+    await expired.until(2)
+    [(at6, first), (at5, second)] = expired
+    assert (first, second) == (6, 5)
+    assert at5 >= now + 0.08 - 0.001
+    deadlines.discard(5)  # after it expired: nothing
+    assert len(deadlines) == 0
 
 
 async def test_clear_cancels_every_timer() -> None:
