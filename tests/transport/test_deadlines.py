@@ -113,6 +113,31 @@ async def test_discarded_entries_never_expire_and_leave_no_timer() -> None:
     assert not deadlines.timer_armed
 
 
+async def test_a_long_run_of_answered_slots_is_cleared_in_bounded_passes() -> None:
+    """Slots emptied by answers (each waiting out its timeout) cost a few short passes,
+    not one long one, and a slot emptied and filled again is queued once."""
+    expired = Expired()
+    counting, deadlines = _deadlines(expired)
+    base = (int(counting.time() / RESOLUTION_S) + 2) * RESOLUTION_S
+    slots = 150
+    for n in range(300):
+        for again in range(3):  # filled, answered, filled again...
+            entry = n * 3 + again
+            deadlines.add(base + n * RESOLUTION_S / 10, entry)  # 30 slots in all
+            deadlines.discard(entry)
+    for n in range(slots):  # one slot per 10 ms for 1.5 s, all answered
+        deadlines.add(base + 0.3 + n * RESOLUTION_S, n)
+        deadlines.discard(n)
+    deadlines.add(base + 0.3 + slots * RESOLUTION_S, -1)  # a marker, left waiting
+    await expired.until(1)
+    assert [entry for _, entry in expired] == [-1]
+    at, _ = expired[0]
+    assert at >= base + 0.3 + slots * RESOLUTION_S - 0.001
+    # 180 emptied slots, 64 dropped per firing: the first timer, 2-3 re-arms, the marker.
+    assert 3 <= counting.timers <= 2 + (30 + slots) // 64 + 1
+    assert not deadlines.timer_armed
+
+
 async def test_an_earlier_deadline_re_arms_the_timer() -> None:
     """A short timeout added after a long one is not kept waiting for the long one."""
     expired = Expired()
@@ -139,7 +164,7 @@ async def test_adding_an_entry_again_moves_it() -> None:
     deadlines.add(now + 0.05, 6)
     assert len(deadlines) == 2
     await expired.until(2)
-    [(at6, first), (at5, second)] = expired
+    [(_, first), (at5, second)] = expired
     assert (first, second) == (6, 5)
     assert at5 >= now + 0.08 - 0.001
     deadlines.discard(5)  # after it expired: nothing
