@@ -50,19 +50,20 @@ class Expired(list[tuple[float, int]]):
                 await self.changed.wait()
 
 
-def _deadlines(expired: Expired) -> tuple[CountingLoop, Deadlines[int]]:
+def _deadlines() -> tuple[Expired, CountingLoop, Deadlines[int]]:
+    """A fresh instance on the counting loop, recording what expires and when."""
+    expired = Expired()
     counting = CountingLoop()
 
     def expire(entry: int) -> None:
         expired.append((counting.time(), entry))
         expired.changed.set()
 
-    return counting, Deadlines(cast(asyncio.AbstractEventLoop, counting), expire)
+    return expired, counting, Deadlines(cast(asyncio.AbstractEventLoop, counting), expire)
 
 
 async def test_an_entry_expires_at_its_deadline_never_before() -> None:
-    expired = Expired()
-    counting, deadlines = _deadlines(expired)
+    expired, counting, deadlines = _deadlines()
     deadline = counting.time() + 0.05
     deadlines.add(deadline, 7)
     await expired.until(1)
@@ -74,8 +75,7 @@ async def test_an_entry_expires_at_its_deadline_never_before() -> None:
 
 
 async def test_slots_share_one_timer_armed_for_the_earliest() -> None:
-    expired = Expired()
-    counting, deadlines = _deadlines(expired)
+    expired, counting, deadlines = _deadlines()
     # Start at a slot boundary so that the first 100 deadlines (0.05 ms apart) share one.
     base = (int(counting.time() / RESOLUTION_S) + 2) * RESOLUTION_S + 0.0001
     for n in range(100):
@@ -96,8 +96,7 @@ async def test_slots_share_one_timer_armed_for_the_earliest() -> None:
 
 async def test_discarded_entries_never_expire_and_leave_no_timer() -> None:
     """Answered entries drop out: once every slot is empty, the timer is not re-armed."""
-    expired = Expired()
-    counting, deadlines = _deadlines(expired)
+    expired, counting, deadlines = _deadlines()
     now = counting.time()
     for n in range(50):  # 50 slots' worth of requests, each answered at once
         deadlines.add(now + 0.02 + n * RESOLUTION_S, n)
@@ -116,8 +115,7 @@ async def test_discarded_entries_never_expire_and_leave_no_timer() -> None:
 async def test_a_long_run_of_answered_slots_is_cleared_in_bounded_passes() -> None:
     """Slots emptied by answers (each waiting out its timeout) cost a few short passes,
     not one long one, and a slot emptied and filled again is queued once."""
-    expired = Expired()
-    counting, deadlines = _deadlines(expired)
+    expired, counting, deadlines = _deadlines()
     base = (int(counting.time() / RESOLUTION_S) + 2) * RESOLUTION_S
     slots = 150
     for n in range(300):
@@ -138,50 +136,37 @@ async def test_a_long_run_of_answered_slots_is_cleared_in_bounded_passes() -> No
     assert not deadlines.timer_armed
 
 
-async def test_an_earlier_deadline_re_arms_the_timer() -> None:
-    """A short timeout added after a long one is not kept waiting for the long one."""
-    expired = Expired()
-    counting, deadlines = _deadlines(expired)
+async def test_the_timer_follows_the_earliest_deadline() -> None:
+    """A short timeout added after a long one is not kept waiting for it, and an entry
+    added again keeps only its new deadline."""
+    expired, counting, deadlines = _deadlines()
     now = counting.time()
     deadlines.add(now + 30.0, 1)
-    deadlines.add(now + 0.03, 2)
-    await expired.until(1)
-    [(at, entry)] = expired
-    assert entry == 2
-    assert at < now + 1.0
-    assert deadlines.timer_armed  # for the 30 s one
-    assert len(deadlines) == 1
-    deadlines.clear()
-    assert not deadlines.timer_armed
-
-
-async def test_adding_an_entry_again_moves_it() -> None:
-    expired = Expired()
-    counting, deadlines = _deadlines(expired)
-    now = counting.time()
-    deadlines.add(now + 0.02, 5)
-    deadlines.add(now + 0.08, 5)
+    deadlines.add(now + 0.02, 5)  # earlier than the armed slot: re-arms
+    deadlines.add(now + 0.08, 5)  # again: moved
     deadlines.add(now + 0.05, 6)
-    assert len(deadlines) == 2
+    assert len(deadlines) == 3
     await expired.until(2)
     [(_, first), (at5, second)] = expired
     assert (first, second) == (6, 5)
-    assert at5 >= now + 0.08 - 0.001
+    assert now + 0.08 - 0.001 <= at5 < now + 1.0
     deadlines.discard(5)  # after it expired: nothing
+    assert len(deadlines) == 1
+    assert deadlines.timer_armed  # for the 30 s one
+    deadlines.clear()
     assert len(deadlines) == 0
+    assert not deadlines.timer_armed
 
 
 async def test_clear_cancels_every_timer() -> None:
-    expired = Expired()
-    counting, deadlines = _deadlines(expired)
+    expired, counting, deadlines = _deadlines()
     now = counting.time()
     for n in range(5):
         deadlines.add(now + 0.02 + n * RESOLUTION_S, n)
     deadlines.clear()
     assert len(deadlines) == 0
     # Past every deadline, with a marker entry of a fresh instance as the clock.
-    marker = Expired()
-    _, later = _deadlines(marker)
+    marker, _, later = _deadlines()
     later.add(now + 0.02 + 6 * RESOLUTION_S, -1)
     await marker.until(1)
     assert expired == []
