@@ -129,6 +129,14 @@ PROFILES: Final[dict[str, Profile]] = {
 }  # fmt: skip
 
 
+#: Hard limit of a case's child processes, unless the case needs longer.
+CASE_TIMEOUT_S: Final = 120.0
+
+#: What an end-to-end case may spend beyond its warm-up and measured seconds: starting
+#: its processes, waiting up to 20 s for the consumer's first message, and draining.
+_E2E_SETUP_S: Final = 90.0
+
+
 @dataclass(frozen=True, slots=True)
 class Case:
     """One measurement.
@@ -160,7 +168,7 @@ class Case:
     processes: int = 1
     backlog_of: str | None = None
     tag: str | None = None
-    timeout_s: float = 120.0
+    timeout_s: float = CASE_TIMEOUT_S
 
 
 def _batch(system: System, size: int) -> int:
@@ -205,9 +213,11 @@ def _e2e(
     job = {"client": system.client, "channel": channel, "op": "e2e", "create": True}
     unit = "one request per message" if per_message else "one request per ~1 ms tick"
     label = f"{rate} msg/s, {unit}"
+    # ``--e2e-seconds`` may ask for up to an hour: the limit follows the length.
+    timeout_s = max(CASE_TIMEOUT_S, p.e2e_warmup_s + p.e2e_s + _E2E_SETUP_S)
     return Case(
         f"{system.key}/e2e/{variant}/{E2E_SIZE}", system.key, "e2e", variant, label, E2E_SIZE,
-        channel, job | {"args": args},
+        channel, job | {"args": args}, timeout_s=timeout_s,
     )  # fmt: skip
 
 
