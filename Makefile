@@ -117,7 +117,7 @@ $(BENCH_STAMP): pyproject.toml $(DEV_STAMP)
 	@touch $(BENCH_STAMP)
 
 ## bench: the benchmark suite, Rocklet beside Redis, RabbitMQ, NATS and the machine's
-## limits (never part of make test; ~20 min); results go to bench-results/
+## limits (never part of make test; ~25 min); results go to bench-results/
 bench: $(BENCH_STAMP) bench-tools
 	$(BIN)/rocklet bench
 

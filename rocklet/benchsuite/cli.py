@@ -2,7 +2,7 @@
 
 Examples::
 
-    rocklet bench                    # the full suite: 3 runs, every system (~15 min)
+    rocklet bench                    # the full suite: 3 runs, every system (~25 min)
     rocklet bench --quick            # one short run of everything (~2 min)
     rocklet bench --smoke            # seconds: Rocklet and the limits only (make test)
     rocklet bench --systems rocklet,redis --runs 1
