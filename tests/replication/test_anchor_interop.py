@@ -67,20 +67,31 @@ pytestmark = [
 ]
 
 
-async def _rmq_up(store: Path, extra: str) -> list[str]:
-    """rmq_up.sh: returns NS_ADDR BROKER_ADDR NS_PID BROKER_PID STORE_DIR."""
+async def _rmq_up(store: Path, extra: str, attempts: int = 3) -> list[str]:
+    """rmq_up.sh: returns NS_ADDR BROKER_ADDR NS_PID BROKER_PID STORE_DIR.
+
+    The script picks free ports before its JVMs bind them, seconds later; anything on the
+    host may take one in between (a CI run lost that race once). A start that failed
+    only with "Address already in use" is tried again on new ports (the script stops
+    what it started); any other failure fails the test at once.
+    """
     env = {**os.environ, "BROKER_EXTRA": extra}
-    proc = await asyncio.create_subprocess_exec(
-        str(SCRIPTS / "rmq_up.sh"),
-        str(store),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await asyncio.wait_for(proc.communicate(), 180)
-    fields = out.decode().strip().splitlines()[-1].split()
-    assert proc.returncode == 0 and len(fields) == 5, out.decode()[-2000:]
-    return fields
+    for attempt in range(1, attempts + 1):
+        proc = await asyncio.create_subprocess_exec(
+            str(SCRIPTS / "rmq_up.sh"),
+            str(store),
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        raw, _ = await asyncio.wait_for(proc.communicate(), 180)
+        out = raw.decode()
+        fields = out.strip().splitlines()[-1].split() if out.strip() else []
+        if proc.returncode == 0 and len(fields) == 5:
+            return fields
+        if "Address already in use" not in out or attempt == attempts:
+            break
+    raise AssertionError(f"rmq_up.sh failed (attempt {attempt} of {attempts}):\n{out[-2000:]}")
 
 
 async def _rmq_topic(ns: str, topic: str, queues: int) -> None:

@@ -29,6 +29,15 @@ __all__ = ["SERVER_HEAP", "RunningSystem", "start_rocketmq", "start_rocklet"]
 SERVER_HEAP: Final = "512m"
 _BOOTED: Final = "boot success"
 _POLL_S: Final = 0.1
+_BIND_ATTEMPTS: Final = 3
+
+
+def _lost_a_port(proc: ServerProcess) -> bool:
+    """Whether the JVM's log says a port it was given was taken (a bind race)."""
+    try:
+        return "Address already in use" in proc.log_path.read_text(errors="replace")
+    except OSError:
+        return False
 
 
 @dataclass
@@ -125,24 +134,38 @@ def start_rocketmq(
     )
     _wait_booted(namesrv, ns_port, timeout_s)
     try:
-        broker_port = free_broker_port()
-        conf = broker_conf(listen_port=broker_port, namesrv_port=ns_port, store=work / "store")
-        conf += "".join(f"{key}={value}\n" for key, value in (extra_conf or {}).items())
-        (work / "broker.conf").write_text(conf)
-        broker = ServerProcess(
-            "RocketMQ broker",
-            release.java_argv(
-                SERVER_HEAP,
-                "org.apache.rocketmq.broker.BrokerStartup",
-                "-c",
-                str(work / "broker.conf"),
-                props=props,
-            ),
-            work / "broker.out",
-            env=env,
-            cwd=work,
-        )
-        _wait_booted(broker, broker_port, timeout_s)
+        for attempt in range(1, _BIND_ATTEMPTS + 1):
+            broker_port = free_broker_port()
+            conf = broker_conf(listen_port=broker_port, namesrv_port=ns_port, store=work / "store")
+            conf += "".join(f"{key}={value}\n" for key, value in (extra_conf or {}).items())
+            (work / "broker.conf").write_text(conf)
+            broker = ServerProcess(
+                "RocketMQ broker",
+                release.java_argv(
+                    SERVER_HEAP,
+                    "org.apache.rocketmq.broker.BrokerStartup",
+                    "-c",
+                    str(work / "broker.conf"),
+                    props=props,
+                ),
+                work / ("broker.out" if attempt == 1 else f"broker.{attempt}.out"),
+                env=env,
+                cwd=work,
+            )
+            try:
+                _wait_booted(broker, broker_port, timeout_s)
+                break
+            except PeerStartError as exc:
+                broker.stop()
+                # Its three ports were free when chosen; another process may take one
+                # before the JVM binds it. Only that race is worth new ports.
+                if not _lost_a_port(broker):
+                    raise
+                if attempt == _BIND_ATTEMPTS:
+                    raise PeerStartError(
+                        f"RocketMQ broker: Address already in use in each of {attempt}"
+                        f" attempts on new ports (see {broker.log_path})"
+                    ) from exc
     except BaseException:
         namesrv.stop()
         raise
