@@ -1,9 +1,9 @@
 """Starting RocketMQ for the benchmark and the Java tier survives losing a port.
 
-``start_rocketmq`` picks a broker port whose two neighbours are free too, then the JVM
-binds them seconds later; another process may take one in between. Here one really is
-taken: the first port chosen is already listening, so the first broker dies with
-"Address already in use", and the second one, on new ports, comes up.
+``start_rocketmq`` picks free ports (for the broker, one whose two neighbours are free
+too), then the JVM binds them seconds later; another process may take one in between.
+Here one really is taken: the first port chosen is already listening, so the first JVM
+dies with "Address already in use", and the second one, on new ports, comes up.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocklet.benchsuite.procs import PeerStartError
+from rocklet.benchsuite.procs import PeerStartError, free_port
 from rocklet.benchsuite.vsrmq import servers
 from rocklet.benchsuite.vsrmq.configs import free_broker_port
 from tests.java.javatier import release, tier_marks
@@ -45,6 +45,27 @@ def test_a_broker_that_lost_its_port_to_another_process_starts_on_new_ones(
             assert running.broker_addr != f"127.0.0.1:{taken.getsockname()[1]}"
             assert "Address already in use" in (tmp_path / "broker.out").read_text()
             assert "boot success" in (tmp_path / "broker.2.out").read_text()
+        finally:
+            running.stop(5.0)
+
+
+def test_a_name_server_that_lost_its_port_starts_on_a_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = [taken.getsockname()[1]]
+
+        def first_taken() -> int:
+            return ports.pop() if ports else free_port()
+
+        monkeypatch.setattr(servers, "free_port", first_taken)
+        running = servers.start_rocketmq(release(), tmp_path, 120.0)
+        try:
+            assert not running.namesrv.endswith(f":{taken.getsockname()[1]}")
+            assert "Address already in use" in (tmp_path / "namesrv.out").read_text()
+            assert "boot success" in (tmp_path / "namesrv.2.out").read_text()
         finally:
             running.stop(5.0)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -38,6 +38,45 @@ def _lost_a_port(proc: ServerProcess) -> bool:
         return "Address already in use" in proc.log_path.read_text(errors="replace")
     except OSError:
         return False
+
+
+def _boot_on_free_ports(
+    name: str,
+    choose_port: Callable[[], int],
+    launch: Callable[[int, Path], ServerProcess],
+    work: Path,
+    timeout_s: float,
+) -> tuple[ServerProcess, int]:
+    """Start a JVM on a port ``choose_port`` found free, until it boots.
+
+    The port was free when chosen, but another process may take it (or a neighbour the
+    broker binds too) before the JVM binds it, seconds later. Only that race, told by
+    the JVM's log, is worth new ports; ``_BIND_ATTEMPTS`` in all. The first attempt
+    logs to ``<name>.out``, attempt n after it to ``<name>.<n>.out``.
+
+    Returns:
+        The booted process and its port.
+
+    Raises:
+        PeerStartError: It did not boot.
+    """
+    attempt = 1
+    while True:
+        port = choose_port()
+        proc = launch(port, work / (f"{name}.out" if attempt == 1 else f"{name}.{attempt}.out"))
+        try:
+            _wait_booted(proc, port, timeout_s)
+            return proc, port
+        except PeerStartError as exc:
+            proc.stop()
+            if not _lost_a_port(proc):
+                raise
+            if attempt == _BIND_ATTEMPTS:
+                raise PeerStartError(
+                    f"{proc.name}: Address already in use in each of {attempt} attempts"
+                    f" on new ports (see {proc.log_path})"
+                ) from exc
+        attempt += 1
 
 
 @dataclass
@@ -110,62 +149,34 @@ def start_rocketmq(
     """
     home = work / "home"  # user.home: where RocketMQ writes its logs and kv config
     home.mkdir(parents=True, exist_ok=True)
-    # The broker port is chosen once the name server listens, so the two cannot collide.
-    ns_port = free_port()
-    (work / "namesrv.properties").write_text(namesrv_properties(ns_port))
     env = {**os.environ, "ROCKETMQ_HOME": str(release.home)}  # its conf/logback_*.xml
     # A permissive-TLS RocketMQ server writes a self-signed key pair to java.io.tmpdir at
     # start and deletes it only on a clean exit: a killed one would leave it in /tmp.
     tmp = work / "tmp"
     tmp.mkdir(exist_ok=True)
     props = (f"-Duser.home={home}", f"-Djava.io.tmpdir={tmp}")
-    namesrv = ServerProcess(
-        "RocketMQ name server",
-        release.java_argv(
-            SERVER_HEAP,
-            "org.apache.rocketmq.namesrv.NamesrvStartup",
-            "-c",
-            str(work / "namesrv.properties"),
-            props=props,
-        ),
-        work / "namesrv.out",
-        env=env,
-        cwd=work,
-    )
-    _wait_booted(namesrv, ns_port, timeout_s)
+
+    def jvm(name: str, main_class: str, conf: Path, log: Path) -> ServerProcess:
+        argv = release.java_argv(SERVER_HEAP, main_class, "-c", str(conf), props=props)
+        return ServerProcess(name, argv, log, env=env, cwd=work)
+
+    def namesrv_on(port: int, log: Path) -> ServerProcess:
+        conf = work / "namesrv.properties"
+        conf.write_text(namesrv_properties(port))
+        return jvm("RocketMQ name server", "org.apache.rocketmq.namesrv.NamesrvStartup", conf, log)
+
+    def broker_on(port: int, log: Path) -> ServerProcess:
+        conf = work / "broker.conf"
+        text = broker_conf(listen_port=port, namesrv_port=ns_port, store=work / "store")
+        conf.write_text(text + "".join(f"{k}={v}\n" for k, v in (extra_conf or {}).items()))
+        return jvm("RocketMQ broker", "org.apache.rocketmq.broker.BrokerStartup", conf, log)
+
+    # The broker port is chosen once the name server listens, so the two cannot collide.
+    namesrv, ns_port = _boot_on_free_ports("namesrv", free_port, namesrv_on, work, timeout_s)
     try:
-        for attempt in range(1, _BIND_ATTEMPTS + 1):
-            broker_port = free_broker_port()
-            conf = broker_conf(listen_port=broker_port, namesrv_port=ns_port, store=work / "store")
-            conf += "".join(f"{key}={value}\n" for key, value in (extra_conf or {}).items())
-            (work / "broker.conf").write_text(conf)
-            broker = ServerProcess(
-                "RocketMQ broker",
-                release.java_argv(
-                    SERVER_HEAP,
-                    "org.apache.rocketmq.broker.BrokerStartup",
-                    "-c",
-                    str(work / "broker.conf"),
-                    props=props,
-                ),
-                work / ("broker.out" if attempt == 1 else f"broker.{attempt}.out"),
-                env=env,
-                cwd=work,
-            )
-            try:
-                _wait_booted(broker, broker_port, timeout_s)
-                break
-            except PeerStartError as exc:
-                broker.stop()
-                # Its three ports were free when chosen; another process may take one
-                # before the JVM binds it. Only that race is worth new ports.
-                if not _lost_a_port(broker):
-                    raise
-                if attempt == _BIND_ATTEMPTS:
-                    raise PeerStartError(
-                        f"RocketMQ broker: Address already in use in each of {attempt}"
-                        f" attempts on new ports (see {broker.log_path})"
-                    ) from exc
+        broker, broker_port = _boot_on_free_ports(
+            "broker", free_broker_port, broker_on, work, timeout_s
+        )
     except BaseException:
         namesrv.stop()
         raise
