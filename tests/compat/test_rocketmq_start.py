@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocklet.benchsuite.procs import PeerStartError, free_port
+from rocklet.benchsuite.procs import LOOPBACK, PeerStartError
 from rocklet.benchsuite.vsrmq import servers
 from rocklet.benchsuite.vsrmq.configs import free_broker_port
 from tests.java.javatier import release, tier_marks
@@ -24,48 +24,27 @@ pytestmark = tier_marks(180)
 def _taken_port() -> socket.socket:
     """A listening socket on a port that passes ``free_broker_port``'s checks but its own."""
     sock = socket.socket()
-    sock.bind(("127.0.0.1", free_broker_port()))
+    sock.bind((LOOPBACK, free_broker_port()))
     sock.listen()
     return sock
 
 
-def test_a_broker_that_lost_its_port_to_another_process_starts_on_new_ones(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("server", "chooser"), [("broker", "free_broker_port"), ("namesrv", "free_port")]
+)
+def test_a_server_that_lost_its_port_to_another_process_starts_on_new_ones(
+    server: str, chooser: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    real = getattr(servers, chooser)
     with _taken_port() as taken:
-        ports = [taken.getsockname()[1]]
-
-        def first_taken() -> int:
-            return ports.pop() if ports else free_broker_port()
-
-        monkeypatch.setattr(servers, "free_broker_port", first_taken)
+        port = taken.getsockname()[1]
+        ports = [port]
+        monkeypatch.setattr(servers, chooser, lambda: ports.pop() if ports else real())
         running = servers.start_rocketmq(release(), tmp_path, 120.0)
         try:
-            assert running.broker_addr is not None
-            assert running.broker_addr != f"127.0.0.1:{taken.getsockname()[1]}"
-            assert "Address already in use" in (tmp_path / "broker.out").read_text()
-            assert "boot success" in (tmp_path / "broker.2.out").read_text()
-        finally:
-            running.stop(5.0)
-
-
-def test_a_name_server_that_lost_its_port_starts_on_a_new_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        ports = [taken.getsockname()[1]]
-
-        def first_taken() -> int:
-            return ports.pop() if ports else free_port()
-
-        monkeypatch.setattr(servers, "free_port", first_taken)
-        running = servers.start_rocketmq(release(), tmp_path, 120.0)
-        try:
-            assert not running.namesrv.endswith(f":{taken.getsockname()[1]}")
-            assert "Address already in use" in (tmp_path / "namesrv.out").read_text()
-            assert "boot success" in (tmp_path / "namesrv.2.out").read_text()
+            assert f"{LOOPBACK}:{port}" not in (running.namesrv, running.broker_addr)
+            assert "Address already in use" in (tmp_path / f"{server}.out").read_text()
+            assert "boot success" in (tmp_path / f"{server}.2.out").read_text()
         finally:
             running.stop(5.0)
 
