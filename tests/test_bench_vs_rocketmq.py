@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rocklet.benchsuite.cases import worker_argv
+from rocklet.benchsuite.procs import LOOPBACK, free_ports
 from rocklet.benchsuite.vsrmq.configs import broker_conf, free_broker_port, namesrv_properties
 from rocklet.benchsuite.vsrmq.cppclient import QUEUES, cpp_job
 from rocklet.benchsuite.vsrmq.measure import commit_window
@@ -328,6 +329,16 @@ def test_the_broker_port_comes_with_its_two_neighbours_free() -> None:
     for p in (port - 2, port, port + 1):
         with socket.socket() as sock:
             sock.bind(("0.0.0.0", p))  # raises if taken
+
+
+def test_ports_asked_for_together_are_distinct_and_free() -> None:
+    # 200 ports one at a time repeat one about four times in five (a birthday
+    # collision among ~14k even ports): each must be held until all are chosen.
+    ports = free_ports(200)
+    assert len(set(ports)) == 200
+    for p in ports[:5]:
+        with socket.socket() as sock:
+            sock.bind((LOOPBACK, p))  # raises if taken
 
 
 # --- the release and java -----------------------------------------------------------------

@@ -40,9 +40,22 @@ class PeerStartError(RuntimeError):
 
 def free_port() -> int:
     """A TCP port free on loopback right now (the server binds it moments later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> tuple[int, ...]:
+    """``count`` distinct TCP ports free on loopback right now.
+
+    Each is held until all are chosen: two ``free_port()`` calls in a row may return
+    the same port, since the first is released before the second is asked for.
+    """
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((LOOPBACK, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return tuple(ports)
 
 
 def _accepts(port: int) -> bool:

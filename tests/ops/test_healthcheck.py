@@ -9,20 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from rocklet.benchsuite.procs import free_port, free_ports
 from tests.test_cli import BROKER_LISTENING, LISTENING, TIMEOUT, spawn, wait_for_line
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def healthcheck(pid: int) -> tuple[int, str, str]:
@@ -76,7 +69,7 @@ async def test_a_broker_is_asked_on_its_own_listen_port(tmp_path: Path) -> None:
 
 
 async def test_a_standalone_is_asked_as_both(tmp_path: Path) -> None:
-    ns_port, port = free_port(), free_port()
+    ns_port, port = free_ports(2)
     args = ("standalone", "--data-dir", str(tmp_path / "d"), "--namesrv-port", str(ns_port))
     async with running(*args, "--listen-port", str(port), ready=["namesrv", "broker"]) as both:
         code, out, _ = await healthcheck(both.pid)

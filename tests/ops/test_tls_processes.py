@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from rocklet.benchsuite.procs import free_ports
 from rocklet.client import Admin, Message, Producer, PullConsumer, PushConsumer
 from rocklet.client.errors import ConnectionClosedError, TlsHandshakeError
 from rocklet.client.pull_consumer import PullStatus
 from rocklet.protocol import RemotingCommand, RequestCode
 from rocklet.transport.dial import open_connection
 from tests.client.consumers import Collector
-from tests.ops.test_healthcheck import free_port, healthcheck
+from tests.ops.test_healthcheck import healthcheck
 from tests.test_cli import BROKER_LISTENING, LISTENING, TIMEOUT, spawn, wait_for_line
 from tests.tlscerts import Pki, make_pki
 
@@ -253,7 +254,8 @@ async def test_hostile_sockets_do_not_stall_the_server(tmp_path: Path, pki: Pki)
 
 
 async def test_cli_tools_and_healthcheck_speak_tls(tmp_path: Path, pki: Pki) -> None:
-    ports = (free_port(), free_port())
+    ns_port, broker_port = free_ports(2)
+    ports = (ns_port, broker_port)
     args = ("-Dtls.server.mode=enforcing", *server_keys(pki))
     async with standalone(tmp_path, *args, ports=ports) as servers:
         ns = servers.namesrv

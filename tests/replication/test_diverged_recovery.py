@@ -30,13 +30,13 @@ import io
 import json
 import re
 import shutil
-import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocklet.admin.run import run_admin_async
+from rocklet.benchsuite.procs import free_ports
 from rocklet.cli import build_parser
 from rocklet.client.message import Message, SendStatus
 from rocklet.client.producer import Producer
@@ -67,13 +67,6 @@ BODY = 1000
 
 _SYNC_PAUSED = re.compile(r"metadata sync from the master paused.*diverged")
 _MATCHES = re.compile(r"slave commitlog matches the master's")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class _FixedPortNode(BrokerNode):
@@ -186,13 +179,14 @@ async def _kill(proc: BrokerProcess) -> None:
 async def _diverged_group(root: Path) -> AsyncIterator[_Diverged]:
     """Run the group up to the slave stopping with ``haDiverged`` (module doc)."""
     namesrv = NamesrvProcess(root / "ns")
+    ha_port, listen_port = free_ports(2)
     master_conf = {
         **COMMON,
         "brokerId": "0",
         "brokerRole": "ASYNC_MASTER",
-        "haListenPort": str(_free_port()),
+        "haListenPort": str(ha_port),
     }
-    master = _FixedPortNode(root / "m", "", master_conf, _free_port())
+    master = _FixedPortNode(root / "m", "", master_conf, listen_port)
     slave = BrokerNode(root / "s", "", {**COMMON, "brokerId": "1", "brokerRole": "SLAVE"})
     try:
         await namesrv.start()

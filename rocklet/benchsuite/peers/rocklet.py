@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rocklet.benchsuite.peers.base import Sink
-from rocklet.benchsuite.procs import LOOPBACK, ServerProcess, free_port
+from rocklet.benchsuite.procs import LOOPBACK, ServerProcess, free_ports
 
 __all__ = ["QUEUES", "RockletServer", "SdkClient"]
 
@@ -58,7 +58,8 @@ class RockletServer:
             f"maxTransferBytesOnMessageInMemory = {4 * 1024 * 1024}\n",
             encoding="utf-8",
         )
-        self._ports = (free_port(), free_port())
+        ns_port, broker_port = free_ports(2)
+        self._ports = (ns_port, broker_port)
         argv = [sys.executable, "-m", "rocklet.benchsuite.peers.rocklet_serve", str(conf)]
         argv += [str(p) for p in self._ports] + [str(workdir / "store")]
         self._proc = ServerProcess(self.name, argv, workdir / "server.log")
