@@ -145,7 +145,8 @@ def start_rocketmq(
         The running system.
 
     Raises:
-        PeerStartError: A server did not come up (the message ends with its log's tail).
+        PeerStartError: A server did not come up (the message ends with its log's tail,
+            or names the log when three attempts each lost a port).
     """
     home = work / "home"  # user.home: where RocketMQ writes its logs and kv config
     home.mkdir(parents=True, exist_ok=True)
