@@ -4,7 +4,7 @@ The SDK sends and pulls with RocketMQ's binary header (RocketMQSerializable) by
 default; these tests prove a real broker reads those requests and that the SDK reads
 its answers: single and batch sends, a push consumer, a pull consumer, keys and tags.
 
-Needs the anchor scripts and release (see tests/replication/test_anchor_interop.py);
+Needs a RocketMQ 4.9.4 release and Java (see tests/replication/test_anchor_interop.py);
 skipped, saying which is missing, otherwise.
 """
 
@@ -22,7 +22,7 @@ from rocklet.client.pull_api import PullStatus
 from rocklet.client.pull_consumer import PullConsumer
 from rocklet.client.push_consumer import PushConsumer
 from rocklet.protocol.bodies.queue import MessageQueue
-from tests.replication.test_anchor_interop import _missing, _rmq_down, _rmq_topic, _rmq_up
+from tests.replication.test_anchor_interop import _missing, _rmq_topic, _rmq_up
 
 pytestmark = [
     pytest.mark.slow,
@@ -35,7 +35,8 @@ QUEUES = 4
 
 
 async def test_sdk_sends_and_consumes_through_a_real_rocketmq(tmp_path: Path) -> None:
-    ns, _, ns_pid, broker_pid, _ = await _rmq_up(tmp_path / "rmq", "")
+    rocketmq = _rmq_up(tmp_path / "rmq")
+    ns = rocketmq.namesrv
     try:
         await _rmq_topic(ns, TOPIC, QUEUES)
         sent: dict[str, bytes] = {}
@@ -79,7 +80,7 @@ async def test_sdk_sends_and_consumes_through_a_real_rocketmq(tmp_path: Path) ->
                 tag_b += [m.body for m in pulled.messages]
         assert sorted(tag_b) == sorted(m.body for m in batch)
     finally:
-        await _rmq_down(ns_pid, broker_pid)
+        rocketmq.stop()
 
 
 def _broker_name(got: dict[str, MessageExt]) -> str:

@@ -1,6 +1,6 @@
 """The HA port's guard against real Apache RocketMQ 4.9.4 (docs/replication.md, "Who may
-follow a master"). Same anchor as ``test_anchor_interop.py``; marked slow, skipped with
-the reason when the anchor is missing.
+follow a master"). The same release as ``test_anchor_interop.py``; marked slow, skipped
+with the reason when the release or Java is missing.
 
 - A RocketMQ slave cannot authenticate: a Rocklet master with ACL refuses it, by what
   it sent, and it receives nothing.
@@ -18,7 +18,6 @@ from tests.replication.nodes import SlaveProcess, ha_port, running_master, slave
 from tests.replication.test_anchor_interop import (
     SEGMENT,
     _missing,
-    _rmq_down,
     _rmq_up,
     _send,
 )
@@ -39,17 +38,14 @@ async def test_acl_master_refuses_a_rocketmq_slave(tmp_path: Path) -> None:
     async with running_master(tmp_path / "m", props) as master:
         await ha_port(master)
         await _signed_send(master.broker_addr, 50, creds=SLAVE)
-        extra = "\n".join(
-            [
-                "brokerName=broker-a",
-                "brokerId=1",
-                "brokerRole=SLAVE",
-                f"namesrvAddr={master.namesrv_addr}",
-                f"mappedFileSizeCommitLog={SEGMENT}",
-            ]
-        )
         rmq = tmp_path / "rmq-slave"
-        _, _, ns_pid, broker_pid, _ = await _rmq_up(rmq, extra)
+        rocketmq = _rmq_up(
+            rmq,
+            brokerId="1",
+            brokerRole="SLAVE",
+            namesrvAddr=master.namesrv_addr,
+            mappedFileSizeCommitLog=str(SEGMENT),
+        )
         try:
             # Its first report (offset 0, ~5 s after connecting) is refused, every time
             # it reconnects.
@@ -61,7 +57,7 @@ async def test_acl_master_refuses_a_rocketmq_slave(tmp_path: Path) -> None:
             segments = list((rmq / "commitlog").glob("*")) if (rmq / "commitlog").exists() else []
             assert all(not p.read_bytes().strip(b"\0") for p in segments)
         finally:
-            await _rmq_down(ns_pid, broker_pid)
+            rocketmq.stop()
 
 
 def _count(lines: list[str], text: str) -> int:
@@ -72,7 +68,8 @@ async def test_rocklet_slave_with_auth_says_a_rocketmq_master_cannot_take_it(
     tmp_path: Path,
 ) -> None:
     rmq = tmp_path / "rmq-master"
-    ns, broker, ns_pid, broker_pid, _ = await _rmq_up(rmq, f"mappedFileSizeCommitLog={SEGMENT}")
+    rocketmq = _rmq_up(rmq, mappedFileSizeCommitLog=str(SEGMENT))
+    ns, broker = rocketmq.namesrv, rocketmq.broker_addr
     try:
         await _send(broker, 100)
         props = slave_props(
@@ -94,4 +91,4 @@ async def test_rocklet_slave_with_auth_says_a_rocketmq_master_cannot_take_it(
         finally:
             await slave.close()
     finally:
-        await _rmq_down(ns_pid, broker_pid)
+        rocketmq.stop()

@@ -1,8 +1,9 @@
-"""Replication against real Apache RocketMQ 4.9.4 (the workspace's "anchor").
+"""Replication against real Apache RocketMQ 4.9.4.
 
-Needs the anchor scripts (``$ROCKLET_ANCHOR_SCRIPTS``, default ``/work/shared/anchor``)
-and the release they set up under ``$ANCHOR_HOME`` (default ``/tmp/anchor``), plus Java;
-skipped, saying which is missing, otherwise. Segments are 4 MiB on both sides.
+Needs an unpacked 4.9.4 binary release (``$ROCKETMQ_HOME``, else
+``/tmp/anchor/rocketmq-4.9.4``; see tests/java/javatier.py for the jars a snapshot may
+lack) and Java; skipped, saying which is missing, otherwise. RocketMQ is started as the
+benchmark starts it (``start_rocketmq``). Segments are 4 MiB on both sides.
 
 - A RocketMQ slave follows a Rocklet master: byte-identical commitlogs, and it syncs
   the master's topics (through the VIP port, listenPort - 2), consumer offsets, delay
@@ -13,7 +14,6 @@ skipped, saying which is missing, otherwise. Segments are 4 MiB on both sides.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import socket
@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from rocklet.benchsuite.vsrmq.servers import RunningSystem, start_rocketmq
 from rocklet.client.admin import Admin
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.subscription_group import (
@@ -36,6 +37,7 @@ from rocklet.protocol.headers.consumer import (
 )
 from tests.adversity.procs import running_broker
 from tests.broker.test_send_pull import cpp_send
+from tests.java.javatier import RELEASE, release
 from tests.replication.nodes import (
     SlaveProcess,
     commitlog_bytes,
@@ -45,18 +47,16 @@ from tests.replication.nodes import (
 )
 from tests.replication.test_replication import _connect, bodies, max_offset
 
-SCRIPTS = Path(os.environ.get("ROCKLET_ANCHOR_SCRIPTS", "/work/shared/anchor"))
-RELEASE = Path(os.environ.get("ANCHOR_HOME", "/tmp/anchor")) / "rocketmq-4.9.4"
 SEGMENT = 4 * 1024 * 1024
+#: A RocketMQ name server or broker, to come up (a busy two-core box is slow at it).
+_BOOT_TIMEOUT_S = 180.0
 
 
 def _missing() -> str | None:
-    if not (SCRIPTS / "rmq_up.sh").is_file():
-        return f"no anchor scripts at {SCRIPTS} (set ROCKLET_ANCHOR_SCRIPTS)"
-    if not RELEASE.is_dir():
-        return f"no RocketMQ 4.9.4 release at {RELEASE} (run the anchor's setup.sh)"
-    if shutil.which("java") is None:
-        return "no java on PATH"
+    if not (RELEASE / "lib").is_dir():
+        return f"no RocketMQ 4.9.4 release at {RELEASE} (set ROCKETMQ_HOME)"
+    if shutil.which("java") is None and "JAVA_HOME" not in os.environ:
+        return "no java (set JAVA_HOME or put java on PATH)"
     return None
 
 
@@ -67,31 +67,18 @@ pytestmark = [
 ]
 
 
-async def _rmq_up(store: Path, extra: str, attempts: int = 3) -> list[str]:
-    """rmq_up.sh: returns NS_ADDR BROKER_ADDR NS_PID BROKER_PID STORE_DIR.
+def _rmq_up(store: Path, **conf: str) -> RunningSystem:
+    """RocketMQ's name server and one broker, its store at ``store``.
 
-    The script picks free ports before its JVMs bind them, seconds later; anything on the
-    host may take one in between (a CI run lost that race once). A start that failed
-    only with "Address already in use" is tried again on new ports (the script stops
-    what it started); any other failure fails the test at once.
+    ``conf`` is added to the broker's config and wins over it (a slave's role, id and
+    name server, say). Configs and logs go to ``<store>.run/``. Called from the test's
+    thread, never a worker thread: the servers are told to die with the thread that
+    started them.
     """
-    env = {**os.environ, "BROKER_EXTRA": extra}
-    for attempt in range(1, attempts + 1):
-        proc = await asyncio.create_subprocess_exec(
-            str(SCRIPTS / "rmq_up.sh"),
-            str(store),
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        raw, _ = await asyncio.wait_for(proc.communicate(), 180)
-        out = raw.decode()
-        fields = out.strip().splitlines()[-1].split() if out.strip() else []
-        if proc.returncode == 0 and len(fields) == 5:
-            return fields
-        if "Address already in use" not in out or attempt == attempts:
-            break
-    raise AssertionError(f"rmq_up.sh failed (attempt {attempt} of {attempts}):\n{out[-2000:]}")
+    work = store.with_name(f"{store.name}.run")
+    work.mkdir(parents=True, exist_ok=True)
+    where = {"storePathRootDir": str(store), "storePathCommitLog": str(store / "commitlog")}
+    return start_rocketmq(release(), work, _BOOT_TIMEOUT_S, {**where, **conf})
 
 
 async def _rmq_topic(ns: str, topic: str, queues: int) -> None:
@@ -106,13 +93,6 @@ async def _rmq_topic(ns: str, topic: str, queues: int) -> None:
                 return False
 
         await until(f"the route of {topic} on the RocketMQ name server", routed, 30)
-
-
-async def _rmq_down(ns_pid: str, broker_pid: str) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        str(SCRIPTS / "rmq_down.sh"), ns_pid, broker_pid, stderr=asyncio.subprocess.DEVNULL
-    )
-    await asyncio.wait_for(proc.wait(), 120)
 
 
 async def _send(addr: str, n: int, start: int = 0) -> None:
@@ -191,17 +171,14 @@ async def test_rocketmq_slave_follows_a_rocklet_master(tmp_path: Path) -> None:
             return (await _delay_offsets(master.broker_addr)).get("1") == 1
 
         await until("the master delivering the delayed message", delivered)
-        extra = "\n".join(
-            [
-                "brokerName=broker-a",
-                "brokerId=1",
-                "brokerRole=SLAVE",
-                f"namesrvAddr={master.namesrv_addr}",
-                f"mappedFileSizeCommitLog={SEGMENT}",
-            ]
-        )
         rmq = tmp_path / "rmq-slave"
-        _, _, ns_pid, broker_pid, _ = await _rmq_up(rmq, extra)
+        rocketmq = _rmq_up(
+            rmq,
+            brokerId="1",
+            brokerRole="SLAVE",
+            namesrvAddr=master.namesrv_addr,
+            mappedFileSizeCommitLog=str(SEGMENT),
+        )
         try:
             await _send(master.broker_addr, 3000, start=3000)  # crosses a segment
             end = await max_offset(master.broker_addr)
@@ -243,12 +220,13 @@ async def test_rocketmq_slave_follows_a_rocklet_master(tmp_path: Path) -> None:
                 30,
             )
         finally:
-            await _rmq_down(ns_pid, broker_pid)
+            rocketmq.stop()
 
 
 async def test_rocklet_slave_follows_a_rocketmq_master(tmp_path: Path) -> None:
     rmq = tmp_path / "rmq-master"
-    ns, broker, ns_pid, broker_pid, _ = await _rmq_up(rmq, f"mappedFileSizeCommitLog={SEGMENT}")
+    rocketmq = _rmq_up(rmq, mappedFileSizeCommitLog=str(SEGMENT))
+    ns, broker = rocketmq.namesrv, rocketmq.broker_addr
     try:
         await _send(broker, 2000)
         slave = SlaveProcess(tmp_path / "s", ns, slave_props(mappedFileSizeCommitLog=str(SEGMENT)))
@@ -291,4 +269,4 @@ async def test_rocklet_slave_follows_a_rocketmq_master(tmp_path: Path) -> None:
         finally:
             await slave.close()
     finally:
-        await _rmq_down(ns_pid, broker_pid)
+        rocketmq.stop()

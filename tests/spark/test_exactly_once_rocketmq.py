@@ -6,7 +6,7 @@ RocketMQ's own transactional store: a ``df.write`` with
 ``deliveryGuarantee=exactly-once``, then the replay of its commit, which must read the
 decision back, find every message committed (RocketMQ's index) and end nothing twice.
 
-Needs the anchor scripts and release (see tests/replication/test_anchor_interop.py);
+Needs a RocketMQ 4.9.4 release and Java (see tests/replication/test_anchor_interop.py);
 skipped, saying which is missing, otherwise.
 """
 
@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from rocklet.spark.options import parse_sink_options
 from rocklet.spark.sink_txn import JOURNAL_TOPIC, TXN_PROPERTY, commit_batch, connect
-from tests.replication.test_anchor_interop import _missing, _rmq_down, _rmq_topic, _rmq_up
+from tests.replication.test_anchor_interop import _missing, _rmq_topic, _rmq_up
 from tests.spark.support import pull_all
 
 pytestmark = [
@@ -39,7 +39,8 @@ TOPIC = "EoRmqOut"
 def test_an_exactly_once_write_and_its_replayed_commit_on_rocketmq(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    ns, _, ns_pid, broker_pid, _ = asyncio.run(_rmq_up(tmp_path / "rmq", ""))
+    rocketmq = _rmq_up(tmp_path / "rmq")
+    ns = rocketmq.namesrv
     try:
         asyncio.run(_rmq_topic(ns, TOPIC, 2))  # the journal topic is left to the sink
         df = spark.range(ROWS, numPartitions=3).select(
@@ -69,4 +70,4 @@ def test_an_exactly_once_write_and_its_replayed_commit_on_rocketmq(
         assert asyncio.run(replay()) == 0
         assert Counter(m.body for m in pull_all(ns, TOPIC)) == expected
     finally:
-        asyncio.run(_rmq_down(ns_pid, broker_pid))
+        rocketmq.stop()
