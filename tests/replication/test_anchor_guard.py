@@ -18,6 +18,7 @@ from tests.replication.nodes import SlaveProcess, ha_port, running_master, slave
 from tests.replication.test_anchor_interop import (
     SEGMENT,
     _missing,
+    _rmq_slave,
     _rmq_up,
     _send,
 )
@@ -39,13 +40,7 @@ async def test_acl_master_refuses_a_rocketmq_slave(tmp_path: Path) -> None:
         await ha_port(master)
         await _signed_send(master.broker_addr, 50, creds=SLAVE)
         rmq = tmp_path / "rmq-slave"
-        rocketmq = _rmq_up(
-            rmq,
-            brokerId="1",
-            brokerRole="SLAVE",
-            namesrvAddr=master.namesrv_addr,
-            mappedFileSizeCommitLog=str(SEGMENT),
-        )
+        rocketmq = _rmq_slave(rmq, master.namesrv_addr)
         try:
             # Its first report (offset 0, ~5 s after connecting) is refused, every time
             # it reconnects.

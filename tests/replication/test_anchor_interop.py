@@ -81,6 +81,12 @@ def _rmq_up(store: Path, **conf: str) -> RunningSystem:
     return start_rocketmq(release(), work, _BOOT_TIMEOUT_S, {**where, **conf})
 
 
+def _rmq_slave(store: Path, namesrv: str) -> RunningSystem:
+    """A RocketMQ slave (brokerId 1) of the broker-a that ``namesrv`` routes."""
+    slave = {"brokerId": "1", "brokerRole": "SLAVE", "namesrvAddr": namesrv}
+    return _rmq_up(store, mappedFileSizeCommitLog=str(SEGMENT), **slave)
+
+
 async def _rmq_topic(ns: str, topic: str, queues: int) -> None:
     """Create ``topic`` through RocketMQ's name server; wait until it routes it."""
     async with Admin(ns) as admin:
@@ -172,13 +178,7 @@ async def test_rocketmq_slave_follows_a_rocklet_master(tmp_path: Path) -> None:
 
         await until("the master delivering the delayed message", delivered)
         rmq = tmp_path / "rmq-slave"
-        rocketmq = _rmq_up(
-            rmq,
-            brokerId="1",
-            brokerRole="SLAVE",
-            namesrvAddr=master.namesrv_addr,
-            mappedFileSizeCommitLog=str(SEGMENT),
-        )
+        rocketmq = _rmq_slave(rmq, master.namesrv_addr)
         try:
             await _send(master.broker_addr, 3000, start=3000)  # crosses a segment
             end = await max_offset(master.broker_addr)
