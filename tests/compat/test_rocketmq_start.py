@@ -22,7 +22,7 @@ pytestmark = tier_marks(180)
 
 
 def _taken_port() -> socket.socket:
-    """A listening socket on a port that passes ``free_broker_port``'s checks but its own."""
+    """A listening socket on a port whose neighbours are free: only the port is taken."""
     sock = socket.socket()
     sock.bind((LOOPBACK, free_broker_port()))
     sock.listen()
