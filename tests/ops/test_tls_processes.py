@@ -48,7 +48,7 @@ class Servers:
 
 @asynccontextmanager
 async def standalone(
-    tmp_path: Path, *tls_args: str, ports: tuple[int, int] = (0, 0)
+    tmp_path: Path, *tls_args: str, ports: tuple[int, ...] = (0, 0)
 ) -> AsyncIterator[Servers]:
     proc = await spawn(
         "standalone", "--data-dir", str(tmp_path / "data"),
@@ -254,8 +254,7 @@ async def test_hostile_sockets_do_not_stall_the_server(tmp_path: Path, pki: Pki)
 
 
 async def test_cli_tools_and_healthcheck_speak_tls(tmp_path: Path, pki: Pki) -> None:
-    ns_port, broker_port = free_ports(2)
-    ports = (ns_port, broker_port)
+    ports = free_ports(2)
     args = ("-Dtls.server.mode=enforcing", *server_keys(pki))
     async with standalone(tmp_path, *args, ports=ports) as servers:
         ns = servers.namesrv

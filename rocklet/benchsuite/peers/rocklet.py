@@ -46,7 +46,7 @@ class RockletServer:
         self.name = name
         self.flush = flush
         self._proc: ServerProcess | None = None
-        self._ports = (0, 0)
+        self._ports: tuple[int, ...] = (0, 0)  # name server, broker
 
     def start(self, workdir: Path, timeout_s: float) -> None:
         """Write its broker.conf and start it; return once both ports accept."""
@@ -58,8 +58,7 @@ class RockletServer:
             f"maxTransferBytesOnMessageInMemory = {4 * 1024 * 1024}\n",
             encoding="utf-8",
         )
-        ns_port, broker_port = free_ports(2)
-        self._ports = (ns_port, broker_port)
+        self._ports = free_ports(2)
         argv = [sys.executable, "-m", "rocklet.benchsuite.peers.rocklet_serve", str(conf)]
         argv += [str(p) for p in self._ports] + [str(workdir / "store")]
         self._proc = ServerProcess(self.name, argv, workdir / "server.log")
