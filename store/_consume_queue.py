@@ -340,11 +340,13 @@ class ConsumeQueue:
                     return
         self.min_logic_offset = self.files.max_offset()
 
-    def delete_expired(self, commitlog_min: int) -> int:
+    def delete_expired(self, commitlog_min: int, unlink_later: list[Path] | None = None) -> int:
         """Delete files (never the newest) whose entries all point below ``commitlog_min``.
 
         Args:
             commitlog_min: The commitlog's min offset.
+            unlink_later: Collects the closed files' paths for the caller to unlink
+                outside the store lock; ``None`` unlinks them now.
 
         Returns:
             Files deleted.
@@ -353,7 +355,7 @@ class ConsumeQueue:
         while len(self.files.files) > 1:
             if _last_record_end(self.files.files[0].view) > commitlog_min:
                 break
-            self.files.delete_first()
+            self.files.delete_first(unlink_later)
             deleted += 1
         self.correct_min_offset(commitlog_min)
         return deleted

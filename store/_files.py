@@ -1,4 +1,4 @@
-"""Creating a store's files: their names, reserving their blocks, installing them.
+"""Creating and deleting a store's files: names, reserved blocks, install, unlink.
 
 A segment (commitlog, consume queue, index) is made under a temporary name with its
 blocks reserved and synced, then renamed into place and its directory synced, so a
@@ -11,15 +11,18 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Protocol
 
 __all__ = [
     "ALLOCATING_SUFFIX",
     "NoSpaceError",
     "allocate_file",
+    "close_and_unlink",
     "fsync_directory",
     "install_file",
     "offset_name",
     "reserve_file",
+    "unlink_all",
 ]
 
 
@@ -138,3 +141,42 @@ def allocate_file(path: Path, size: int) -> None:
         OSError: The file cannot be written.
     """
     install_file(reserve_file(path, size), path)
+
+
+class _Closable(Protocol):
+    @property
+    def path(self) -> Path: ...
+
+    def try_close(self) -> bool: ...
+
+
+def close_and_unlink(f: _Closable, unlink_later: list[Path] | None) -> bool:
+    """Close a segment dropped from its queue, then unlink it now or list it for later.
+
+    Args:
+        f: A mapped segment (commitlog, consume queue or index).
+        unlink_later: Where to put its path for :func:`unlink_all` once the caller has
+            released the store lock; ``None`` unlinks it now.
+
+    Returns:
+        False when readers still hold views of it: nothing was done, try again later.
+    """
+    if not f.try_close():
+        return False
+    if unlink_later is None:
+        f.path.unlink(missing_ok=True)
+    else:
+        unlink_later.append(f.path)
+    return True
+
+
+def unlink_all(paths: list[Path]) -> None:
+    """Delete the files :func:`close_and_unlink` listed; clears ``paths``.
+
+    Called after the store lock is released: on ext4 unlinking a 1 GiB segment frees
+    its blocks in the call, 65-290 ms on our test VM, and under the lock every put and
+    pull would wait for it.
+    """
+    for path in paths:
+        path.unlink(missing_ok=True)
+    paths.clear()

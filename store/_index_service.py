@@ -14,7 +14,7 @@ import structlog
 
 from rocklet.protocol.message import TRANSACTION_MASK, SysFlag
 from rocklet.store._dispatch_request import DispatchRequest
-from rocklet.store._files import ALLOCATING_SUFFIX, reserve_file
+from rocklet.store._files import ALLOCATING_SUFFIX, close_and_unlink, reserve_file
 from rocklet.store._hashing import index_key_hash, index_key_hashes, java_hash
 from rocklet.store._index_file import IndexFile
 from rocklet.store._time import file_time_name
@@ -219,32 +219,29 @@ class IndexService:
             self._destroy(f)
         return rebuild_from
 
-    def delete_expired(self, commitlog_min: int) -> int:
+    def delete_expired(self, commitlog_min: int, unlink_later: list[Path] | None = None) -> int:
         """Delete files (never the newest) whose entries all point below ``commitlog_min``.
 
         Args:
             commitlog_min: The commitlog's min offset.
+            unlink_later: Collects the closed files' paths for the caller to unlink
+                outside the store lock; ``None`` unlinks them now.
 
         Returns:
             Files deleted.
         """
         deleted = 0
         while len(self.files) > 1 and self.files[0].end_phy < commitlog_min:
-            self._destroy(self.files.pop(0))
+            self._destroy(self.files.pop(0), unlink_later)
             deleted += 1
-        self._pending_close = [f for f in self._pending_close if not self._finish(f)]
+        self._pending_close = [
+            f for f in self._pending_close if not close_and_unlink(f, unlink_later)
+        ]
         return deleted
 
-    def _destroy(self, f: IndexFile) -> None:
-        if not self._finish(f):
+    def _destroy(self, f: IndexFile, unlink_later: list[Path] | None = None) -> None:
+        if not close_and_unlink(f, unlink_later):
             self._pending_close.append(f)
-
-    @staticmethod
-    def _finish(f: IndexFile) -> bool:
-        if f.try_close():
-            f.path.unlink(missing_ok=True)
-            return True
-        return False
 
     def flush(self) -> None:
         """Fdatasync files with unflushed writes. Flush thread."""

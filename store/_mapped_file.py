@@ -27,6 +27,7 @@ import structlog
 from rocklet.store._files import (
     ALLOCATING_SUFFIX,
     allocate_file,
+    close_and_unlink,
     install_file,
     offset_name,
     reserve_file,
@@ -527,37 +528,40 @@ class MappedFileQueue:
             keep.append(mf)
         self.files = keep
 
-    def delete_first(self) -> MappedFile:
+    def delete_first(self, unlink_later: list[Path] | None = None) -> MappedFile:
         """Remove the oldest file from the queue and destroy it (maybe deferred).
+
+        Args:
+            unlink_later: Where to put the closed file's path for the caller to unlink
+                once it released the store lock (:func:`~rocklet.store._files.unlink_all`);
+                ``None`` unlinks it now.
 
         Returns:
             The removed file.
         """
         mf = self.files.pop(0)
-        self._destroy(mf)
+        self._destroy(mf, unlink_later)
         return mf
 
-    def _destroy(self, mf: MappedFile) -> None:
-        if mf.try_close():
-            mf.path.unlink(missing_ok=True)
-        else:
-            log.info("destroy deferred: file still has readers", path=str(mf.path))
-            self.pending_destroy.append(mf)
+    def _destroy(self, mf: MappedFile, unlink_later: list[Path] | None = None) -> None:
+        if close_and_unlink(mf, unlink_later):
+            return
+        log.info("destroy deferred: file still has readers", path=str(mf.path))
+        self.pending_destroy.append(mf)
 
-    def retry_destroy(self) -> int:
+    def retry_destroy(self, unlink_later: list[Path] | None = None) -> int:
         """Close and unlink files whose destroy was deferred. Writer thread.
+
+        Args:
+            unlink_later: As for :meth:`delete_first`.
 
         Returns:
             How many are still pending.
         """
-        still = []
-        for mf in self.pending_destroy:
-            if mf.try_close():
-                mf.path.unlink(missing_ok=True)
-            else:
-                still.append(mf)
-        self.pending_destroy = still
-        return len(still)
+        self.pending_destroy = [
+            mf for mf in self.pending_destroy if not close_and_unlink(mf, unlink_later)
+        ]
+        return len(self.pending_destroy)
 
     def flush(self) -> int:
         """Flush every file with unflushed bytes. Flush thread.

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import structlog
 
 from rocklet.protocol.names import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC
 from rocklet.store._consume_queue import ENTRY, ConsumeQueue
+from rocklet.store._files import unlink_all
 from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import clean_logics
 
@@ -93,6 +95,7 @@ def clean_expired_queues(store: MessageStore) -> list[tuple[str, int]]:
         The (topic, queue id) pairs dropped.
     """
     dropped: list[tuple[str, int]] = []
+    unlink_later: list[Path] = []  # index files are big: unlinked once the lock is free
     with store.lock:
         cl_min = store.commitlog.min_offset()
         for key, cq in sorted(store.queues.items()):
@@ -104,7 +107,8 @@ def clean_expired_queues(store: MessageStore) -> list[tuple[str, int]]:
             if 0 < cq.max_physic_offset <= cl_min:
                 _drop(store, key, cq)
                 dropped.append(key)
-        clean_logics(store)
+        clean_logics(store, unlink_later)
+    unlink_all(unlink_later)
     for topic, queue_id in dropped:
         log.info("expired consume queue removed", topic=topic, queue=queue_id, min_offset=cl_min)
     return dropped

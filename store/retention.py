@@ -24,6 +24,7 @@ from typing import NamedTuple
 import structlog
 
 from rocklet.store._dispatch_request import DispatchRequest, check_record
+from rocklet.store._files import unlink_all
 from rocklet.store._time import local_hour
 from rocklet.store.message_store import MessageStore
 
@@ -69,7 +70,7 @@ class RetentionService:
         return u.used / u.total if u.total else 0.0
 
     def run_once(self, *, manual: bool = False) -> int:
-        """One retention pass. Takes the store lock.
+        """One retention pass. Takes the store lock for each step, never while unlinking.
 
         Args:
             manual: Delete expired segments whatever the hour (``mqadmin
@@ -86,27 +87,36 @@ class RetentionService:
         # An unknown usage (-1) reclaims too, as RocketMQ's isSpaceToDelete does.
         space_up = ratio > cfg.disk_max_used_space_ratio or ratio < 0
         reserved_ms = cfg.file_reserved_time_hours * 3_600_000
+        files = self.store.commitlog.files
+        # Files leave their queues under the store lock and are unlinked after it, one
+        # segment per turn: freeing a big file's blocks takes a tenth of a second or
+        # more, which puts and pulls must not wait for, and a forced pass measures
+        # the disk again after each unlink.
+        unlink_later: list[Path] = []
         deleted = 0
+        while (time_up or space_up) and deleted < cfg.delete_files_per_run:
+            with self.store.lock:
+                if len(files.files) <= 1:
+                    break
+                newest_in_first = self._first_time(1)
+                expired = newest_in_first is not None and newest_in_first + reserved_ms <= now
+                if not (expired or self._forced(ratio)):
+                    break
+                log.info(
+                    "deleting commitlog segment",
+                    path=str(files.files[0].path),
+                    expired=expired,
+                    disk_used=f"{ratio:.2f}",
+                )
+                files.delete_first(unlink_later)
+            unlink_all(unlink_later)
+            deleted += 1
+            if not expired:
+                ratio = self._usage_ratio()  # forced: stop once below the ratio
         with self.store.lock:
-            files = self.store.commitlog.files
-            if time_up or space_up:
-                while deleted < cfg.delete_files_per_run and len(files.files) > 1:
-                    newest_in_first = self._first_time(1)
-                    expired = newest_in_first is not None and newest_in_first + reserved_ms <= now
-                    if not (expired or self._forced(ratio)):
-                        break
-                    log.info(
-                        "deleting commitlog segment",
-                        path=str(files.files[0].path),
-                        expired=expired,
-                        disk_used=f"{ratio:.2f}",
-                    )
-                    files.delete_first()
-                    deleted += 1
-                    if not expired:
-                        ratio = self._usage_ratio()  # forced: stop once below the ratio
-            files.retry_destroy()
-            clean_logics(self.store)
+            files.retry_destroy(unlink_later)
+            clean_logics(self.store, unlink_later)
+        unlink_all(unlink_later)
         if deleted:
             self.store.disk.check()  # sends refused for a full disk resume now
         return deleted
@@ -124,13 +134,18 @@ class RetentionService:
         return req.store_timestamp if isinstance(req, DispatchRequest) else None
 
 
-def clean_logics(store: MessageStore) -> None:
+def clean_logics(store: MessageStore, unlink_later: list[Path] | None = None) -> None:
     """Drop consume-queue and index files that only point below the commitlog's min.
 
     Store lock held. Also trims each queue's min offset to its first live entry.
+
+    Args:
+        store: The store.
+        unlink_later: Collects the dropped files' paths for the caller to unlink once
+            it released the lock; ``None`` unlinks them now.
     """
     cl_min = store.commitlog.min_offset()
     for cq in list(store.queues.values()):
-        cq.delete_expired(cl_min)
-        cq.files.retry_destroy()
-    store.index.delete_expired(cl_min)
+        cq.delete_expired(cl_min, unlink_later)
+        cq.files.retry_destroy(unlink_later)
+    store.index.delete_expired(cl_min, unlink_later)
