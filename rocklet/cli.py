@@ -117,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--version",
         action="version",
         version=(
-            f"rocklet {__version__} (Python {platform.python_version()}, {loop_name()}, "
-            f"codecs: {compiled.describe()})"
+            # The binary too: builds of one Python version differ by ~12 % in speed.
+            f"rocklet {__version__} (Python {platform.python_version()} at "
+            f"{Path(sys.executable).resolve()}, {loop_name()}, codecs: {compiled.describe()})"
         ),
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -8,6 +8,7 @@ are not needed here; ``make bench`` runs them.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,10 @@ def test_smoke_run_measures_rocklet_and_the_limits(tmp_path: Path) -> None:
     assert document["profile"] == "smoke"
     assert [run["index"] for run in document["runs"]] == [1]
     run = document["runs"][0]
+    # The record names the interpreter's binary: builds of one version differ in speed.
+    python = document["machine"]["interpreter"]
+    assert python["executable"] == os.path.realpath(sys.executable)
+    assert python["version"] == document["machine"]["python"]
 
     # Every planned case ran, and each one's figures add up.
     keys = {case["key"] for case in document["plan"]}
@@ -84,6 +89,7 @@ def test_smoke_run_measures_rocklet_and_the_limits(tmp_path: Path) -> None:
     assert goals["batch_vs_dd"]["measured"]["median"] > 0
     report = (out / "report.md").read_text()
     assert "## Goals" in report
+    assert f"(`{python['executable']}`, {python['compiler']}, built " in report
     assert "| Rocklet SDK |" in report
     assert (out / "benchmarks.png").read_bytes().startswith(PNG_MAGIC)
     assert (tmp_path / "c.png").read_bytes() == (out / "benchmarks.png").read_bytes()

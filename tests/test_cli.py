@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import platform
 import re
 import signal
 import sys
@@ -96,6 +97,8 @@ async def run_to_end(*args: str) -> tuple[int, str]:
 
 
 BROKER_LISTENING = re.compile(r"broker listening.*port=(\d+)")
+#: What the broker's start line says of the interpreter: its binary, not just a version.
+INTERPRETER = f"interpreter={Path(sys.executable).resolve()}"
 
 
 def send_request(topic: str, body: bytes) -> RemotingCommand:
@@ -120,8 +123,10 @@ async def test_standalone_serves_and_stops_cleanly(tmp_path: Path) -> None:
     )
     try:
         ns_port = int((await wait_for_line(proc, LISTENING)).group(2))
-        port = int((await wait_for_line(proc, BROKER_LISTENING)).group(1))
+        started = await wait_for_line(proc, BROKER_LISTENING)
+        port = int(started.group(1))
         assert (data / "abort").exists()  # running: a crash would be detected
+        assert INTERPRETER in started.string.split()
         async with await open_connection("127.0.0.1", port) as conn:
             answer = await conn.request(send_request("CliTopic", b"hi"), TIMEOUT)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
@@ -184,7 +189,9 @@ async def test_broker_registers_with_a_separate_namesrv(
         "broker", "-c", str(conf), "--listen-port", "0", "--namesrv", f"127.0.0.1:{ns_port}"
     )
     try:
-        await wait_for_line(proc, BROKER_LISTENING)
+        started = await wait_for_line(proc, BROKER_LISTENING)
+        assert f"python={platform.python_version()}" in started.string.split()
+        assert INTERPRETER in started.string.split()
         async with await open_connection("127.0.0.1", ns_port) as ns:
             info = await ns.request(
                 RemotingCommand(code=RequestCode.GET_BROKER_CLUSTER_INFO), TIMEOUT

@@ -100,6 +100,8 @@ def test_version_is_the_installed_distributions(tmp_path: Path) -> None:
     from importlib.metadata import version
 
     assert proc.stdout.startswith(f"rocklet {version('rocklet')} (Python ")
+    # It names the interpreter's binary, not only its version.
+    assert f" at {Path(sys.executable).resolve()}, " in proc.stdout
 
 
 def test_without_uvloop_the_asyncio_loop_runs_the_same_code(tmp_path: Path) -> None:

@@ -59,13 +59,21 @@ def _systems(document: Mapping[str, Any]) -> list[tuple[str, str]]:
     return list(seen.items())
 
 
+def _interpreter(machine: Mapping[str, Any]) -> str:
+    """`` (binary, compiler, build date)``; empty for a record from before it was kept."""
+    found = machine.get("interpreter")
+    if not found:
+        return ""
+    return f" (`{found['executable']}`, {found['compiler']}, built {found['built']})"
+
+
 def _session(document: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
     m = document["machine"]
     loads = ", ".join(f"run {k}: {v:.2f}" for k, v in summary["run_other_cores"].items())
     used = ", ".join(str(i) for i in summary["used_runs"])
     lines = [
         f"- Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB, "
-        f"Linux {m['kernel']}, Python {m['python']}; tree {m['revision']}.",
+        f"Linux {m['kernel']}, Python {m['python']}{_interpreter(m)}; tree {m['revision']}.",
         f"- Command: `{document['command']}` (profile {document['profile']}), "
         f"started {document['runs'][0]['started'] if document['runs'] else '?'}.",
         f"- Other load (median cores used by other processes during the cases): {loads}. "

@@ -31,6 +31,7 @@ from typing import Any, Final
 from rocklet.benchsuite.cases import CPP_DRIVER, CaseError, run_case
 from rocklet.benchsuite.components import COMPONENTS, run_components
 from rocklet.benchsuite.limits import LimitSettings, limit_names, measure_limits
+from rocklet.benchsuite.measure import python_facts
 from rocklet.benchsuite.peers.base import Server
 from rocklet.benchsuite.peers.nats import NatsServer
 from rocklet.benchsuite.peers.rabbitmq import RabbitMqServer
@@ -99,6 +100,7 @@ def machine_facts() -> dict[str, Any]:
         "memory_gib": round(mem_kib / 1024 / 1024, 1),
         "kernel": platform.release(),
         "python": platform.python_version(),
+        "interpreter": python_facts(),
         "revision": _revision(),
         "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
     }

@@ -63,7 +63,10 @@ def test_a_short_producer_comparison_measures_both_systems(tmp_path: Path) -> No
     assert "[1/2] producer16 pair 1: starting rocklet" in proc.stderr
     assert "[2/2] producer16 pair 1: starting rocketmq" in proc.stderr
 
-    runs = json.loads(results.read_text())["runs"]
+    document = json.loads(results.read_text())
+    assert document["python"]["executable"] == os.path.realpath(sys.executable)
+    assert f"run on Python {document['python']['version']} (" in proc.stderr
+    runs = document["runs"]
     assert [r["system"] for r in runs] == ["rocklet", "rocketmq"]
     for r in runs:
         assert r["case"] == "producer16" and r["pair"] == 1

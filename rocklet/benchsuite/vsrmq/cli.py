@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rocklet.benchsuite.measure import python_facts
 from rocklet.benchsuite.vsrmq.results import (
     BACKLOG_PER_SECOND,
     CASES,
@@ -136,6 +137,7 @@ def _document(args: argparse.Namespace, runs: list[Run], java_major: int) -> dic
         "command": ["rocklet", *sys.argv[1:]],
         "rocketmq_home": str(args.rocketmq_home),
         "java_major": java_major,
+        "python": python_facts(),  # Rocklet's side: the broker and the SDK run on it
         "pairs": args.pairs,
         "seconds": args.seconds,
         "backlog": args.backlog,  # None: each case's default (backlog_for)
@@ -170,6 +172,11 @@ def run_vs_rocketmq(args: argparse.Namespace) -> int:
         sys.stderr.write(f"rocklet bench vs-rocketmq: {exc}\n")
         return 2
     say(_BIND_WARNING)
+    python = python_facts()
+    say(
+        "Rocklet's broker and the Python sides of the SDK and C++ cases run on Python "
+        f"{python['version']} ({python['executable']})"
+    )
     plan = Plan(
         release,
         args.cases,
