@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+
+import pytest
 
 from rocklet.store.message_store import MessageStore
 from rocklet.store.results import GetMessageStatus, PutMessageStatus
@@ -81,7 +82,9 @@ def test_segment_with_live_views_is_deleted_later(tmp_path: Path) -> None:
         assert not first.exists()
 
 
-def test_files_are_unlinked_with_the_store_lock_free(tmp_path: Path, monkeypatch: Any) -> None:
+def test_files_are_unlinked_with_the_store_lock_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Puts go on while a deleted file is unlinked: its blocks are freed outside the lock.
 
     Unlinking a big segment whose pages are cached takes a tenth of a second or more on
