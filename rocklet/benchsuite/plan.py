@@ -26,6 +26,7 @@ __all__ = [
     "Profile",
     "System",
     "build_plan",
+    "per_request",
     "select_cases",
 ]
 
@@ -171,8 +172,13 @@ class Case:
     timeout_s: float = CASE_TIMEOUT_S
 
 
+def per_request(size: int) -> int:
+    """How many bodies of ``size`` bytes fit in one request of :data:`REQUEST_BYTES`."""
+    return max(1, REQUEST_BYTES // (size + _OVERHEAD))
+
+
 def _batch(system: System, size: int) -> int:
-    return max(1, min(system.batch, REQUEST_BYTES // (size + _OVERHEAD)))
+    return min(system.batch, per_request(size))
 
 
 def _produce(

@@ -19,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from rocklet.benchsuite.measure import CpuWindow, filler, percentiles, read_stamp, stamped
 from rocklet.benchsuite.peers.base import BenchClient
+from rocklet.benchsuite.plan import per_request
 
 __all__ = ["consume", "end_to_end", "produce"]
 
@@ -237,7 +238,12 @@ async def _wait_briefly(event: asyncio.Event) -> None:
 
 
 async def _paced(
-    client: BenchClient, base: bytes, rate: int, seconds: float, per_message: bool
+    client: BenchClient,
+    base: bytes,
+    rate: int,
+    seconds: float,
+    per_message: bool,
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[int, int, float, float]:
     """Send ``rate`` messages/s for ``seconds``; acknowledgements are not awaited.
 
@@ -246,6 +252,17 @@ async def _paced(
     neither delays the next tick nor hides in the stamps (coordinated omission).
     A tick is a 1 ms sleep, which uvloop's millisecond timers round, so ticks are
     0.2-2 ms apart (~1.4 ms on average); hence the request count in the result.
+    After a stall (a process held off the CPU for a second has thousands due at
+    once) the catch-up goes out in requests of at most :data:`~rocklet.benchsuite.
+    plan.REQUEST_BYTES`: one request of them all would be refused as too large.
+
+    Args:
+        client: Where to send.
+        base: The body, stamped per message.
+        rate: Messages per second.
+        seconds: How long to send.
+        per_message: One request per message.
+        clock: Seconds, monotonic (a test steps it).
 
     Returns:
         Messages sent, requests made, and the monotonic start and end.
@@ -263,22 +280,18 @@ async def _paced(
         pending.add(task)
         task.add_done_callback(finished)
 
+    step = 1 if per_message else per_request(len(base))
     sent = requests = 0
-    began = time.monotonic()
+    began = clock()
     total = int(rate * seconds)
     while sent < total and not failures:
-        due = min(total, int((time.monotonic() - began) * rate) + 1)
-        bodies = [stamped(base, seq) for seq in range(sent, due)]
-        if per_message:
-            for body in bodies:
-                launch([body])
-            requests += len(bodies)
-        elif bodies:
-            launch(bodies)
+        due = min(total, int((clock() - began) * rate) + 1)
+        for first in range(sent, due, step):
+            launch([stamped(base, seq) for seq in range(first, min(due, first + step))])
             requests += 1
         sent = max(sent, due)
         await asyncio.sleep(_TICK_S)
-    ended = time.monotonic()
+    ended = clock()
     if pending:
         await asyncio.wait(pending, timeout=10)
     if failures:
