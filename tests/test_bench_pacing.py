@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from rocklet.benchsuite.measure import filler, read_stamp
+from rocklet.benchsuite.peers.base import Sink
 from rocklet.benchsuite.plan import REQUEST_BYTES, per_request
 from rocklet.benchsuite.workloads import _paced
 
 
 class _Recorder:
-    """A client that keeps every request's bodies (the BenchClient send)."""
+    """A BenchClient that keeps every request's bodies; the pacer only sends."""
 
     def __init__(self) -> None:
         self.requests: list[list[bytes]] = []
 
+    async def open(self, channel: str, *, create: bool) -> None:
+        raise AssertionError("the pacer does not open")
+
     async def send(self, bodies: Sequence[bytes], tag: str | None = None) -> None:
         self.requests.append(list(bodies))
+
+    async def start_consumer(
+        self, sink: Sink, *, from_start: bool, tag: str | None = None, **options: Any
+    ) -> None:
+        raise AssertionError("the pacer does not consume")
+
+    async def close(self) -> None:
+        raise AssertionError("the pacer does not close")
 
 
 def _clock(readings: list[float]) -> Iterator[float]:

@@ -63,6 +63,11 @@ def test_smoke_run_measures_rocklet_and_the_limits(tmp_path: Path) -> None:
     e2e = _case(run, "rocklet/e2e/e2e/1024")
     assert e2e["received"] == e2e["messages"] > 0
     assert 0 < e2e["latency_ms"]["p50"] <= e2e["latency_ms"]["p999"]
+    # The machine's stalls beside it, from the runner's hiccup meter, and the steal.
+    assert set(e2e["hiccups"]) == {"max_ms", "stalls", "stalled_ms", "realtime"}
+    assert e2e["hiccups"]["stalls"] == 0 or e2e["hiccups"]["stalled_ms"] >= e2e["hiccups"]["max_ms"]
+    assert e2e["window_cpu"]["steal_cores"] >= 0.0
+    assert "hiccups" not in produced  # throughput cases run without the meter
     tagged = _case(run, "rocklet/produce/tags/1024")
     only_a = _case(run, "rocklet/consume/tagA/1024")
     assert only_a["messages"] >= tagged["tag_counts"]["TagA"] == only_a["expected"]
@@ -91,6 +96,7 @@ def test_smoke_run_measures_rocklet_and_the_limits(tmp_path: Path) -> None:
     assert "## Goals" in report
     assert f"(`{python['executable']}`, {python['compiler']}, built " in report
     assert "| Rocklet SDK |" in report
+    assert "/s machine stall max ms |" in report
     assert (out / "benchmarks.png").read_bytes().startswith(PNG_MAGIC)
     assert (tmp_path / "c.png").read_bytes() == (out / "benchmarks.png").read_bytes()
     assert list((tmp_path / "work").iterdir()) == []  # data directories removed

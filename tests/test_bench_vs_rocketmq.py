@@ -253,17 +253,20 @@ def test_the_cpp_jobs_are_time_capped_driver_commands() -> None:
     assert QUEUES == 4  # as many as the Java Producer's first-use topic
 
 
-def sdk_run(system: str, pair: int, p50: float, p99: float, cpu_s: float) -> Run:
+def sdk_run(
+    system: str, pair: int, p50: float, p99: float, cpu_s: float, stall_ms: float = 2.5
+) -> Run:
     return Run(
         system, "sdke2e", pair, 4990.0, 75_000, cpu_s, 150.0, 0.5, 0.9,
         client_cpu_s=4.5, wall_s=16.0,
         latency_ms={"count": 75_000, "p50": p50, "p99": p99, "p999": 3 * p99},
+        hiccups={"max_ms": stall_ms, "stalls": 2, "stalled_ms": 2 * stall_ms},
     )  # fmt: skip
 
 
 def test_the_sdk_case_table_shows_percentiles_and_rocketmqs_p99_over_rocklets() -> None:
     runs = [
-        sdk_run("rocklet", 1, 0.5, 1.2, 3.75),  # 50 µs/msg
+        sdk_run("rocklet", 1, 0.5, 1.2, 3.75, stall_ms=312.0),  # 50 µs/msg
         sdk_run("rocketmq", 1, 1.1, 2.4, 7.5),  # 100 µs/msg
         sdk_run("rocketmq", 2, 1.0, 1.8, 6.0),
         sdk_run("rocklet", 2, 0.6, 1.5, 4.5),
@@ -272,7 +275,9 @@ def test_the_sdk_case_table_shows_percentiles_and_rocketmqs_p99_over_rocklets() 
     text = case_markdown("sdke2e", CASES["sdke2e"].title, runs)
     assert "### Rocklet SDK end to end, 5,000 msg/s" in text and "(`sdke2e`)" in text
     assert "| pair | system | p50 ms | p99 ms | p99.9 ms | msg/s | broker CPU µs/msg |" in text
-    assert "| 1 | rocklet | 0.50 | 1.20 | 3.60 | 4,990 | 50.0 | 60.0 | 150 | 0.50→0.90 |" in text
+    assert "| client CPU µs/msg | machine stalls, longest / total ms | peak RSS MiB |" in text
+    row = "| 1 | rocklet | 0.50 | 1.20 | 3.60 | 4,990 | 50.0 | 60.0 | 312.0 / 624.0 | 150 |"
+    assert row in text
     assert "| 1 | rocketmq (3 messages never arrived) | 1.10 | 2.40 | 7.20 |" in text
     assert "| 1 | 2.00 | 2.00 |" in text and "| 2 | 1.20 | 1.33 |" in text
     assert "| median | 1.60 | 1.67 |" in text

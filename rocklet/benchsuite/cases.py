@@ -7,6 +7,7 @@ used meanwhile is measured around them (:class:`~rocklet.benchsuite.measure.CpuW
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from rocklet.benchsuite.measure import CpuWindow
+from rocklet.benchsuite.measure import CpuWindow, HiccupMeter
 from rocklet.benchsuite.peers.rocklet import QUEUES
 from rocklet.benchsuite.plan import Case
 
@@ -214,10 +215,13 @@ def run_case(
     if case.kind == "consume" and case.tag is not None and count == 0:
         raise CaseError("the producer reported no message with this tag")
     argvs = _argv(case, address, server_pgid, count)
-    with CpuWindow(server_pgid) as cpu:
+    hiccups = HiccupMeter() if case.kind == "e2e" else None
+    with CpuWindow(server_pgid) as cpu, hiccups or contextlib.nullcontext():
         outputs = run_children(argvs, home, case.timeout_s)
     parse = parse_cpp_output if case.system == "rocklet-cpp" else worker_result
     result = _merge([parse(out) for out in outputs])
+    if hiccups is not None:
+        result["hiccups"] = hiccups.summary(result.get("began"), result.get("ended"))
     if case.kind == "consume" and count:
         result["expected"] = count
     return result | {"cpu": cpu.as_dict()}

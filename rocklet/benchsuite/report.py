@@ -135,6 +135,7 @@ def _latency_table(document: Mapping[str, Any]) -> list[str]:
             [
                 title,
                 *(_med(e2e.get(p), 2) for p in ("p50", "p99", "p999")),
+                _med(e2e.get("stall_ms"), 1),
                 *(_med(low.get(p), 2) for p in ("p50", "p99")),
                 *(_med(send.get(p), 2) for p in ("p50", "p99")),
             ]
@@ -143,6 +144,7 @@ def _latency_table(document: Mapping[str, Any]) -> list[str]:
     low_rate = next((c["label"] for c in document["plan"] if c["variant"] == "e2e_low"), "")
     fast, slow = rate.split(" ")[0], low_rate.split(" ")[0]
     header = ["system", *(f"{fast}/s {p}" for p in ("p50", "p99", "p99.9"))]
+    header += [f"{fast}/s machine stall max ms"]
     header += [f"{slow}/s {p}" for p in ("p50", "p99")]
     return _table([*header, "send→ack p50", "send→ack p99"], rows)
 

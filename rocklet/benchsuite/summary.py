@@ -50,7 +50,8 @@ def metric(run: Run, key: str, name: str) -> float | None:
     """One figure of a case in one run (None when the case failed).
 
     Names: ``rate`` (msg/s), ``p50``/``p99``/``p999`` (ms), ``server_us``/``client_us``
-    (CPU µs per message) or ``other_cores``.
+    (CPU µs per message), ``other_cores``, or ``stall_ms``: the machine's longest
+    stall within a latency case's window (None where it was not measured).
     """
     result = run["cases"].get(key)
     if not result or not result.get("ok") or not result.get("messages"):
@@ -59,6 +60,9 @@ def metric(run: Run, key: str, name: str) -> float | None:
         return float(result["rate"])
     if name in ("p50", "p99", "p999"):
         value = (result.get("latency_ms") or {}).get(name)
+        return None if value is None else float(value)
+    if name == "stall_ms":
+        value = (result.get("hiccups") or {}).get("max_ms")
         return None if value is None else float(value)
     # The worker's own window when there is one (the C++ driver has only the lifetime).
     cpu = result.get("window_cpu") or result.get("cpu", {})
@@ -155,7 +159,7 @@ def _goals(runs: Sequence[Run], peers: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def _case_stats(runs: Sequence[Run], key: str) -> dict[str, Any]:
-    names = ("rate", "p50", "p99", "p999", "server_us", "client_us", "other_cores")
+    names = ("rate", "p50", "p99", "p999", "server_us", "client_us", "other_cores", "stall_ms")
     found: dict[str, Any] = {n: stat(metric(r, key, n) for r in runs) for n in names}
     errors = [
         str(r["cases"][key].get("error", ""))[:300]

@@ -117,6 +117,7 @@ class _Measured(NamedTuple):
     client_cpu_s: float | None = None  # the C++ and SDK cases: the client process's CPU
     wall_s: float | None = None  # and the span both CPU figures cover
     latency_ms: dict[str, float] | None = None  # the SDK case: send -> listener percentiles
+    hiccups: dict[str, float] | None = None  # and the machine's stalls in its window
 
 
 class _Tool:
@@ -324,6 +325,7 @@ async def _sdk_run(
         window["client_cpu_s"],
         window["wall_s"],
         result["latency_ms"],
+        result.get("hiccups"),
     )
 
 
@@ -384,4 +386,5 @@ async def measure_run(release: RocketMqRelease, system: RunningSystem, spec: Run
         client_cpu_s=got.client_cpu_s,
         wall_s=got.wall_s,
         latency_ms=got.latency_ms,
+        hiccups=got.hiccups,
     )

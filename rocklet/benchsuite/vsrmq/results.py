@@ -161,6 +161,9 @@ class Run:
         wall_s: The length of that span (those cases; None otherwise).
         latency_ms: Send-to-listener percentiles (``p50``, ``p99``, ``p999``) and their
             ``count`` (the SDK case; None otherwise).
+        hiccups: The machine's stalls within that case's window, seen by a thread of
+            the otherwise idle runner that only sleeps (``max_ms``, ``stalls``,
+            ``stalled_ms``; :class:`~rocklet.benchsuite.measure.HiccupMeter`).
     """
 
     system: str
@@ -177,6 +180,7 @@ class Run:
     client_cpu_s: float | None = None
     wall_s: float | None = None
     latency_ms: dict[str, float] | None = None
+    hiccups: dict[str, float] | None = None
 
     @property
     def cpu_us_per_msg(self) -> float | None:
@@ -373,9 +377,16 @@ def _latency_row(r: Run) -> str:
     percentiles = " | ".join(_num(_percentile(r, k), ".2f") for k in ("p50", "p99", "p999"))
     return (
         f"{percentiles} | {_num(r.msgs_per_s, ',.0f')} | {_num(r.cpu_us_per_msg, '.1f')} | "
-        f"{_num(r.client_cpu_us_per_msg, '.1f')} | {r.peak_rss_mib:.0f} | "
-        f"{r.load_before:.2f}→{r.load_after:.2f}"
+        f"{_num(r.client_cpu_us_per_msg, '.1f')} | {_stalls(r.hiccups)} | "
+        f"{r.peak_rss_mib:.0f} | {r.load_before:.2f}→{r.load_after:.2f}"
     )
+
+
+def _stalls(hiccups: dict[str, float] | None) -> str:
+    """Longest / total stall of the machine in ms ("-" when not measured)."""
+    if not hiccups:
+        return "-"
+    return f"{hiccups['max_ms']:.1f} / {hiccups['stalled_ms']:.1f}"
 
 
 def _latency_summary(system: str, rows: Sequence[Run]) -> str:
@@ -390,8 +401,8 @@ def _latency_summary(system: str, rows: Sequence[Run]) -> str:
 
 _LATENCY: Final = _Layout(
     columns="p50 ms | p99 ms | p99.9 ms | msg/s | broker CPU µs/msg | client CPU µs/msg | "
-    "peak RSS MiB | load 1-min",
-    align="---: | ---: | ---: | ---: | ---: | ---: | ---: | ---",
+    "machine stalls, longest / total ms | peak RSS MiB | load 1-min",
+    align="---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---",
     row=_latency_row,
     ratio_heading="RocketMQ ÷ Rocklet, p99",
     ratio=lambda p: p.p99,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from rocklet.benchsuite.cases import run_children, worker_argv, worker_result
+from rocklet.benchsuite.measure import HiccupMeter
 
 __all__ = ["E2E_RATE", "E2E_WARMUP_S", "run_sdk_e2e", "sdk_e2e_job"]
 
@@ -62,7 +63,9 @@ async def run_sdk_e2e(job: dict[str, Any], home: Path) -> dict[str, Any]:
     """Run the job in a worker (in a thread: the event loop stays free).
 
     Returns:
-        The workload's result: ``messages``, ``rate``, ``latency_ms``, ``window_cpu``.
+        The workload's result: ``messages``, ``rate``, ``latency_ms``, ``window_cpu``,
+        and the machine's stalls meanwhile (``hiccups``, a
+        :meth:`~rocklet.benchsuite.measure.HiccupMeter.summary`).
 
     Raises:
         CaseError: The worker failed, printed nothing, or overran its time.
@@ -73,5 +76,7 @@ async def run_sdk_e2e(job: dict[str, Any], home: Path) -> dict[str, Any]:
 def _run_blocking(job: dict[str, Any], home: Path) -> dict[str, Any]:
     home.mkdir(parents=True, exist_ok=True)
     timeout_s = float(job["args"]["seconds"]) + E2E_WARMUP_S + _SLACK_S
-    (output,) = run_children([worker_argv(job)], home, timeout_s)
-    return worker_result(output)
+    with HiccupMeter() as hiccups:
+        (output,) = run_children([worker_argv(job)], home, timeout_s)
+    result = worker_result(output)
+    return result | {"hiccups": hiccups.summary(result.get("began"), result.get("ended"))}
