@@ -26,8 +26,9 @@ Send messages to a topic and print where each one was stored.
 
 Bodies come from --body (sent --count times), else from standard input, one message
 per line. On a terminal without --body, type the lines (Ctrl-D ends), or give --count
-to send generated bodies. A topic that does not exist is created on the first send
-when the broker allows it (autoCreateTopicEnable, on by default).
+to send generated bodies (also sent when standard input is empty, as in a script or
+`docker exec`). A topic that does not exist is created on the first send when the
+broker allows it (autoCreateTopicEnable, on by default).
 
 Examples:
   rocklet produce -t demo --count 10

@@ -1,7 +1,8 @@
 """``rocklet produce``: send messages with the SDK's producer, print each send result.
 
 Bodies come from ``--body`` (``--count`` times), from standard input (a line per
-message), or, on a terminal with ``--count`` and no ``--body``, are generated. Each
+message), or, with ``--count`` and no ``--body``, are generated when standard input is
+a terminal or empty (``docker exec``, ``ssh host cmd``, a script's ``< /dev/null``). Each
 result goes to standard output (text or ``--json``); progress, the summary and errors
 go to standard error.
 """
@@ -14,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Final, TextIO
 
 from rocklet.admin.args import DEFAULT_NAMESRV
@@ -75,8 +76,8 @@ class _Bodies:
                 yield args.body
             return
         if stdin.isatty() and args.count:
-            for i in range(1, args.count + 1):
-                yield f"message {i} of {args.count} from rocklet produce"
+            for body in _generated(args.count):
+                yield body
             return
         if stdin.isatty():
             self._err.write("type one message per line; Ctrl-D ends\n")
@@ -90,6 +91,15 @@ class _Bodies:
             taken += 1
             if args.count and taken >= args.count:
                 return
+        if args.count and not taken and not self.skipped:
+            # An input that ends at once is no input (a script, `docker exec` without
+            # -i): --count then asks for generated bodies, as on a terminal.
+            for body in _generated(args.count):
+                yield body
+
+
+def _generated(count: int) -> Iterator[str]:
+    return (f"message {i} of {count} from rocklet produce" for i in range(1, count + 1))
 
 
 async def run_produce_async(

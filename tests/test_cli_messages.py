@@ -196,6 +196,10 @@ async def test_failures_and_bad_arguments_say_what_to_do(standalone: Standalone)
     run = await rocklet("produce", "-n", ns, "-t", "t", stdin=b"\n\n")
     assert run.code == 1
     assert "standard input had no line to send; skipped 2 empty line(s)" in run.err
+    run = await rocklet("produce", "-n", ns, "-t", "t", "--count", "3", stdin=b"\n")
+    assert run.code == 1 and "skipped 1 empty line(s)" in run.err
+    run = await rocklet("produce", "-n", ns, "-t", "t")  # standard input: /dev/null
+    assert run.code == 1 and "standard input had no line to send" in run.err
 
     for argv, message in [
         (["produce", "-t", "a b"], "contains illegal characters"),
@@ -288,6 +292,23 @@ async def test_on_a_terminal_produce_generates_bodies_or_prompts(standalone: Sta
         "message 2 of 2 from rocklet produce",
         "typed",
     ]
+
+
+async def test_an_empty_standard_input_with_count_sends_generated_bodies(
+    standalone: Standalone,
+) -> None:
+    # `docker exec` without -i, `ssh host cmd` and scripts give /dev/null or an empty pipe.
+    ns = standalone.namesrv
+    for stdin in (None, b""):
+        run = await rocklet("produce", "-n", ns, "-t", "quiet", "--count", "2", stdin=stdin)
+        assert run.code == 0, run.err
+        assert len(run.out.splitlines()) == 2 and "sent 2 message(s)" in run.err
+    piped = await rocklet("produce", "-n", ns, "-t", "quiet", "--count", "1", stdin=b"a\nb\n")
+    assert piped.code == 0 and len(piped.out.splitlines()) == 1, piped.err
+    run = await rocklet("consume", "-n", ns, "-t", "quiet", "--timeout", "0.5")
+    bodies = sorted(ln.split("body=", 1)[1] for ln in run.out.splitlines())
+    one, two = "message 1 of 2 from rocklet produce", "message 2 of 2 from rocklet produce"
+    assert bodies == ["a", one, one, two, two]
 
 
 def test_progress_lines_go_to_stderr_only_when_stdout_is_not_a_terminal() -> None:
