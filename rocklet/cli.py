@@ -12,6 +12,7 @@ import platform
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 import structlog
 
@@ -31,6 +32,7 @@ from rocklet.cluster import add_cluster_parser
 from rocklet.help_text import plain_parser_help
 from rocklet.logging import configure_logging
 from rocklet.message_args import add_consume_parser, add_produce_parser
+from rocklet.port_holders import explain_bind_error
 from rocklet.protocol import compiled
 from rocklet.store.directory import StoreDirectoryError
 from rocklet.store_cmd import add_store_parser
@@ -273,9 +275,27 @@ def _run_namesrv(args: argparse.Namespace) -> int:
     try:
         run_loop(serve_namesrv(config, tls=tls))
     except OSError as exc:
-        _log.error("namesrv cannot start", error=str(exc))
-        return EXIT_START
+        return _cannot_start("namesrv", exc, "--port, or listenPort in its config file")
     return 0
+
+
+#: How to move each server to other ports, for a start that found one taken.
+_PORT_HINTS: Final = {
+    "broker": "listenPort in broker.conf (the broker also binds listenPort-2 for its VIP "
+    "port and listenPort+1 for replication)",
+    "standalone": "--namesrv-port, --listen-port (the broker also binds that port-2 for "
+    "its VIP port and port+1 for replication)",
+}
+
+
+def _cannot_start(command: str, exc: OSError, hint: str) -> int:
+    # A taken port gets one plain line naming its holder; other errors are logged.
+    line = explain_bind_error(exc, hint)
+    if line is None:
+        _log.error(f"{command} cannot start", error=str(exc))
+    else:
+        sys.stderr.write(f"rocklet {command}: {line}\n")
+    return EXIT_START
 
 
 def _run_broker(args: argparse.Namespace) -> int:
@@ -299,8 +319,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         sys.stderr.write(f"rocklet {args.command}: {exc}\n")
         return EXIT_START
     except OSError as exc:
-        _log.error(f"{args.command} cannot start", error=str(exc))
-        return EXIT_START
+        return _cannot_start(args.command, exc, _PORT_HINTS[args.command])
     return 0
 
 

@@ -8,12 +8,16 @@ reported at start with a line a person can act on.
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import signal
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 
+from rocklet.port_holders import explain_bind_error, port_holders
 from rocklet.protocol import ResponseCode
 from rocklet.transport.dial import open_connection
 from tests.readonly import read_only_directory
@@ -123,3 +127,45 @@ async def test_config_typos_and_unimplemented_keys_are_warned_about(tmp_path: Pa
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+@pytest.mark.parametrize("which", ["namesrv", "standalone name server", "standalone broker"])
+async def test_a_taken_port_is_reported_with_its_holder(tmp_path: Path, which: str) -> None:
+    data = tmp_path / "data"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        args = {
+            "namesrv": ("namesrv", "--host", "127.0.0.1", "--port", port),
+            "standalone name server": (*standalone_args(data)[:-3], port, "--listen-port", "0"),
+            "standalone broker": (*standalone_args(data)[:-1], port),
+        }[which]
+        code, out = await run_to_end(*args)
+    assert code == 1, out
+    assert f"127.0.0.1:{port} is already in use by pid {os.getpid()} (" in out, out
+    assert "stop it or choose another port: " in out
+    assert ("--port" if which == "namesrv" else "--namesrv-port, --listen-port") in out
+    assert "Traceback" not in out and "broker listening" not in out
+    if which != "namesrv":  # the store is released: the next start on it serves
+        proc = await spawn(*standalone_args(data))
+        try:
+            await wait_for_line(proc, BROKER_LISTENING)
+            assert await stop(proc) == 0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
+def test_a_bind_error_is_explained_only_when_the_port_is_taken(tmp_path: Path) -> None:
+    taken = OSError(errno.EADDRINUSE, "error while attempting to bind on address ('::1', 7, 0, 0)")
+    # No procfs here: the holder is unknown, the address and the way out are still said.
+    assert explain_bind_error(taken, "--port", proc=tmp_path) == (
+        "[::1]:7 is already in use; stop it or choose another port: --port"
+    )
+    assert port_holders(7, proc=tmp_path) == []
+    bare = OSError(errno.EADDRINUSE, "Address already in use")
+    assert "a port it needs is already in use" in str(explain_bind_error(bare, "--port"))
+    denied = OSError(errno.EACCES, "error while attempting to bind on address ('0.0.0.0', 80)")
+    assert explain_bind_error(denied, "--port") is None
