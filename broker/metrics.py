@@ -20,8 +20,10 @@ class MetricsSink(Protocol):
         """Messages were written to the store."""
         ...
 
-    def on_get(self, group: str, topic: str, count: int, nbytes: int) -> None:
-        """A pull answered with messages."""
+    def on_get(
+        self, group: str, topic: str, queue_id: int, count: int, nbytes: int, read_ms: int
+    ) -> None:
+        """A pull answered with messages, read from the store in ``read_ms`` whole ms."""
         ...
 
     def on_get_miss(self) -> None:
@@ -39,7 +41,9 @@ class NullMetrics:
     def on_put(self, topic: str, count: int, nbytes: int) -> None:
         """Drop the report."""
 
-    def on_get(self, group: str, topic: str, count: int, nbytes: int) -> None:
+    def on_get(
+        self, group: str, topic: str, queue_id: int, count: int, nbytes: int, read_ms: int
+    ) -> None:
         """Drop the report."""
 
     def on_get_miss(self) -> None:

@@ -146,14 +146,18 @@ class BrokerMetrics:
         self._put_msgs.labels(topic).inc(count)
         self._put_bytes.labels(topic).inc(nbytes)
 
-    def on_get(self, group: str, topic: str, count: int, nbytes: int) -> None:
+    def on_get(
+        self, group: str, topic: str, queue_id: int, count: int, nbytes: int, read_ms: int
+    ) -> None:
         """Count messages returned by a pull.
 
         Args:
             group: The pulling consumer group.
             topic: The topic pulled.
+            queue_id: The queue pulled (not a label here: too many series).
             count: Messages returned.
             nbytes: Stored bytes returned.
+            read_ms: The store read's time (not exported here).
         """
         self._get_msgs.labels(topic, group).inc(count)
         self._get_bytes.labels(topic, group).inc(nbytes)

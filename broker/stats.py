@@ -1,7 +1,8 @@
 """Per-key message statistics, as RocketMQ's ``BrokerStatsManager`` keeps them.
 
 Each statistic (``TOPIC_PUT_NUMS``, ``GROUP_GET_NUMS``...) is a set of items keyed by a
-topic, ``topic@group`` or the cluster name. An item is two running totals, ``value``
+topic, ``topic@group``, ``queueId@topic@group`` (``GROUP_GET_LATENCY``) or the cluster
+name. An item is two running totals, ``value``
 (messages or bytes) and ``times`` (how many reports added to it), plus three lists of
 snapshots of those totals: every 10 s (the last 7, about a minute), every 10 min (the
 last 7, about an hour) and every hour (the last 25, about a day). VIEW_BROKER_STATS_DATA
@@ -182,6 +183,7 @@ class BrokerStats:
         # so no ``topic@group`` string is built per report.
         self._put_items: dict[str, tuple[StatsItem, StatsItem]] = {}
         self._get_items: dict[str, dict[str, tuple[StatsItem, StatsItem]]] = {}
+        self._latency_items: dict[tuple[str, str, int], StatsItem] = {}
         self._broker_put = self._item(BROKER_PUT_NUMS, cluster_name)
         self._broker_get = self._item(BROKER_GET_NUMS, cluster_name)
         self._lock = threading.Lock()
@@ -250,6 +252,29 @@ class BrokerStats:
         _report(pair, count, nbytes)
         self._broker_get.value += count
 
+    def get_latency(self, group: str, topic: str, queue_id: int, millis: int) -> None:
+        """A pull of one queue answered with messages (``incGroupGetLatency``).
+
+        Keyed ``queueId@topic@group``, one report per such pull: ``times`` counts the
+        pulls and ``value`` adds ``millis``, the store read's whole milliseconds
+        (RocketMQ's is the time to copy the messages into the answer; both are
+        usually 0). Tools such as RocketMQ's Prometheus exporter read it per queue.
+
+        Args:
+            group: The pulling group.
+            topic: The pulled topic.
+            queue_id: The pulled queue.
+            millis: How long the read took.
+        """
+        key = (topic, group, queue_id)
+        item = self._latency_items.get(key)
+        if item is None:
+            item = self._latency_items[key] = self._item(
+                GROUP_GET_LATENCY, f"{queue_id}@{topic}@{group}"
+            )
+        item.value += millis
+        item.times += 1
+
     def topic_deleted(self, topic: str) -> None:
         """A topic was deleted (``onTopicDeleted``): with :attr:`drop_unused`, forget it.
 
@@ -265,6 +290,7 @@ class BrokerStats:
             self._drop_keys(lambda key: key.startswith(prefix))
             self._put_items.pop(topic, None)
             self._get_items.pop(topic, None)
+            self._drop_latency(lambda key: key[0] == topic)
 
     def group_deleted(self, group: str) -> None:
         """A group was deleted (``onGroupDeleted``): with :attr:`drop_unused`, forget it."""
@@ -275,13 +301,22 @@ class BrokerStats:
             self._drop_keys(lambda key: key.endswith(suffix))
             for by_group in self._get_items.values():
                 by_group.pop(group, None)
+            self._drop_latency(lambda key: key[1] == group)
 
     def _drop_keys(self, matches: Callable[[str], bool]) -> None:
         """Drop the ``topic@group`` items whose key ``matches`` (the caller holds the lock)."""
-        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, GROUP_GET_LATENCY, SNDBCK_PUT_NUMS):
+        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):
             table = self._sets[name]
             for key in [k for k in table if matches(k)]:
                 del table[key]
+
+    def _drop_latency(self, matches: Callable[[tuple[str, str, int]], bool]) -> None:
+        """Drop the ``queueId@topic@group`` items whose (topic, group, queue) ``matches``."""
+        table = self._sets[GROUP_GET_LATENCY]
+        for key in [k for k in self._latency_items if matches(k)]:
+            del self._latency_items[key]
+            topic, group, queue_id = key
+            table.pop(f"{queue_id}@{topic}@{group}", None)
 
     def item(self, name: str, key: str) -> StatsItem | None:
         """The item VIEW_BROKER_STATS_DATA reads, or ``None`` (unknown name or key)."""

@@ -132,13 +132,17 @@ class StatsSink:
         self.broker.put(topic, count, nbytes)
         self._inner.on_put(topic, count, nbytes)
 
-    def on_get(self, group: str, topic: str, count: int, nbytes: int) -> None:
-        """A pull answered with messages."""
-        self.broker.get(group, topic, count, nbytes)
+    def on_get(
+        self, group: str, topic: str, queue_id: int, count: int, nbytes: int, read_ms: int
+    ) -> None:
+        """A pull answered with messages, read from the store in ``read_ms`` whole ms."""
+        broker = self.broker
+        broker.get(group, topic, count, nbytes)
+        broker.get_latency(group, topic, queue_id, read_ms)
         store = self.store
         store.get_found += 1
         store.get_transferred += count
-        self._inner.on_get(group, topic, count, nbytes)
+        self._inner.on_get(group, topic, queue_id, count, nbytes, read_ms)
 
     def on_get_miss(self) -> None:
         """A pull answered without messages (``getMessageTimesTotalMiss``)."""

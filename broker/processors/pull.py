@@ -183,7 +183,10 @@ class PullProcessor:
         flags = h.sys_flag
         if flags & _COMMIT_OFFSET and self._is_master:
             self._offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        clock = self._store.clock
+        started = clock.monotonic_ms()
         result = self._read(h, codes, wanted)
+        read_ms = clock.monotonic_ms() - started
         code = pull_response_code(result.status, h.queue_offset)
         if code == ResponseCode.PULL_NOT_FOUND and flags & _SUSPEND:
             timeout_s = (
@@ -196,13 +199,22 @@ class PullProcessor:
                     h.topic, h.queue_id, h.queue_offset, timeout_s, codes
                 )
             if woken:
+                started = clock.monotonic_ms()
                 result = self._read(h, codes, wanted)
+                read_ms = clock.monotonic_ms() - started
                 code = pull_response_code(result.status, h.queue_offset)
         metrics = self._metrics
         # The null sink ignores the counts: no summing of buffer sizes for it.
         if metrics is not NULL_METRICS:
             if code == ResponseCode.SUCCESS and result.buffers:
-                metrics.on_get(h.consumer_group, h.topic, len(result.buffers), result.total_bytes)
+                metrics.on_get(
+                    h.consumer_group,
+                    h.topic,
+                    h.queue_id,
+                    len(result.buffers),
+                    result.total_bytes,
+                    read_ms,
+                )
             else:
                 metrics.on_get_miss()
         return self._answer(cmd, code, result, group, h.queue_offset)

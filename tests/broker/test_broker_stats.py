@@ -111,6 +111,19 @@ async def test_sends_and_pulls_show_in_every_stats_answer(tmp_path: Path) -> Non
             gets = await view(conn, "GROUP_GET_NUMS", f"{TOPIC}@{GROUP}")
             assert gets.stats_minute.sum == SENT
             assert gets.stats_minute.avgpt == SENT / found
+            # Per queue, as RocketMQ's exporter asks: each queue a pull found messages in.
+            latency = [
+                await ask(
+                    conn,
+                    RequestCode.VIEW_BROKER_STATS_DATA,
+                    statsName="GROUP_GET_LATENCY",
+                    statsKey=f"{queue_id}@{TOPIC}@{GROUP}",
+                )
+                for queue_id in range(16)
+            ]
+            kept = [BrokerStatsData.from_json(a.body) for a in latency if a.code == 0]
+            assert len(kept) == found
+            assert all(k.stats_minute.sum == 0 for k in kept)  # no ms passes on this clock
             broker_puts = await view(conn, "BROKER_PUT_NUMS", "DefaultCluster")
             assert broker_puts.stats_minute.sum == SENT and broker_puts.stats_minute.avgpt == 0.0
             assert (await view(conn, "BROKER_GET_NUMS", "DefaultCluster")).stats_minute.sum == SENT
@@ -311,16 +324,23 @@ def test_dropping_a_topic_or_group_takes_every_item_keyed_by_it() -> None:
         stats.put(topic, 2, 200)
         for group in ("G1", "G10"):
             stats.get(group, topic, 1, 100)
+            stats.get_latency(group, topic, 1, 0)
             stats.send_back(group, topic)
     stats.group_deleted("G1")
     keys = {name: set(stats._sets[name]) for name in stats._sets}
     assert keys["GROUP_GET_NUMS"] == keys["GROUP_GET_SIZE"] == {"T1@G10", "T10@G10"}
     assert keys["SNDBCK_PUT_NUMS"] == {"T1@G10", "T10@G10"}
+    assert keys["GROUP_GET_LATENCY"] == {"1@T1@G10", "1@T10@G10"}
     stats.topic_deleted("T1")
     keys = {name: set(stats._sets[name]) for name in stats._sets}
     assert keys["TOPIC_PUT_NUMS"] == keys["TOPIC_PUT_SIZE"] == {"T10"}
     assert keys["GROUP_GET_NUMS"] == keys["SNDBCK_PUT_NUMS"] == {"T10@G10"}
+    assert keys["GROUP_GET_LATENCY"] == {"1@T10@G10"}
     # Reports after the drop start new items rather than feeding the dropped ones.
+    stats.get_latency("G1", "T10", 1, 7)
+    stats.get_latency("G1", "T10", 1, 2)
+    latency = stats.item("GROUP_GET_LATENCY", "1@T10@G1")
+    assert latency is not None and (latency.times, latency.value) == (2, 9)
     stats.get("G1", "T10", 3, 300)
     stats.put("T1", 5, 500)
     item = stats.item("GROUP_GET_NUMS", "T10@G1")
