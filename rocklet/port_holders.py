@@ -34,7 +34,11 @@ def _listening_inodes(port: int, proc: Path) -> set[str]:
             # sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
             if len(fields) < 10 or fields[3] != _TCP_LISTEN:
                 continue
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+            try:
+                listening = int(fields[1].rsplit(":", 1)[1], 16)
+            except (IndexError, ValueError):  # not procfs's layout: tell nothing, not crash
+                continue
+            if listening == port:
                 inodes.add(fields[9])
     return inodes
 

@@ -169,3 +169,24 @@ def test_a_bind_error_is_explained_only_when_the_port_is_taken(tmp_path: Path) -
     assert "a port it needs is already in use" in str(explain_bind_error(bare, "--port"))
     denied = OSError(errno.EACCES, "error while attempting to bind on address ('0.0.0.0', 80)")
     assert explain_bind_error(denied, "--port") is None
+
+
+def test_port_holders_reads_procfs_layout_and_skips_what_it_cannot_parse(tmp_path: Path) -> None:
+    net = tmp_path / "net"
+    net.mkdir()
+    header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt"
+    (net / "tcp").write_text(
+        f"{header}   uid  timeout inode\n"
+        "   0: 0100007F:0007 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 123\n"
+        "   1: 0100007F:0007 0100007F:9C40 01 00000000:00000000 00:00000000 00000000 0 0 124\n"
+        "   2: garbage\n"
+        "   3: 0100007F:zz 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 125\n"
+    )
+    for pid, target in ((42, "socket:[123]"), (43, "socket:[124]")):
+        fds = tmp_path / str(pid) / "fd"
+        fds.mkdir(parents=True)
+        (fds / "3").symlink_to(target)
+        (tmp_path / str(pid) / "cmdline").write_bytes(b"rocketmq\0namesrv\0")
+    # Only the listening socket's owner; the connected one (state 01) is not a holder.
+    assert port_holders(7, proc=tmp_path) == [(42, "rocketmq namesrv")]
+    assert port_holders(8, proc=tmp_path) == []
