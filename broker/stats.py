@@ -2,14 +2,14 @@
 
 Each statistic (``TOPIC_PUT_NUMS``, ``GROUP_GET_NUMS``...) is a set of items keyed by a
 topic, ``topic@group``, ``queueId@topic@group`` (``GROUP_GET_LATENCY``) or the cluster
-name. An item is two running totals, ``value``
-(messages or bytes) and ``times`` (how many reports added to it), plus three lists of
-snapshots of those totals: every 10 s (the last 7, about a minute), every 10 min (the
-last 7, about an hour) and every hour (the last 25, about a day). VIEW_BROKER_STATS_DATA
-(315) answers, per list, the difference between its newest and oldest snapshot
-(``sum``), that difference per second (``tps``) and per report (``avgpt``);
-``mqadmin statsAll`` prints the minute ``tps`` and the first non-zero of the day, hour
-and minute sums, GET_CONSUME_STATS (208) the minute ``tps`` of ``GROUP_GET_NUMS``.
+name. An item is two running totals, ``value`` (messages, bytes or milliseconds) and
+``times`` (how many reports added to it), plus three lists of snapshots of those totals:
+every 10 s (the last 7, about a minute), every 10 min (the last 7, about an hour) and
+every hour (the last 25, about a day). VIEW_BROKER_STATS_DATA (315) answers, per list,
+the difference between its newest and oldest snapshot (``sum``), that difference per
+second (``tps``) and per report (``avgpt``); ``mqadmin statsAll`` prints the minute
+``tps`` and the first non-zero of the day, hour and minute sums, GET_CONSUME_STATS (208)
+the minute ``tps`` of ``GROUP_GET_NUMS``.
 
 Reports update two integers in an item found with one or two dict lookups; nothing is
 allocated per message. A new item starts its lists with a zero snapshot one interval
