@@ -249,7 +249,13 @@ async def query_msg_by_offset(tool: AdminTool, args: argparse.Namespace) -> Outp
 
 
 def _first(tps: str | None) -> str | None:
-    return None if tps is None else tps.split()[0]
+    """The 10-second rate of a runtime ``*Tps`` value, with mqadmin's two decimals."""
+    if not tps:
+        return None
+    try:
+        return f"{float(tps.split()[0]):.2f}"
+    except ValueError:  # not a number: shown as the broker sent it
+        return tps.split()[0]
 
 
 def _replication(kv: dict[str, str]) -> str | None:
