@@ -34,3 +34,13 @@ def broker(tmp_path: Path) -> Iterator[BrokerThread]:
         yield thread
     finally:
         thread.stop()
+
+
+@pytest.fixture
+def filtering_broker(tmp_path: Path) -> Iterator[BrokerThread]:
+    """A broker with ``enablePropertyFilter=true``: it evaluates SQL92 selectors."""
+    thread = BrokerThread(tmp_path / "store", enable_property_filter=True)
+    try:
+        yield thread
+    finally:
+        thread.stop()

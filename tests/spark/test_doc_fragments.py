@@ -14,7 +14,6 @@ import asyncio
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from rocklet.client.message import Message
 from rocklet.client.producer import Producer
 from tests.spark.support import BrokerThread, pull_all
+from tests.spark.test_pushdown import pushdown_enabled
 
 pytestmark = pytest.mark.spark
 
@@ -109,19 +109,13 @@ def _bodies(df: DataFrame) -> set[bytes]:
     return {bytes(row.body) for row in df.select("body").collect()}
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerThread]:
-    """A broker that evaluates SQL92 selectors, as the document says one must."""
-    thread = BrokerThread(tmp_path / "store", enable_property_filter=True)
-    try:
-        yield thread
-    finally:
-        thread.stop()
-
-
 def test_the_fragments_of_spark_md_run_in_order(
-    spark: SparkSession, broker: BrokerThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession,
+    filtering_broker: BrokerThread,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    broker = filtering_broker  # SQL92 selectors need enablePropertyFilter, as the text says
     queues = {topic: n for topic, (n, _) in TOPICS.items()}
     for topic, n in queues.items():
         broker.set_queues(topic, n)
@@ -150,15 +144,10 @@ def test_the_fragments_of_spark_md_run_in_order(
     assert _bodies(ns["df"]) == paid_or_created
     assert "created" in capsys.readouterr().out
 
-    pushdown = "spark.sql.python.filterPushdown.enabled"
-    before = spark.conf.get(pushdown)
-    assert before is not None
-    try:
+    with pushdown_enabled(spark):  # the fragment turns it on; the session gets it back
         ns = docs.run()
         pushed = bodies(lambda r: r["tags"] in ("created", "paid") and r["queueId"] in (0, 1))
         assert _bodies(ns["orders"]) == pushed
-    finally:
-        spark.conf.set(pushdown, before)
 
     ns = docs.run()
     assert _bodies(ns["eu_orders"]) == bodies(lambda r: r["region"] == "eu" and r["amount"] > 100)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -15,15 +13,6 @@ from tests.spark.support import BrokerThread
 from tests.spark.test_pushdown import messages_pulled, pushdown_enabled
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def filtering_broker(tmp_path: Path) -> Iterator[BrokerThread]:
-    thread = BrokerThread(tmp_path / "store", enable_property_filter=True)
-    try:
-        yield thread
-    finally:
-        thread.stop()
 
 
 def _produce(namesrv: str, topic: str, n: int) -> None:
