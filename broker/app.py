@@ -110,34 +110,40 @@ def _acl() -> ModuleType:
     return service
 
 
-def _claim(root: Path, program: str) -> StoreLock:
+def _claim(root: Path, program: str, commitlog: Path | None) -> StoreLock:
     lock = StoreLock.acquire(root, program)
     try:
         check_writable(root, "the store")
         # Topics, groups and offsets are saved under config/ as they change; a broker
         # that cannot write there would refuse every request that creates one.
         check_writable(root / "config", "where topics, subscription groups and offsets are saved")
+        if commitlog is not None:  # after the probes: a refused start creates nothing
+            lock.lock_commitlog(commitlog)
     except BaseException:
         lock.release()
         raise
     return lock
 
 
-async def claim_store_directory(root: Path, program: str) -> StoreLock:
-    """Lock a store root, then prove it and its ``config`` directory writable.
+async def claim_store_directory(
+    root: Path, program: str, commitlog: Path | None = None
+) -> StoreLock:
+    """Lock a store root and its commitlog, then prove the root and ``config`` writable.
 
     Args:
         root: ``storePathRootDir``.
         program: What holds it, for the message another process will show.
+        commitlog: The commitlog directory (:attr:`BrokerConfig.commit_log_dir`),
+            which ``storePathCommitLog`` may put outside the root.
 
     Returns:
         The held lock (hand it to :meth:`Broker.start`).
 
     Raises:
-        StoreInUseError: Another process has the directory.
+        StoreInUseError: Another process has the root or the commitlog directory.
         StoreDirectoryError: The root or ``config`` cannot be written.
     """
-    return await asyncio.to_thread(_claim, root, program)
+    return await asyncio.to_thread(_claim, root, program, commitlog)
 
 
 class _ArrivalBridge:
@@ -243,7 +249,9 @@ class Broker:
             metrics = _prometheus().BrokerMetrics()
         acl_files = _acl().open_acl_files(config.acl_path) if config.acl_enable else None
         if store_lock is None:
-            store_lock = await claim_store_directory(config.store_path_root_dir, "rocklet broker")
+            store_lock = await claim_store_directory(
+                config.store_path_root_dir, "rocklet broker", config.commit_log_dir
+            )
         holds = PullHoldService()
         bridge = _ArrivalBridge(asyncio.get_running_loop(), holds)
         store = await asyncio.to_thread(

@@ -14,12 +14,13 @@ import re
 from pathlib import Path
 from typing import Final
 
+from rocklet.transport.procfs import holders
+
 __all__ = ["explain_bind_error", "port_holders"]
 
 #: The address in asyncio's and uvloop's bind error: "... on address ('::1', 9876, 0, 0): ...".
 _BIND_ADDRESS: Final = re.compile(r"address \('([^']*)', (\d+)")
 _TCP_LISTEN: Final = "0A"
-_MAX_COMMAND: Final = 160
 
 
 def _listening_inodes(port: int, proc: Path) -> set[str]:
@@ -43,15 +44,6 @@ def _listening_inodes(port: int, proc: Path) -> set[str]:
     return inodes
 
 
-def _command(pid_dir: Path) -> str:
-    try:
-        argv = pid_dir.joinpath("cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-    except OSError:
-        return "?"
-    text = " ".join(arg.decode(errors="replace") for arg in argv)
-    return text if len(text) <= _MAX_COMMAND else text[: _MAX_COMMAND - 3] + "..."
-
-
 def port_holders(port: int, proc: Path = Path("/proc")) -> list[tuple[int, str]]:
     """The processes listening on a TCP port, as far as ``/proc`` tells.
 
@@ -63,18 +55,7 @@ def port_holders(port: int, proc: Path = Path("/proc")) -> list[tuple[int, str]]
         ``(pid, command line)`` of each holder, by pid; empty without procfs or when
         the holders' descriptors cannot be read.
     """
-    sockets = {f"socket:[{inode}]" for inode in _listening_inodes(port, proc)}
-    if not sockets:
-        return []
-    found: list[tuple[int, str]] = []
-    for pid_dir in proc.glob("[0-9]*"):
-        try:
-            links = {str(fd.readlink()) for fd in pid_dir.joinpath("fd").iterdir()}
-        except OSError:  # gone meanwhile, or another user's
-            continue
-        if links & sockets:
-            found.append((int(pid_dir.name), _command(pid_dir)))
-    return sorted(found)
+    return holders({f"socket:[{inode}]" for inode in _listening_inodes(port, proc)}, proc)
 
 
 def explain_bind_error(exc: OSError, hint: str, proc: Path = Path("/proc")) -> str | None:

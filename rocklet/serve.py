@@ -114,7 +114,9 @@ async def serve_standalone(
     """
     raise_fd_limit()
     host = config.listen_host
-    lock = await claim_store_directory(config.store_path_root_dir, "rocklet standalone")
+    lock = await claim_store_directory(
+        config.store_path_root_dir, "rocklet standalone", config.commit_log_dir
+    )
     async with _stop_signal() as stop:
         try:
             # The KV table beside the store, as RocketMQ keeps it under user.home.

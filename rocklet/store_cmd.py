@@ -164,9 +164,9 @@ def run_store(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = 
         return EXIT_USAGE
     lock = None
     try:
-        lock = StoreLock.acquire_shared(root, "rocklet store check")
+        lock = StoreLock.acquire_shared(root, "rocklet store check", config.commitlog_dir)
     except StoreInUseError as exc:
-        in_use = f"rocklet store check: the store {root} is in use by {exc.who}"
+        in_use = f"rocklet store check: {exc.path} is in use by {exc.who}"
         if not args.force:
             err.write(
                 f"{in_use}; stop it first, or ask the running broker with "

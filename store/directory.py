@@ -8,6 +8,12 @@ lock when its holder dies, even on SIGKILL, so a crash never leaves a stale lock
 up; the file itself stays. The holder writes its pid, host, start time and program into
 the file, so the refused process can say who holds the store.
 
+The commitlog may live outside the root (``storePathCommitLog``), where a second broker
+with another root but the same broker.conf would append to it too. So the commitlog
+directory is locked as well: ``flock`` on the directory itself, since a file of ours among
+the segments would break RocketMQ's loader. A directory has no room for the holder's
+details; its holder is found in ``/proc`` instead.
+
 Java's ``FileLock`` is a POSIX record lock, which Linux keeps apart from ``flock``: this
 lock keeps Rocklet processes apart, not a Java broker from a Rocklet one.
 
@@ -28,6 +34,8 @@ import os
 import socket
 from pathlib import Path
 from typing import Final, Self
+
+from rocklet.transport.procfs import holders
 
 __all__ = [
     "LOCK_FILE",
@@ -65,17 +73,23 @@ class StoreInUseError(StoreDirectoryError):
             ``started``, ``program``); empty when it had not written it yet.
     """
 
-    def __init__(self, path: Path, holder: dict[str, str]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        holder: dict[str, str],
+        what: str = "the store",
+        elsewhere: str = _ELSEWHERE,
+    ) -> None:
         self.path = path
         self.holder = holder
         #: Who holds it, for a message: ``pid 12 (rocklet broker started ...)``.
         self.who = _describe(holder)
-        super().__init__(f"the store {path} is in use by {self.who}; stop it or {_ELSEWHERE}")
+        super().__init__(f"{what} {path} is in use by {self.who}; stop it or {elsewhere}")
 
 
 def _describe(holder: dict[str, str]) -> str:
     if "pid" not in holder:
-        return "another process (it has not written its details yet)"
+        return holder.get("program", "another process (it has not written its details yet)")
     who = f"pid {holder['pid']}"
     if holder.get("host") and holder["host"] != socket.gethostname():
         who += f" on {holder['host']}"  # a shared file system: the pid is not ours
@@ -103,6 +117,7 @@ class StoreLock:
     def __init__(self, path: Path, fd: int) -> None:
         self._path = path
         self._fd: int | None = fd
+        self._dir_fds: list[int] = []  # the commitlog directory's, when locked
 
     @property
     def path(self) -> Path:
@@ -110,21 +125,42 @@ class StoreLock:
         return self._path
 
     @classmethod
-    def acquire(cls, root: Path, program: str) -> Self:
+    def acquire(cls, root: Path, program: str, commitlog: Path | None = None) -> Self:
         """Create the store root if needed and take its lock without waiting.
 
         Args:
             root: The store root (``storePathRootDir``).
             program: What holds the lock, for the message another process will show
                 (e.g. ``"rocklet broker"``).
+            commitlog: The commitlog directory, created if needed and locked too.
 
         Returns:
             The held lock.
 
         Raises:
-            StoreInUseError: Another process holds it.
+            StoreInUseError: Another process holds the root or the commitlog directory.
             StoreDirectoryError: The root or the lock file cannot be created or opened.
         """
+        lock = cls._acquire_root(root, program)
+        if commitlog is not None:
+            try:
+                lock.lock_commitlog(commitlog)
+            except BaseException:
+                lock.release()
+                raise
+        return lock
+
+    def lock_commitlog(self, directory: Path) -> None:
+        """Create the commitlog directory if needed and lock it too, without waiting.
+
+        Raises:
+            StoreInUseError: Another process holds it.
+            StoreDirectoryError: It cannot be created or opened.
+        """
+        self._lock_directory(directory, fcntl.LOCK_EX, create=True)
+
+    @classmethod
+    def _acquire_root(cls, root: Path, program: str) -> Self:
         path = root / LOCK_FILE
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -146,7 +182,7 @@ class StoreLock:
         return lock
 
     @classmethod
-    def acquire_shared(cls, root: Path, program: str) -> Self | None:
+    def acquire_shared(cls, root: Path, program: str, commitlog: Path | None = None) -> Self | None:
         """Take the lock shared, for a reader that must not run beside a broker.
 
         ``rocklet store check`` holds it while it reads: a broker started meanwhile
@@ -156,12 +192,14 @@ class StoreLock:
         Args:
             root: The store root.
             program: What holds the lock, for a refused broker's message.
+            commitlog: The commitlog directory, locked shared too when it exists.
 
         Returns:
             The held lock, or None when there is no lock file to lock.
 
         Raises:
-            StoreInUseError: A broker (or another holder) has the store exclusively.
+            StoreInUseError: A broker (or another holder) has the store or its
+                commitlog directory exclusively.
         """
         path = root / LOCK_FILE
         writable = True
@@ -184,7 +222,32 @@ class StoreLock:
         lock = cls(path, fd)
         if writable:
             lock._write_holder(program)
+        if commitlog is not None and commitlog.is_dir():
+            try:
+                lock._lock_directory(commitlog, fcntl.LOCK_SH, create=False)
+            except BaseException:
+                lock.release()
+                raise
         return lock
+
+    def _lock_directory(self, directory: Path, mode: int, *, create: bool) -> None:
+        try:
+            if create:
+                directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise StoreDirectoryError(_cannot_write(directory, "the commitlog", exc)) from None
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreInUseError(
+                directory,
+                _directory_holder(directory),
+                "the commitlog directory",
+                "choose another one (storePathCommitLog)",
+            ) from None
+        self._dir_fds.append(fd)
 
     def _write_holder(self, program: str) -> None:
         # Wall-clock time on purpose: a person reads it next to `ps` output.
@@ -207,6 +270,9 @@ class StoreLock:
         The file is not removed: a process waiting on the old file would lock a file
         nobody else sees, and two processes would hold "the" lock.
         """
+        for dir_fd in self._dir_fds:
+            os.close(dir_fd)
+        self._dir_fds.clear()
         fd, self._fd = self._fd, None
         if fd is None:
             return
@@ -221,6 +287,15 @@ class StoreLock:
     def __exit__(self, *exc: object) -> None:
         """Release the lock."""
         self.release()
+
+
+def _directory_holder(directory: Path) -> dict[str, str]:
+    """Who has ``directory`` open besides us, in the holder-details form."""
+    others = [(pid, cmd) for pid, cmd in holders({str(directory.resolve())}) if pid != os.getpid()]
+    if not others:
+        return {"program": "another process"}
+    pid, command = others[0]
+    return {"pid": str(pid), "program": command}
 
 
 def _cannot_write(directory: Path, purpose: str, exc: OSError) -> str:

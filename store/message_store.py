@@ -134,7 +134,7 @@ class MessageStore:
             StoreDirectoryError: The store root cannot be created or locked.
         """
         if dir_lock is None:
-            dir_lock = StoreLock.acquire(config.store_path, "rocklet store")
+            dir_lock = StoreLock.acquire(config.store_path, "rocklet store", config.commitlog_dir)
         try:
             store = cls(config, listener, clock or SystemClock())
             store._dir_lock = dir_lock

@@ -71,6 +71,35 @@ async def test_a_second_process_on_a_live_store_is_refused(tmp_path: Path) -> No
             await first.wait()
 
 
+async def test_a_second_broker_on_the_same_commitlog_is_refused(tmp_path: Path) -> None:
+    """storePathCommitLog outside the root: another root must not append to it too."""
+    commitlog = tmp_path / "fast" / "commitlog"
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={tmp_path / 'root'}\nstorePathCommitLog={commitlog}\n")
+    first = await spawn("standalone", "-c", str(conf), "--namesrv-port", "0", "--listen-port", "0")
+    try:
+        await wait_for_line(first, BROKER_LISTENING)
+        other = tmp_path / "other"
+        code, out = await run_to_end("standalone", "-c", str(conf), *standalone_args(other)[1:])
+
+        assert code == 1, out
+        assert f"the commitlog directory {commitlog} is in use by pid {first.pid} (" in out, out
+        assert "stop it or choose another one (storePathCommitLog)" in out
+        assert "store recovered" not in out and "listening" not in out
+        assert not (other / "abort").exists()
+        assert await stop(first) == 0
+        # Stopped, it lets go: the same command now starts.
+        second = await spawn("standalone", "-c", str(conf), *standalone_args(other)[1:])
+        try:
+            await wait_for_line(second, BROKER_LISTENING)
+        finally:
+            assert await stop(second) == 0
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+
+
 @pytest.mark.parametrize("where", ["store", "config"])
 async def test_an_unwritable_directory_stops_the_start(tmp_path: Path, where: str) -> None:
     data = tmp_path / "data"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -102,3 +103,25 @@ def test_a_shared_lock_keeps_a_broker_out_and_names_the_check(tmp_path: Path) ->
     with StoreLock.acquire(tmp_path, "rocklet broker"), pytest.raises(StoreInUseError):
         StoreLock.acquire_shared(tmp_path, "rocklet store check")
     assert StoreLock.acquire_shared(tmp_path / "no-lock-file", "rocklet store check") is None
+
+
+def test_a_commitlog_outside_the_root_is_locked_too(tmp_path: Path) -> None:
+    commitlog = tmp_path / "shared" / "commitlog"
+    first = dataclasses.replace(small(tmp_path / "a"), commitlog_path=commitlog)
+    second = dataclasses.replace(small(tmp_path / "b"), commitlog_path=commitlog)
+    with MessageStore.open(first) as store:
+        assert store.put_message(message(b"one")).ok
+        with pytest.raises(StoreInUseError) as refused:
+            MessageStore.open(second)
+        assert refused.value.path == commitlog
+        assert str(refused.value).startswith(f"the commitlog directory {commitlog} is in use by ")
+        assert not (tmp_path / "b" / "abort").exists()  # refused before any recovery
+        # A check of the other root (shared) is refused while the store writes.
+        with pytest.raises(StoreInUseError):
+            StoreLock.acquire_shared(tmp_path / "a", "rocklet store check", commitlog)
+    with MessageStore.open(second) as reopened:  # released with the first store
+        assert reopened.put_message(message(b"two")).ok
+    check = StoreLock.acquire_shared(tmp_path / "b", "rocklet store check", commitlog)
+    assert check is not None
+    with check, pytest.raises(StoreInUseError):
+        MessageStore.open(first)
