@@ -28,6 +28,12 @@ from rocklet.store._dispatch_request import DispatchRequest, record_mismatch
 __all__ = ["QueueFiles", "check_queues"]
 
 _AREA: Final = "consumequeue"
+#: Segments a clean start scans for records without entries (``recoverNormally``'s 3).
+_SCANNED_SEGMENTS: Final = 3
+_REBUILD_ALL: Final = (
+    "a start does not rebuild them: stop the broker, delete consumequeue/ and start it "
+    "(every queue is rebuilt from the commitlog, at the same offsets)"
+)
 #: Crash recovery re-checks a queue's last files (``ConsumeQueue.recover``).
 _RECOVERED_FILES: Final = 3
 
@@ -61,7 +67,9 @@ class QueueFiles:
         self._maps = maps
         self._file_size = ctx.config.consume_queue_file_size_bytes
         self.queues: dict[tuple[str, int], _Queue] = {}
-        self._missing: set[tuple[str, int]] = set()
+        # Per queue, records with no entry: why, the first (commitlog offset, queue
+        # offset) and the last commitlog offset; reported once the walk is over.
+        self._unindexed: dict[tuple[str, int], tuple[str, int, int, int]] = {}
         self._list()
 
     def _list(self) -> None:
@@ -114,25 +122,22 @@ class QueueFiles:
         key = (req.topic, req.queue_id)
         queue = self.queues.get(key)
         if queue is None:
-            if key not in self._missing:
-                self._missing.add(key)
-                path = ctx.root / _AREA / req.topic / str(req.queue_id)
-                message = "missing, while the commitlog holds its records (rebuilt at start)"
-                ctx.add(ctx.repairable(), _AREA, path, req.queue_offset, message)
+            self._no_entry(key, req, "missing")
             return
         byte = req.queue_offset * ENTRY_SIZE
         where = queue.locate(byte, self._file_size)
         if where is None:
-            if byte >= queue.first_byte:
-                self._no_entry(queue, req)
-            return  # before the first file: retention removed the entry
+            # Retention deletes a queue file only once every record it points at is
+            # gone, so a live record before the first file means files were lost.
+            self._no_entry(key, req, "lost" if byte < queue.first_byte else "behind")
+            return
         path, pos = where
         mapped = self._maps.get(path)
         if mapped is None:
             return
         entry = ENTRY.unpack_from(mapped[1], pos)
         if entry == (0, 0, 0):
-            self._no_entry(queue, req)
+            self._no_entry(key, req, "behind")
         elif entry != (req.commitlog_offset, req.size, req.tags_code):
             severity = ctx.repairable() if queue.recovered(byte, self._file_size) else PROBLEM
             phy, size, tags = entry
@@ -145,18 +150,50 @@ class QueueFiles:
                 f"{req.commitlog_offset}, {req.size} bytes, tags code {req.tags_code}",
             )
 
-    def _no_entry(self, queue: _Queue, req: DispatchRequest) -> None:
-        ctx = self._ctx
-        ctx.count("records_without_entry")
-        if ctx.counts["records_without_entry"] == 1:  # one finding per store is enough
-            ctx.add(
-                ctx.repairable(),
-                _AREA,
-                queue.directory,
+    def _no_entry(self, key: tuple[str, int], req: DispatchRequest, why: str) -> None:
+        self._ctx.count("records_without_entry")
+        seen = self._unindexed.get(key)
+        if seen is None:
+            self._unindexed[key] = (
+                why,
+                req.commitlog_offset,
                 req.queue_offset,
-                f"no entry for the record at {req.commitlog_offset}: the queue ends before "
-                "the commitlog's records of it (rebuilt at start)",
+                req.commitlog_offset,
             )
+        else:
+            self._unindexed[key] = (*seen[:3], req.commitlog_offset)
+
+    def report_unindexed(self) -> None:
+        """One finding per queue whose records the walk found without entries.
+
+        A start re-dispatches a queue that is missing, or that ends before its
+        records, when it meets one of those records in the segments it scans (the
+        newest three after a clean stop; fewer, from the checkpoint, after a crash).
+        Anything else it leaves unreadable, and the finding says how to rebuild.
+        """
+        ctx = self._ctx
+        segments = sorted(ctx.segments)
+        scanned = segments[-1 if ctx.crashed else -_SCANNED_SEGMENTS :] or [0]
+        for key, (why, first_at, first_offset, last_at) in sorted(self._unindexed.items()):
+            topic, queue_id = key
+            directory = ctx.root / _AREA / topic / str(queue_id)
+            rebuilt = why != "lost" and last_at >= scanned[0]
+            if why == "missing":
+                text = f"missing, while the commitlog holds its records (from {first_at})"
+            elif why == "lost":
+                first = self.queues[key].first_byte // ENTRY_SIZE
+                text = (
+                    f"its files start at entry {first}, but the commitlog still holds the "
+                    f"record of offset {first_offset} (at {first_at}): files before were lost"
+                )
+            else:
+                text = (
+                    f"no entry for the record at {first_at} and after: the queue ends before "
+                    "the commitlog's records of it"
+                )
+            severity = ctx.repairable() if rebuilt else PROBLEM
+            text += " (rebuilt at start)" if rebuilt else f"; {_REBUILD_ALL}"
+            ctx.add(severity, _AREA, directory, first_offset, text)
 
 
 def check_queues(
@@ -171,6 +208,7 @@ def check_queues(
         log_maps: Read-only maps of commitlog segments (never the same cache: a file
             being walked must not be unmapped by a lookup in the other kind).
     """
+    files.report_unindexed()
     for key, queue in files.queues.items():
         ctx.count("queues")
         end = None if ctx.live is None else ctx.live.queue_ends.get(key, 0)

@@ -178,6 +178,9 @@ class QueueCrossCheck:
         self.first_bad: dict[tuple[str, int], int] = {}
         #: Commitlog offset of the first record whose queue has no files at all.
         self.queue_missing_from: int | None = None
+        #: Per queue, the first record of the run of records with no entry that the
+        #: scan ends in, as (commitlog offset, queue offset): where the queue ends.
+        self.unindexed: dict[tuple[str, int], tuple[int, int]] = {}
         # Per queue, the file of the last entry read: (first byte, end byte, view).
         self._files: dict[tuple[str, int], tuple[int, int, memoryview]] = {}
 
@@ -196,11 +199,19 @@ class QueueCrossCheck:
                 return
             mf = cq.files.find(byte)  # before recovery every loaded byte reads
             if mf is None:
-                return  # not written yet: the re-dispatch writes it
+                # Past the queue's files (before them, the files were lost: only the
+                # store check can tell that from retention).
+                if byte >= cq.files.max_offset():
+                    self.unindexed.setdefault(key, (req.commitlog_offset, req.queue_offset))
+                return
             lo, hi, view = mf.from_offset, mf.end_offset, mf.view
             self._files[key] = (lo, hi, view)
         entry = ENTRY.unpack_from(view, byte - lo)
-        if entry != (req.commitlog_offset, req.size, req.tags_code) and entry != (0, 0, 0):
+        if entry == (0, 0, 0):  # not written (or a blank: recovery tells them apart)
+            self.unindexed.setdefault(key, (req.commitlog_offset, req.queue_offset))
+            return
+        self.unindexed.pop(key, None)  # an entry follows: the run did not end the queue
+        if entry != (req.commitlog_offset, req.size, req.tags_code):
             bad = self.first_bad.get(key, req.queue_offset)
             self.first_bad[key] = min(bad, req.queue_offset)
 
@@ -356,18 +367,51 @@ def recover_consume_queues(
     """
     cross.forget_files()  # recovery may now close consume-queue files
     truncated = dropped = 0
-    rebuild_from = end if cross.queue_missing_from is None else cross.queue_missing_from
+    cl_min = commitlog.min_offset()
+    rebuild_from = end
+    if cross.queue_missing_from is not None:
+        # A queue's directory is gone: its records may lie in any segment, not only in
+        # the scanned ones, so all of them are dispatched again (the others skip).
+        log.warning(
+            "consume queue missing; re-dispatching every segment",
+            first_record_at=cross.queue_missing_from,
+        )
+        rebuild_from = cl_min
     for cq in queues:
-        first_bad = cross.first_bad.get((cq.topic, cq.queue_id))
+        key = (cq.topic, cq.queue_id)
+        first_bad = cross.first_bad.get(key)
         validate = _validator(commitlog, cq, end, 1 << 62 if first_bad is None else first_bad)
         lost = cq.recover(validate, first_bad)
-        cq.correct_min_offset(commitlog.min_offset())
+        cq.correct_min_offset(cl_min)
         if lost:
             log.warning("consume queue rebuilt", topic=cq.topic, queue=cq.queue_id, dropped=lost)
             truncated += 1
             dropped += lost
-            rebuild_from = min(rebuild_from, max(cq.max_physic_offset, commitlog.min_offset()))
+            rebuild_from = min(rebuild_from, max(cq.max_physic_offset, cl_min))
+        if key in cross.unindexed:
+            rebuild_from = min(rebuild_from, _queue_rebuild_from(cq, *cross.unindexed[key], cl_min))
     return truncated, dropped, rebuild_from
+
+
+def _queue_rebuild_from(cq: ConsumeQueue, record_at: int, queue_offset: int, cl_min: int) -> int:
+    """Where a queue's re-dispatch starts when the scan ended in records it has no entry of.
+
+    After a crash that is the flush lag (the re-dispatch from the scan's start covers
+    it); after a clean stop, or when files at the queue's end were lost, it is not.
+    The run starts right at the queue's end: from its first record. It starts further
+    on: the records in between lie before the scan, somewhere after the queue's last
+    entry.
+    """
+    if queue_offset <= cq.max_offset():
+        return record_at
+    log.warning(
+        "consume queue ends before the commitlog's records of it; rebuilding",
+        topic=cq.topic,
+        queue=cq.queue_id,
+        ends_at=cq.max_offset(),
+        next_record=queue_offset,
+    )
+    return max(cq.max_physic_offset, cl_min)
 
 
 def recover_index(index: IndexService, commitlog: CommitLog, end: int) -> tuple[int, int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,49 @@ def test_consume_queue_entries_are_checked_both_ways(tmp_path: Path) -> None:
         "the entry says 7 bytes; the record there is queue 0 offset 4 of "
         f"{puts[8].wrote_bytes} bytes"
     )
+
+
+def _lose(root: Path, case: str) -> None:
+    queue = root / "consumequeue" / "T" / "1"
+    files = sorted(queue.iterdir())
+    if case == "queue":
+        for path in files:
+            path.unlink()
+        queue.rmdir()
+    elif case == "first file":
+        files[0].unlink()
+    else:  # "last files"
+        for path in files[-2:]:
+            path.unlink()
+
+
+@pytest.mark.parametrize(
+    ("case", "rebuilt", "text"),
+    [
+        ("queue", True, "missing, while the commitlog holds its records (from "),
+        ("last files", True, "the queue ends before the commitlog's records of it"),
+        ("first file", False, "its files start at entry 16, but the commitlog still holds"),
+    ],
+)
+def test_records_without_entries_say_whether_a_start_rebuilds_them(
+    tmp_path: Path, case: str, rebuilt: bool, text: str
+) -> None:
+    _fill(tmp_path, 600)  # 11 segments: the first queue files' records are not scanned
+    _lose(tmp_path, case)
+    (finding,) = _check(tmp_path).problems
+    assert (finding.area, finding.path) == ("consumequeue", "consumequeue/T/1")
+    assert text in finding.message
+    assert finding.message.endswith(" (rebuilt at start)") == rebuilt
+    assert ("delete consumequeue/ and start it" in finding.message) == (not rebuilt)
+    # What the finding says is what a start does, and the advice works.
+    with MessageStore.open(small_config(tmp_path)) as store:
+        served = store.max_offset("T", 1) - store.min_offset("T", 1)
+    assert (served == 300) == rebuilt
+    if not rebuilt:
+        shutil.rmtree(tmp_path / "consumequeue")
+        with MessageStore.open(small_config(tmp_path)) as store:
+            assert (store.min_offset("T", 1), store.max_offset("T", 1)) == (0, 300)
+    assert _check(tmp_path).problems == []
 
 
 def test_what_crash_recovery_repairs_is_a_warning_after_a_crash(tmp_path: Path) -> None:

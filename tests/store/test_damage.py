@@ -330,6 +330,37 @@ def test_a_queue_deleted_after_a_clean_stop_is_rebuilt(tmp_path: Path) -> None:
     assert check_store(tmp_path, SEG, 16, 32, 40).errors == []
 
 
+def test_a_queue_deleted_is_rebuilt_from_segments_a_clean_start_does_not_scan(
+    tmp_path: Path,
+) -> None:
+    # 11 segments: a clean start scans the last 3, and the queue's first records are
+    # in the first ones. Every segment is dispatched again, not just the scanned ones.
+    _fill(tmp_path, 600)
+    assert len(_segments(tmp_path)) > 3
+    shutil.rmtree(tmp_path / "consumequeue" / "T" / "1")
+    with MessageStore.open(small_config(tmp_path)) as store:
+        assert store.recovery_report.clean
+        assert store.min_offset("T", 1) == 0
+        assert _seqs(store) == set(range(600))
+        assert len(store.query_by_key("T", "k-5", 10)) == 1  # the index skips replays
+    assert check_store(tmp_path, SEG, 16, 32, 40).errors == []
+
+
+@pytest.mark.parametrize("lost", [1, 3])
+def test_consume_queue_files_lost_at_the_end_are_rebuilt(tmp_path: Path, lost: int) -> None:
+    # The newest files of one queue are gone: the queue ends before its records, and a
+    # clean start re-dispatches from its last entry (not from the other queue's end).
+    _fill(tmp_path, 600)
+    files = sorted((tmp_path / "consumequeue" / "T" / "0").iterdir())
+    for path in files[-lost:]:
+        path.unlink()
+    with MessageStore.open(small_config(tmp_path)) as store:
+        assert store.recovery_report.clean
+        assert store.max_offset("T", 0) == 300
+        assert _seqs(store) == set(range(600))
+    assert check_store(tmp_path, SEG, 16, 32, 40).errors == []
+
+
 def test_a_segment_allocated_ahead_by_rocketmq_is_not_damage(tmp_path: Path) -> None:
     # RocketMQ creates the next segment before it is needed; after kill -9 it is still
     # there, all zeros, behind a segment that ends in zeros without a blank. That is
