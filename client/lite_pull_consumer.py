@@ -4,16 +4,23 @@
 rebalance, as a push consumer does) or :meth:`~LitePullConsumer.assign` queues
 yourself, then start it (``async with`` starts it and shuts it down on exit) and
 ``await poll()``. One task per queue long-polls into a ProcessQueue
-(at most ``max_cached_messages``); ``poll`` returns what is ready. ``seek`` moves a
-queue; ``commit`` stores the position after the last polled message of each queue
+(at most ``max_cached_messages``); ``poll`` returns what is ready, at most
+``max_poll_messages`` (the rest of a prefetched batch waits for the next poll). ``seek``
+moves a queue; ``commit`` stores the position after the last polled message of each queue
 (sync); with ``auto_commit`` that happens every ``auto_commit_interval_s`` during
 ``poll`` and at shutdown.
+
+Starting asks the brokers about SQL92 selectors (as the push consumer does) and fails
+on a refusal. A refusal met later by the prefetch (the broker reconfigured, or a topic
+created after the start) is reported once per queue, to ``on_error`` or the next
+``poll``, and the pull is retried, so the queue recovers once the broker takes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, NamedTuple
@@ -36,6 +43,7 @@ from rocklet.client.pull_api import PullStatus, pull_request, read_pull_response
 from rocklet.client.pull_base import PullConsumerBase
 from rocklet.client.rebalance import ConsumeFrom, Rebalancer, subscription
 from rocklet.client.selector import MessageSelector, as_selector
+from rocklet.client.selector_check import check_selectors, is_selector_refusal
 from rocklet.client.tls import TlsOption
 from rocklet.client.trace import ConsumeTracer, check_trace_topic, new_dispatcher
 from rocklet.client.trace_dispatch import TraceDispatcher
@@ -102,7 +110,8 @@ class LitePullConsumer(PullConsumerBase):
         consume_from: Start of a queue with no committed offset: ``"last"``,
             ``"first"`` or a store timestamp (ms). Default: ``"last"``.
         pull_batch_size: Most messages per prefetch pull. Default: 32.
-        max_poll_messages: Most messages one :meth:`poll` returns. Default: 1024.
+        max_poll_messages: Most messages one :meth:`poll` returns (at least 1); the
+            rest of a prefetched batch is kept for the next poll. Default: 1024.
         max_cached_messages: Per-queue prefetch limit. Default: 1000.
         auto_commit: Commit polled positions every ``auto_commit_interval_s`` and at
             shutdown. Default: True.
@@ -110,8 +119,10 @@ class LitePullConsumer(PullConsumerBase):
         allocate: Allocation strategy for :meth:`subscribe`. Default: ``"averagely"``.
         rebalance_interval_s: Rebalance period for :meth:`subscribe`. Default: 20.0.
         instance_name: Client instance name. Default: ``"DEFAULT"``.
-        on_error: Called with unexpected background failures; without it they are
-            raised by the next :meth:`poll`. Default: None.
+        on_error: Called with unexpected background failures, and with a broker's
+            refusal of a subscription met by the prefetch (once per queue until a pull
+            of it succeeds again); without it they are raised by the next
+            :meth:`poll`. Default: None.
         instance: Use this client instance instead of the shared one.
         tls: TLS to name servers and brokers: ``True`` (verified against the
             system's CAs) or an :class:`ssl.SSLContext`
@@ -124,7 +135,8 @@ class LitePullConsumer(PullConsumerBase):
         trace_topic: Where traces go. Default: ``RMQ_SYS_TRACE_TOPIC``.
 
     Raises:
-        ValueError: A bad group, allocation strategy or trace topic.
+        ValueError: A bad group, allocation strategy, trace topic or
+            ``max_poll_messages`` (below 1).
     """
 
     def __init__(
@@ -152,6 +164,8 @@ class LitePullConsumer(PullConsumerBase):
         check_trace_topic(trace_topic)
         if isinstance(allocate, str) and allocate not in STRATEGIES:
             raise ValueError(f"unknown allocation strategy {allocate!r}")
+        if max_poll_messages < 1:
+            raise ValueError(f"max_poll_messages must be at least 1, not {max_poll_messages}")
         self._pull_batch = pull_batch_size
         self._max_poll = max_poll_messages
         self._max_cached = max_cached_messages
@@ -164,7 +178,13 @@ class LitePullConsumer(PullConsumerBase):
         self._subscriptions: dict[str, SubscriptionData] = {}
         self._assigned: list[MessageQueue] | None = None
         self._feeds: dict[MessageQueue, _QueueFeed] = {}
-        self._ready: asyncio.Queue[_Ready] = asyncio.Queue()
+        # Prefetched batches in arrival order; poll() puts the rest of a batch it could
+        # not return whole back in front, so a queue's messages stay in order.
+        self._ready: deque[_Ready] = deque()
+        self._ready_added = asyncio.Event()
+        # Queue -> response code of the selector refusal last reported for it, so a
+        # refusal that repeats on every retry reaches on_error once, not every 3 s.
+        self._refused: dict[MessageQueue, int] = {}
         self._rebalancer: Rebalancer | None = None
         self._background = BackgroundTasks(f"rocklet-{group}", on_error, transient=TRANSIENT_ERRORS)
         self._rebalance_wanted = asyncio.Event()
@@ -225,6 +245,9 @@ class LitePullConsumer(PullConsumerBase):
         Raises:
             ClientStateError: Nothing assigned or subscribed, or shut down before.
             NotANameServerError: ``namesrv`` is a broker's address.
+            BrokerError: A broker refused an SQL92 subscription (SYSTEM_ERROR when it
+                runs without ``enablePropertyFilter``, SUBSCRIPTION_PARSE_FAILED when
+                the selector does not compile).
         """
         if self._status is ConsumerStatus.RUNNING:
             return
@@ -267,6 +290,9 @@ class LitePullConsumer(PullConsumerBase):
                 await instance.topic_route(topic)
             except (TransportError, BrokerError) as exc:
                 _log.warning("no route yet", group=self.group, topic=topic, error=str(exc))
+        # Java's checkClientInBroker, as the push consumer does: a refused selector
+        # fails the start instead of prefetching nothing for ever.
+        await check_selectors(instance, self.group, self._subscriptions.values())
         if self._assigned is not None:
             # Assigned queues start now; a failure to find a start offset is raised.
             for mq in self._assigned:
@@ -340,7 +366,10 @@ class LitePullConsumer(PullConsumerBase):
 
         Raises:
             ClientStateError: The consumer is not running.
-            BaseException: A background failure not handed to ``on_error``.
+            BaseException: A background failure not handed to ``on_error``, such as a
+                broker's refusal of the subscription met by the prefetch
+                (:class:`~rocklet.client.errors.BrokerError`: SYSTEM_ERROR from a broker
+                without property filtering, SUBSCRIPTION_PARSE_FAILED).
         """
         self.instance  # noqa: B018 - raises when not running
         self._background.check_errors()
@@ -351,26 +380,39 @@ class LitePullConsumer(PullConsumerBase):
             except (TransportError, BrokerError, NoRouteError) as exc:
                 _log.warning("auto-commit failed", group=self.group, error=str(exc))
         out: list[MessageExt] = []
-        try:
-            first = await asyncio.wait_for(self._ready.get(), timeout_ms / 1000)
-        except TimeoutError:
-            return out
-        self._take(first, out)
-        while len(out) < self._max_poll and not self._ready.empty():
-            self._take(self._ready.get_nowait(), out)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        ready = self._ready
+        while not out:
+            if not ready:
+                self._ready_added.clear()
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        await self._ready_added.wait()
+                except TimeoutError:
+                    return out
+            while ready and len(out) < self._max_poll:
+                self._take(ready.popleft(), out)
         return out
 
     def _take(self, ready: _Ready, out: list[MessageExt]) -> None:
         feed = self._feeds.get(ready.mq)
         if feed is None or feed.pq is not ready.pq or ready.pq.dropped:
             return  # the queue was sought, reassigned or dropped since the prefetch
-        offset = ready.pq.remove(ready.msgs)
+        msgs = ready.msgs
+        room = self._max_poll - len(out)
+        if len(msgs) > room:
+            # Only the head is returned; the rest stays cached (and ahead of the queue's
+            # later batches) for the next poll, so the consumed offset below stops at it.
+            self._ready.appendleft(_Ready(ready.mq, ready.pq, msgs[room:]))
+            msgs = msgs[:room]
+        offset = ready.pq.remove(msgs)
         if offset >= 0:
             feed.consumed = offset
             if self._auto_commit and self._offsets is not None:
                 self._offsets.update(ready.mq, offset)
         feed.room.set()
-        out.extend(ready.msgs)
+        out.extend(msgs)
 
     async def commit(self) -> None:
         """Store the position after the last polled message of every queue (sync).
@@ -432,6 +474,7 @@ class LitePullConsumer(PullConsumerBase):
                     await self._prefetch_once(feed)
                 except (TransportError, BrokerError, NoRouteError) as exc:
                     _log.warning("prefetch failed; retrying", mq=feed.mq, error=str(exc))
+                    self._report_refusal(feed.mq, exc)
                     await asyncio.sleep(_PULL_ERROR_WAIT_S)
         finally:
             if self._feeds.get(feed.mq) is feed and feed.pq.dropped:
@@ -456,19 +499,36 @@ class LitePullConsumer(PullConsumerBase):
         )
         addr, answer = await self._pull_somewhere(mq, cmd, _LITE_SUSPEND_MS / 1000 + 15)
         result = read_pull_response(answer, mq.broker_name, tags=selector.tags(), addr=addr)
+        self._refused.pop(mq, None)  # taken again: a later refusal is news
         if pq.dropped:
             return
         pq.touch_pull()
         feed.pull_offset = result.next_begin_offset
         if result.messages:
             pq.put(result.messages, result.max_offset)
-            self._ready.put_nowait(_Ready(mq, pq, result.messages))
+            self._ready.append(_Ready(mq, pq, result.messages))
+            self._ready_added.set()
             if self._tracer is not None:
                 self._trace(self._tracer, result.messages)
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             _log.warning("prefetch offset illegal; jumping", mq=mq, to=result.next_begin_offset)
             if pq.count == 0:
                 feed.consumed = result.next_begin_offset
+
+    def _report_refusal(self, mq: MessageQueue, exc: BaseException) -> None:
+        """Report a broker's refusal of ``mq``'s selector, once until a pull succeeds.
+
+        Retrying cannot fix it (only reconfiguring the broker can), so logging alone
+        would leave ``poll`` returning nothing with no error anywhere; transient
+        failures (transport, busy broker, no route) are only logged by the caller.
+        """
+        if not is_selector_refusal(exc, as_selector(self._expressions.get(mq.topic))):
+            return
+        assert isinstance(exc, BrokerError)  # is_selector_refusal holds only for those
+        if self._refused.get(mq) == exc.response_code:
+            return
+        self._refused[mq] = exc.response_code
+        self._background.report(exc, f"prefetch-{mq.topic}-{mq.queue_id}")
 
     @staticmethod
     def _trace(tracer: ConsumeTracer, msgs: list[MessageExt]) -> None:

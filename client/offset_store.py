@@ -218,12 +218,15 @@ class LocalFileOffsetStore(_MemoryOffsets):
 
     Args:
         group: The consumer group (names the file).
-        directory: Where the file lives. Default: ``~/.rocklet/offsets``.
+        directory: Where the file lives, a path or a string. Default:
+            ``~/.rocklet/offsets``.
     """
 
-    def __init__(self, group: str, directory: Path | None = None) -> None:
+    def __init__(self, group: str, directory: str | os.PathLike[str] | None = None) -> None:
         super().__init__()
-        self.path = (directory or DEFAULT_OFFSETS_DIR) / f"{group}.json"
+        # Path() also takes a str: callers pass offsets_dir as the user gave it.
+        folder = DEFAULT_OFFSETS_DIR if directory is None else Path(directory)
+        self.path = folder / f"{group}.json"
         self._stored: dict[MessageQueue, int] = {}
         self._write_lock = asyncio.Lock()
 

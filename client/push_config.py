@@ -10,6 +10,7 @@ surfacing later in a background task.
 
 from __future__ import annotations
 
+import os
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,8 +49,10 @@ class PushConsumerConfig:
             Default: 32.
         allocate: ``"averagely"``, ``"round_robin"``, ``"consistent_hash"`` or a
             strategy function. Default: ``"averagely"``.
-        max_reconsume_times: Deliveries of a failing message before the dead-letter
-            queue. Default: 16.
+        max_reconsume_times: Redeliveries of a failing message (through
+            ``%RETRY%<group>``) before it goes to the dead-letter queue
+            ``%DLQ%<group>``: with 2, a message that always fails is delivered 3 times
+            (``reconsume_times`` 0, 1, 2), as in RocketMQ. Default: 16.
         consume_concurrency: Batches in listeners at once (and threads for plain
             listeners). Default: 20.
         flow_limits: Per-queue cache limits that pause pulling. Default: 1000
@@ -62,8 +65,8 @@ class PushConsumerConfig:
         rebalance_interval_s: Rebalance period (besides broker notifications).
             Default: 20.0.
         lock_interval_s: Orderly: broker lock renewal period. Default: 20.0.
-        offsets_dir: Broadcasting: where the offset file lives. Default:
-            ``~/.rocklet/offsets/<instance_name>``.
+        offsets_dir: Broadcasting: where the offset file lives, a path or a string.
+            Default: ``~/.rocklet/offsets/<instance_name>``.
         instance_name: Client instance name; consumers of the same group in one
             process need different names. Default: ``"DEFAULT"``.
         tls: TLS to name servers and brokers: ``True`` (verified against the
@@ -80,6 +83,7 @@ class PushConsumerConfig:
 
     Raises:
         ValueError: A setting is out of range.
+        TypeError: ``offsets_dir`` is neither a string nor a path.
     """
 
     group: str
@@ -99,7 +103,7 @@ class PushConsumerConfig:
     persist_interval_s: float = 5.0
     rebalance_interval_s: float = 20.0
     lock_interval_s: float = 20.0
-    offsets_dir: Path | None = None
+    offsets_dir: str | os.PathLike[str] | None = None
     instance_name: str = "DEFAULT"
     tls: ssl.SSLContext | bool | None = None
     credentials: Credentials | None = None
@@ -110,6 +114,12 @@ class PushConsumerConfig:
         if (reason := check_group_name(self.group)) is not None:
             raise ValueError(f"consumer group: {reason}")
         check_trace_topic(self.trace_topic)
+        offsets_dir = self.offsets_dir
+        if offsets_dir is not None and not (
+            isinstance(offsets_dir, str | os.PathLike) and isinstance(os.fspath(offsets_dir), str)
+        ):
+            # Caught here, not at the first offset write in the background.
+            raise TypeError(f"offsets_dir must be a str or os.PathLike, not {offsets_dir!r}")
         if not (
             1 <= self.consume_batch_size <= MAX_BATCH and 1 <= self.pull_batch_size <= MAX_BATCH
         ):
@@ -148,8 +158,10 @@ class PushConsumerConfig:
 
     @property
     def offsets_path(self) -> Path:
-        """Where a broadcasting consumer keeps its offset file."""
-        return self.offsets_dir or DEFAULT_OFFSETS_DIR / self.instance_name
+        """Where a broadcasting consumer keeps its offset file (always a :class:`Path`)."""
+        if self.offsets_dir is None:
+            return DEFAULT_OFFSETS_DIR / self.instance_name
+        return Path(self.offsets_dir)
 
     @property
     def consume_from_where(self) -> ConsumeFromWhere:

@@ -80,7 +80,8 @@ class PushConsumer:
 
     Raises:
         ValueError: An option is out of range.
-        TypeError: An option is unknown.
+        TypeError: An option is unknown, or ``offsets_dir`` is neither a string nor an
+            :class:`os.PathLike`.
     """
 
     def __init__(

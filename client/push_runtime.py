@@ -21,7 +21,7 @@ from rocklet.client.consume_concurrently import ConcurrentConsumeService
 from rocklet.client.consume_directly import consume_directly
 from rocklet.client.consume_orderly import OrderlyConsumeService
 from rocklet.client.consume_service import make_send_back
-from rocklet.client.errors import BrokerError, TransportError, error_for_code
+from rocklet.client.errors import BrokerError, TransportError
 from rocklet.client.instance import ClientInstance
 from rocklet.client.listeners import ListenerTable
 from rocklet.client.message import MessageExt
@@ -31,15 +31,12 @@ from rocklet.client.pull_loop import PullLoop, PullLoopDeps
 from rocklet.client.push_config import PushConsumerConfig
 from rocklet.client.rebalance import Rebalancer, subscription
 from rocklet.client.selector import MessageSelector
-from rocklet.protocol import fastjson
+from rocklet.client.selector_check import check_selectors
 from rocklet.protocol.bodies.heartbeat import ConsumerData, ConsumeType, MessageModel
 from rocklet.protocol.bodies.maintenance import ConsumeMessageDirectlyResult
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.running import ConsumerRunningInfo, ConsumeStatus
-from rocklet.protocol.codes import RequestCode, ResponseCode
-from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.names import retry_topic
-from rocklet.protocol.sql92 import is_tag_type
 from rocklet.transport.logs import get_logger
 from rocklet.transport.tasks import BackgroundTasks
 
@@ -301,36 +298,16 @@ class PushRuntime:
     async def _check_selectors(self) -> None:
         """Ask a broker of each SQL92-subscribed topic whether it takes the selector.
 
-        Java's ``checkClientInBroker``: a broker without ``enablePropertyFilter`` (or
-        one that cannot compile the selector) makes :meth:`start` fail with its answer,
-        instead of a consumer that starts and then receives nothing.
+        Java's ``checkClientInBroker`` (shared with the lite pull consumer): a broker
+        without ``enablePropertyFilter`` (or one that cannot compile the selector) makes
+        :meth:`start` fail with its answer, instead of a consumer that starts and then
+        receives nothing.
 
         Raises:
             BrokerError: A broker refused the subscription.
         """
-        instance = self.instance
-        for sub in list(self.rebalancer.subscriptions.values()):
-            if is_tag_type(sub.expression_type):
-                continue
-            try:
-                route = await instance.routes.topic_route(sub.topic)
-            except (TransportError, BrokerError):
-                continue  # no route yet (logged by _fetch_routes): the pulls will say it
-            masters = [bd.master_addr for bd in route.broker_datas] if route else []
-            addr = next((a for a in masters if a), None)
-            if addr is None:
-                continue  # no broker yet: the pulls will say it
-            body = {
-                "clientId": instance.client_id,
-                "group": self.config.group,
-                "subscriptionData": sub.to_dict(),
-            }
-            cmd = RemotingCommand(
-                RequestCode.CHECK_CLIENT_CONFIG, body=fastjson.dumps(body).encode()
-            )
-            answer = await instance.invoke(addr, cmd)
-            if answer.code != ResponseCode.SUCCESS:
-                raise error_for_code(answer.code, answer.remark, addr=addr)
+        subs = self.rebalancer.subscriptions.values()
+        await check_selectors(self.instance, self.config.group, subs)
 
     async def _persist(self) -> None:
         await self.offsets.persist(list(self.rebalancer.process_queues))
