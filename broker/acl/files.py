@@ -11,10 +11,10 @@ The broker runs it every 500 ms (RocketMQ 4.9.0-4.9.2's ``FileWatchService`` per
 4.9.3+ polls every 5 s). A file that no longer parses is reported and the previous
 table stays in force: a typo never opens or closes the broker by accident.
 
-Edits (the ACL admin requests) rewrite one file with
-:func:`~rocklet.store.durable_file.replace_file` (temp file, fsync, rename, fsync of the
-directory) keeping its permission bits, bump its ``dataVersion`` as Java does, and
-reload at once. They run one at a time.
+Edits (the ACL admin requests) rewrite one file (a deletion: every file defining the
+account) with :func:`~rocklet.store.durable_file.replace_file` (temp file, fsync,
+rename, fsync of the directory) keeping its permission bits, bump its ``dataVersion``
+as Java does, and reload at once. They run one at a time.
 """
 
 from __future__ import annotations
@@ -89,6 +89,11 @@ def _read_yaml(path: Path) -> object:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise AclConfigError(f"ACL file {path} is not valid YAML: {exc}") from None
+
+
+def _is_account(raw: object, access_key: str) -> bool:
+    """Whether ``raw`` (an ``accounts`` entry as read) is ``access_key``'s."""
+    return isinstance(raw, Mapping) and str(raw.get("accessKey")) == access_key
 
 
 class AclFiles:
@@ -230,32 +235,45 @@ class AclFiles:
             await self._edit(path, change)
 
     async def delete_account(self, access_key: str) -> bool:
-        """Remove an account from the file defining it.
+        """Remove an account from every file that defines it.
+
+        The first definition is the one in force, and removing it alone would let the
+        next file's copy take over (RocketMQ 4.9.4 removes only the first). The
+        shadowed copies are removed first and the one in force last, each file
+        rewritten durably as any edit: should a write fail, the account in force is
+        still the one it was, and the caller hears of the failure.
 
         Returns:
             Whether it existed.
 
         Raises:
-            AclConfigError: The file cannot be written.
+            AclConfigError: A file cannot be written.
         """
         async with self._lock:
-            owner = self._table.accounts.get(access_key)
-            if owner is None:
+            if access_key not in self._table.accounts:
                 return False
+            sources = [
+                f.path
+                for f in self._table.files
+                if any(_is_account(a, access_key) for a in f.accounts)
+            ]
 
             def change(doc: dict[str, Any]) -> bool:
                 accounts = doc.get("accounts")
                 if not isinstance(accounts, list):
                     return False
-                kept = [
-                    a
-                    for a in accounts
-                    if not (isinstance(a, dict) and str(a.get("accessKey")) == access_key)
-                ]
+                kept = [a for a in accounts if not _is_account(a, access_key)]
                 doc["accounts"] = kept
                 return len(kept) != len(accounts)
 
-            return await self._edit(owner.source, change)
+            deleted = False
+            try:
+                for path in reversed(sources):
+                    deleted = await self._rewrite(path, change) or deleted
+            finally:
+                if deleted:
+                    await self._reload()
+            return deleted
 
     async def update_global_white(self, addresses: Sequence[str], path_text: str | None) -> None:
         """Replace one file's ``globalWhiteRemoteAddresses``.
@@ -289,6 +307,16 @@ class AclFiles:
 
         Must be called with the lock held.
         """
+        if not await self._rewrite(path, change):
+            return False
+        await self._reload()
+        return True
+
+    async def _rewrite(self, path: Path, change: Any) -> bool:
+        """:meth:`_edit` without the reload: whether ``change`` changed the file.
+
+        Must be called with the lock held.
+        """
 
         def rewrite() -> bool:
             doc = _read_yaml(path)
@@ -312,10 +340,7 @@ class AclFiles:
                 raise AclConfigError(f"cannot write ACL file {path}: {exc}") from None
             return True
 
-        if not await asyncio.to_thread(rewrite):
-            return False
-        await self._reload()
-        return True
+        return await asyncio.to_thread(rewrite)
 
     # -- views ----------------------------------------------------------------------
 

@@ -4,13 +4,19 @@
 touches and with which permission. :meth:`AccessValidator.refusal` is
 ``PlainPermissionManager.validate``, in its order:
 
-1. a peer in ``globalWhiteRemoteAddresses`` passes;
+1. a peer in ``globalWhiteRemoteAddresses`` passes, except with an ACL admin request
+   (50-54), which goes on to the checks below (Rocklet: only admins read or edit the ACL);
 2. no ``AccessKey``: refused; an unknown one: refused;
-3. a peer matching the account's ``whiteRemoteAddress`` passes, *without* a signature;
-4. a ``Signature`` that is not the HmacSHA1 of the request: refused;
-5. a PUB on ``RMQ_SYS_TRACE_TOPIC`` passes (message traces);
-6. an admin request code from a non-admin account: refused;
-7. each resource needs its permission, from the account's map or its default.
+3. a ``Signature`` that is not the HmacSHA1 of the request: refused, unless the peer
+   matches the account's ``whiteRemoteAddress`` (then no signature is needed);
+4. a PUB on ``RMQ_SYS_TRACE_TOPIC`` passes (message traces);
+5. an admin request code from a non-admin account: refused;
+6. each resource needs its permission, from the account's map or its default.
+
+RocketMQ 4.9.4 lets a peer matching the account's ``whiteRemoteAddress`` through at
+step 3 with no further check: any request, admin or not, on any topic. Rocklet treats
+it as that account's request, so the account's permissions and the admin rule still
+apply: the address stands in for the signature, not for the account's rights.
 
 A refusal is answered as Java's remoting layer answers the ``AclException`` its hook
 throws: SYSTEM_ERROR, remark ``"<exception>: <message>, <first stack frame>"``; the
@@ -52,7 +58,8 @@ ADMIN_CODES: Final = frozenset(
     }
 )
 #: Rocklet also keeps the ACL admin requests to admins: in 4.9.4 any account may give
-#: itself admin rights (50) or read every secret (54).
+#: itself admin rights (50) or read every secret (54). A peer in the global white list
+#: needs an admin account for them too (it passes every other check unsigned).
 ACL_ADMIN_CODES: Final = frozenset(
     {
         RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
@@ -107,8 +114,14 @@ def needed_perms(cmd: RemotingCommand) -> dict[str, int]:
     ext = cmd.ext_fields
     code = cmd.code
     # Sends first: they are most of the traffic. No helper closure: this runs per request.
-    if code == RequestCode.SEND_MESSAGE_V2 or code == RequestCode.SEND_MESSAGE:
-        v2 = code == RequestCode.SEND_MESSAGE_V2
+    if (
+        code == RequestCode.SEND_MESSAGE_V2
+        or code == RequestCode.SEND_MESSAGE
+        or code == RequestCode.SEND_BATCH_MESSAGE
+    ):
+        # A batch carries the V2 header (RocketMQ 4.9.4 checks it for a signature
+        # only: a batch could reach a DENY topic, or create one).
+        v2 = code != RequestCode.SEND_MESSAGE
         topic = ext.get("b" if v2 else "topic")
         if topic is not None and topic.startswith(RETRY_PREFIX):
             group = ext.get("a" if v2 else "group")
@@ -200,7 +213,7 @@ class AccessValidator:
     ) -> None:
         if white is None:
             white = any(p.matches(peer_ip) for p in table.global_white)
-        if white:
+        if white and cmd.code not in ACL_ADMIN_CODES:
             return
         ext = cmd.ext_fields
         access_key = ext.get(ACCESS_KEY)
@@ -212,11 +225,12 @@ class AccessValidator:
         # Java parses the resources before validating: a bad heartbeat body fails
         # even for a white-listed account.
         needed = needed_perms(cmd)
-        if account.address.matches(peer_ip):
-            return
-        expected = signature(ext, cmd.body, account.secret_key)
-        if not hmac.compare_digest(expected, ext.get(SIGNATURE, "")):
-            raise AclDenied(f"Check signature failed for accessKey={access_key}", _AT_SIGNATURE)
+        # The account's white address stands in for the signature only (RocketMQ
+        # 4.9.4 returns here, skipping the permission and admin checks too).
+        if not account.address.matches(peer_ip):
+            expected = signature(ext, cmd.body, account.secret_key)
+            if not hmac.compare_digest(expected, ext.get(SIGNATURE, "")):
+                raise AclDenied(f"Check signature failed for accessKey={access_key}", _AT_SIGNATURE)
         if needed.get(_TRACE_TOPIC) == PUB:
             return
         if cmd.code in self._admin_codes and not account.admin:

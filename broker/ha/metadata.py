@@ -197,7 +197,9 @@ class MetadataSync:
                 except OSError as exc:
                     log.error("delayOffset.json not written", error=str(exc))
         # Said the first time the tables are taken and after each pause, so a reader
-        # of the log knows the slave has them.
+        # of the log knows the slave has them: not while the master refuses one.
+        if not all(_answered(resp) for resp in answers):
+            return replaced
         if self._paused is not None:
             log.info("metadata sync from the master resumed", master=addr)
             self._paused = None
@@ -208,7 +210,7 @@ class MetadataSync:
 
     @staticmethod
     def _ok(resp: RemotingCommand, what: str, addr: str) -> bool:
-        if resp.code == ResponseCode.SUCCESS and resp.body:
+        if _answered(resp):
             return True
         log.warning("master refused the sync", what=what, master=addr, remark=resp.remark)
         return False
@@ -230,6 +232,11 @@ class MetadataSync:
             # Not an error: the master lost commits (a restart) or consumers committed
             # here while it was gone. Logged so an operator sees the two disagree.
             log.info("kept consumer offsets ahead of the master's", queues=kept, master=addr)
+
+
+def _answered(resp: RemotingCommand) -> bool:
+    """Whether the master answered a table request with the table."""
+    return resp.code == ResponseCode.SUCCESS and bool(resp.body)
 
 
 def _log_failure(task: asyncio.Task[bool]) -> None:

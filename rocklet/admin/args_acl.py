@@ -23,14 +23,24 @@ def _access_key(p: argparse.ArgumentParser) -> None:
 def _update(p: argparse.ArgumentParser) -> None:
     add_target(p, "change the ACL of")
     _access_key(p)
-    p.add_argument("-s", "--secretKey", help="its secret key (needed for a new account)")
-    p.add_argument("-w", "--whiteRemoteAddress", help="addresses it may use unsigned")
+    p.add_argument(
+        "-s",
+        "--secretKey",
+        help="its secret key: always needed, also to change an existing account (as mqadmin)",
+    )
+    p.add_argument(
+        "-w", "--whiteRemoteAddress", help="addresses it may use unsigned (its rights still apply)"
+    )
     p.add_argument("-i", "--defaultTopicPerm", help=f"for topics not listed: {_PERMS}")
     p.add_argument("-u", "--defaultGroupPerm", help=f"for groups not listed: {_PERMS}")
     p.add_argument("-t", "--topicPerms", help="topicA=PUB,topicB=SUB,...")
     p.add_argument("-g", "--groupPerms", help="groupA=SUB,groupB=DENY,...")
     p.add_argument(
-        "-m", "--admin", type=parse_bool, default=False, help="may send admin requests (false)"
+        "-m",
+        "--admin",
+        type=parse_bool,
+        default=False,
+        help="may send admin requests; left out: false, also for an existing admin account",
     )
 
 

@@ -106,7 +106,9 @@ def _heartbeat(group: str, topics: list[str]) -> bytes:
         (RequestCode.UNREGISTER_CLIENT, {"consumerGroup": "G"}, b"", {"%RETRY%G": SUB}),
         (RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"}, b"", {"%RETRY%G": SUB}),
         (RequestCode.HEART_BEAT, {}, None, {"%RETRY%G": SUB, "T1": SUB, "T2": SUB}),
-        (RequestCode.SEND_BATCH_MESSAGE, {"b": "T"}, b"", {}),
+        # A batch is checked like a V2 send (RocketMQ 4.9.4 checks only its signature).
+        (RequestCode.SEND_BATCH_MESSAGE, {"b": "T", "a": "P"}, b"", {"T": PUB}),
+        (RequestCode.SEND_BATCH_MESSAGE, {"b": "%RETRY%G", "a": "G"}, b"", {"%RETRY%G": SUB}),
         (RequestCode.END_TRANSACTION, {}, b"", {}),
     ],
 )
@@ -175,6 +177,40 @@ def test_validate_order_and_remarks() -> None:
     admin = Credentials("rocketmq2", "12345678")
     assert v.refusal("1.2.3.4", sign(delete, admin)) is None
     assert v.refusal("1.2.3.4", _send("anything", admin)) is None  # admin without a map
+
+
+def test_an_account_white_address_replaces_the_signature_not_the_rights() -> None:
+    doc = {
+        "globalWhiteRemoteAddresses": ["10.10.103.*"],
+        "accounts": [
+            {
+                "accessKey": "whiteuser",
+                "secretKey": "white-secret",
+                "whiteRemoteAddress": "192.168.7.*",
+                "defaultTopicPerm": "PUB",
+            }
+        ],
+    }
+    table = build_table([parse_acl_document(doc, Path("/x/plain_acl.yml"))])
+    v = AccessValidator(lambda: table)
+    forged = Credentials("whiteuser", "wrong-secret")
+    assert v.refusal("192.168.7.9", _send("anything", forged)) is None  # no signature needed
+    assert "Check signature failed" in (v.refusal("10.0.0.1", _send("anything", forged)) or "")
+    for code in (RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, RequestCode.UPDATE_AND_CREATE_TOPIC):
+        request = sign(RemotingCommand(code, ext_fields={"topic": "T"}), forged)
+        assert f"Need admin permission for request code={int(code)}" in (
+            v.refusal("192.168.7.9", request) or ""
+        )
+    pull = sign(
+        RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields={"topic": "T", "consumerGroup": "G"}),
+        forged,
+    )
+    assert "No default permission for topic:T" in (v.refusal("192.168.7.9", pull) or "")
+    # The global white list passes anything but the ACL admin requests unsigned.
+    unsigned_acl = RemotingCommand(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)
+    assert "No accessKey is configured" in (v.refusal("10.10.103.5", unsigned_acl) or "")
+    delete = RemotingCommand(RequestCode.DELETE_TOPIC_IN_BROKER, ext_fields={"topic": "T"})
+    assert v.refusal("10.10.103.5", delete) is None
 
 
 def test_tampered_body_fails_the_signature() -> None:
