@@ -252,6 +252,32 @@ class Broker:
             store_lock = await claim_store_directory(
                 config.store_path_root_dir, "rocklet broker", config.commit_log_dir
             )
+        conf_dir = config.store_path_root_dir / "config"
+        topics = TopicConfigManager(
+            conf_dir / "topics.json",
+            clock,
+            cluster_name=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            auto_create=config.auto_create_topic_enable,
+            default_queue_nums=config.default_topic_queue_nums,
+            cluster_topic_enable=config.cluster_topic_enable,
+            broker_topic_enable=config.broker_topic_enable,
+            trace_topic=config.msg_trace_topic_name if config.trace_topic_enable else None,
+        )
+        groups = SubscriptionGroupManager(
+            conf_dir / "subscriptionGroup.json",
+            clock,
+            auto_create=config.auto_create_subscription_group,
+        )
+        offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json", clock)
+        try:
+            # Before the store opens: a config file no broker can read stops the start
+            # without a recovery, and leaves the store as a clean stop left it.
+            for manager in (topics, groups, offsets):
+                manager.load()
+        except BaseException:
+            store_lock.release()
+            raise
         holds = PullHoldService()
         bridge = _ArrivalBridge(asyncio.get_running_loop(), holds)
         store = await asyncio.to_thread(
@@ -272,26 +298,6 @@ class Broker:
             # Replicated records reach the store through dispatch, not put_messages.
             store.reput.dispatchers.append(lambda req: stats.store.put_replicated(req.size))
         log.info("store opened", report=store.recovery_report)
-        conf_dir = config.store_path_root_dir / "config"
-        topics = TopicConfigManager(
-            conf_dir / "topics.json",
-            clock,
-            cluster_name=config.broker_cluster_name,
-            broker_name=config.broker_name,
-            auto_create=config.auto_create_topic_enable,
-            default_queue_nums=config.default_topic_queue_nums,
-            cluster_topic_enable=config.cluster_topic_enable,
-            broker_topic_enable=config.broker_topic_enable,
-            trace_topic=config.msg_trace_topic_name if config.trace_topic_enable else None,
-        )
-        groups = SubscriptionGroupManager(
-            conf_dir / "subscriptionGroup.json",
-            clock,
-            auto_create=config.auto_create_subscription_group,
-        )
-        offsets = ConsumerOffsetManager(conf_dir / "consumerOffset.json", clock)
-        for manager in (topics, groups, offsets):
-            manager.load()
         tasks = BackgroundTasks("broker")
         clients = ClientManager(
             partial(notify_consumer_ids_changed, tasks)

@@ -17,6 +17,7 @@ from rocklet.broker.config_writer import ConfigWriter
 from rocklet.broker.json_file import load_json
 from rocklet.protocol.bodies.topic import DataVersion
 from rocklet.protocol.errors import BodyError
+from rocklet.store.config_files import decode_table
 from rocklet.transport.clock import Clock
 
 __all__ = ["ConfigTable"]
@@ -63,21 +64,26 @@ class ConfigTable(Generic[C, S]):
         return True
 
     def load(self) -> None:
-        """Load the file or its backup; entries that do not parse are skipped."""
-        obj = load_json(self._path)
-        if not isinstance(obj, dict):
-            return
-        for name, raw in (obj.get(self.TABLE_KEY) or {}).items():
-            if not self._loads(name):
-                continue
+        """Load the file, or its backup when the file is not a table.
+
+        Raises:
+            StoreDamagedError: Neither is a table (an entry that does not read makes
+                the whole file unusable, as in RocketMQ: skipping it would forget it).
+        """
+
+        def decode(obj: Any) -> tuple[dict[str, C], DataVersion]:
+            table = decode_table(obj, self.TABLE_KEY, self._parse)
             try:
-                self._table[name] = self._parse(raw)
+                version = DataVersion.from_dict(obj.get("dataVersion", {}))
             except BodyError:
-                continue
-        try:
-            self.data_version = DataVersion.from_dict(obj.get("dataVersion", {}))
-        except BodyError:
-            self.data_version = DataVersion()
+                version = DataVersion()  # only orders changes; the next one renews it
+            return table, version
+
+        loaded = load_json(self._path, decode)
+        if loaded is None:
+            return
+        table, self.data_version = loaded
+        self._table.update((n, c) for n, c in table.items() if self._loads(n))
 
     def _replace(self, table: Mapping[str, C], version: DataVersion) -> bool:
         """Take a master's whole table unless its data version is the one held."""

@@ -28,6 +28,7 @@ from typing import Any
 
 from rocklet.broker.config_writer import ConfigWriter
 from rocklet.broker.json_file import load_json, persist_json
+from rocklet.store.config_files import decode_offsets
 from rocklet.transport.clock import Clock, SystemClock
 
 __all__ = ["RESET_STAMPS_KEY", "ConsumerOffsetManager"]
@@ -59,16 +60,16 @@ class ConsumerOffsetManager:
         )
 
     def load(self) -> None:
-        """Load the file (or its backup); a missing file means an empty table."""
-        obj = load_json(self._path)
-        table = obj.get("offsetTable", {}) if isinstance(obj, dict) else {}
-        for key, queues in table.items():
-            if isinstance(queues, dict):
-                self._table[key] = {int(q): int(o) for q, o in queues.items()}
-        stamps = obj.get(RESET_STAMPS_KEY, {}) if isinstance(obj, dict) else {}
-        for key, queues in stamps.items():
-            if isinstance(queues, dict):
-                self._stamps[key] = {int(q): int(o) for q, o in queues.items()}
+        """Load the file (or its backup); a missing file means an empty table.
+
+        Raises:
+            StoreDamagedError: Neither the file nor its backup is an offset table.
+        """
+        loaded = load_json(
+            self._path, lambda obj: (decode_offsets(obj), decode_offsets(obj, RESET_STAMPS_KEY))
+        )
+        if loaded is not None:
+            self._table, self._stamps = loaded
 
     def take_from_master(
         self,

@@ -36,6 +36,7 @@ from rocklet.store._check_log import check_commitlog
 from rocklet.store._check_queues import QueueFiles, check_queues
 from rocklet.store._checkpoint import CHECKPOINT_SIZE
 from rocklet.store.config import StoreConfig
+from rocklet.store.config_files import shape_error
 from rocklet.store.message_store import MessageStore
 
 __all__ = [
@@ -209,28 +210,33 @@ def _check_config(ctx: CheckContext) -> None:
         path = directory / name
         main, backup = _parses(path), _parses(path.with_name(name + ".bak"))
         ctx.count("config_files")
-        if main is False and backup is True:
-            message = f"does not parse; a broker reads {name}.bak instead"
+        if isinstance(main, str) and backup is True:
+            message = f"{main}; a broker reads {name}.bak instead"
             ctx.add(WARNING, "config", path, None, message)
-        elif main is False or (main is None and backup is False):
-            message = "neither it nor its .bak parses: a broker starts without its content"
+        elif isinstance(main, str) or (main is None and isinstance(backup, str)):
+            whose = "its .bak neither" if backup is not None else "there is no .bak"
+            message = (
+                f"{main if isinstance(main, str) else 'empty'}, and {whose}: a broker "
+                "refuses to start; repair it or restore it from a backup"
+            )
             ctx.add(PROBLEM, "config", path, None, message)
-        elif backup is False:
-            ctx.add(WARNING, "config", path.with_name(name + ".bak"), None, "does not parse")
+        elif isinstance(backup, str):
+            ctx.add(WARNING, "config", path.with_name(name + ".bak"), None, backup)
 
 
-def _parses(path: Path) -> bool | None:
-    """True if the file parses as JSON, False if not, None if missing or empty."""
+def _parses(path: Path) -> bool | str | None:
+    """True if the file is what the broker reads, None if missing or empty, else why not."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except UnicodeDecodeError:
-        return False
+        return "not UTF-8 text"
     if not text.strip():
         return None
     try:
-        fastjson.loads(text)
+        obj = fastjson.loads(text)
     except ValueError:
-        return False
-    return True
+        return "does not parse"
+    problem = shape_error(path.name.removesuffix(".bak"), obj)
+    return True if problem is None else f"not what a broker reads ({problem})"

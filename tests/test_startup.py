@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import os
 import signal
 import socket
@@ -29,6 +30,7 @@ from tests.test_cli import (
     spawn,
     wait_for_line,
 )
+from tests.test_cli_messages import running_standalone
 
 
 def standalone_args(data: Path) -> tuple[str, ...]:
@@ -98,6 +100,31 @@ async def test_a_second_broker_on_the_same_commitlog_is_refused(tmp_path: Path) 
         if first.returncode is None:
             first.kill()
             await first.wait()
+
+
+async def test_a_topic_table_of_the_wrong_shape_is_read_from_its_backup_or_refused(
+    tmp_path: Path,
+) -> None:
+    # Valid JSON, but not a table: loading it as empty would forget every topic and
+    # overwrite the intact backup at the next change.
+    config = tmp_path / "data" / "config"
+    config.mkdir(parents=True)
+    (config / "topics.json").write_text("[]")
+    kept = {"topicName": "Kept", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}
+    (config / "topics.json.bak").write_text(json.dumps({"topicConfigTable": {"Kept": kept}}))
+    async with running_standalone(tmp_path) as standalone:
+        code, out = await run_to_end("admin", "topicRoute", "-n", standalone.namesrv, "-t", "Kept")
+        assert code == 0 and "broker-a      2             2              RW" in out, out
+
+    (config / "topics.json").write_text('{"topicConfigTable": {"Kept": {"readQueueNums": 1}}}')
+    (config / "topics.json.bak").unlink()
+    code, out = await run_to_end(*standalone_args(tmp_path / "data"))
+    assert code == 1, out
+    assert f"{config / 'topics.json'} cannot be read (topics.json: entry 'Kept': " in out
+    assert "repair it or restore it from a backup" in out
+    assert "broker listening" not in out and "Traceback" not in out
+    assert not (tmp_path / "data" / "abort").exists()  # the store it opened was closed
+    assert "readQueueNums" in (config / "topics.json").read_text()  # left as it was
 
 
 @pytest.mark.parametrize("where", ["store", "config"])

@@ -23,6 +23,7 @@ from rocklet.broker.config import ConfigError
 from rocklet.broker.config_writer import ConfigWriter
 from rocklet.broker.json_file import load_json, persist_json
 from rocklet.protocol.names import ORDER_TOPIC_CONFIG
+from rocklet.store.directory import StoreDamagedError
 
 __all__ = ["ORDER_TOPIC_CONFIG", "KVConfigManager"]
 
@@ -61,7 +62,10 @@ class KVConfigManager:
         if self.path is None:
             return 0
         backup = self.path.with_name(self.path.name + ".bak")
-        obj = load_json(self.path)
+        try:
+            obj = load_json(self.path)
+        except StoreDamagedError:
+            obj = None
         if obj is None:
             if self.path.exists() or backup.exists():
                 raise ConfigError(_damaged(self.path, "not JSON"))

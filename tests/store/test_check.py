@@ -239,6 +239,36 @@ def test_config_files_must_parse(tmp_path: Path, backup: bool, severity: str) ->
     assert (finding.severity, finding.path) == (severity, "config/topics.json")
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("[]", "not a JSON object but list"),
+        ('{"topicConfigTable": []}', '"topicConfigTable" is not an object'),
+        (
+            '{"topicConfigTable": {"T": {"topicName": "T", "readQueueNums": "x"}}}',
+            "entry 'T': ",
+        ),
+    ],
+)
+def test_a_config_file_of_the_wrong_shape_is_a_problem(tmp_path: Path, text: str, why: str) -> None:
+    # Valid JSON that is not a topic table: a broker refuses it as it refuses bad JSON.
+    _fill(tmp_path)
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "topics.json").write_text(text)
+    (finding,) = _check(tmp_path).findings
+    assert (finding.severity, finding.path) == ("problem", "config/topics.json")
+    assert why in finding.message
+    assert finding.message.endswith(
+        "and there is no .bak: a broker refuses to start; repair it or restore it from a backup"
+    )
+    (config / "topics.json.bak").write_text('{"topicConfigTable": {}}')
+    (finding,) = _check(tmp_path).findings
+    assert finding.severity == "warning" and "a broker reads topics.json.bak instead" in (
+        finding.message
+    )
+
+
 def test_garbage_index_entries_are_problems(tmp_path: Path) -> None:
     _fill(tmp_path)
     newest = sorted((tmp_path / "index").iterdir())[-1]
