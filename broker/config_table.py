@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
-from rocklet.broker.config_writer import ConfigWriter
+from rocklet.broker.config_writer import ConfigWriteError, ConfigWriter
 from rocklet.broker.json_file import load_json
 from rocklet.protocol.bodies.topic import DataVersion
 from rocklet.protocol.errors import BodyError
@@ -49,6 +49,9 @@ class ConfigTable(Generic[C, S]):
         #: Names whose latest change is not on disk yet -> that change's generation.
         #: Empty almost always: hot paths test it before calling :meth:`saved`.
         self.unsaved: dict[str, int] = {}
+        # Names in unsaved -> their config on disk (None: not there), to undo a change
+        # whose write failed: what is served must be what a restart would load.
+        self._on_disk: dict[str, C | None] = {}
         self.writer: ConfigWriter[S] = ConfigWriter(path.name, self.wrapper, self._write_file)
         self.writer.on_saved = self._forget_saved
 
@@ -100,27 +103,62 @@ class ConfigTable(Generic[C, S]):
 
     def delete(self, name: str) -> bool:
         """Delete an entry; returns whether it existed."""
-        if self._table.pop(name, None) is None:
+        if name not in self._table:
             return False
-        self._changed(name)
+        self._put(name, None)
         return True
+
+    def _put(self, name: str, config: C | None) -> None:
+        """Set (or with ``None`` remove) an entry and schedule the file's write."""
+        if name not in self.unsaved:
+            self._on_disk[name] = self._table.get(name)
+        if config is None:
+            del self._table[name]
+        else:
+            self._table[name] = config
+        self._changed(name)
 
     async def saved(self, *names: str) -> None:
         """Wait until the latest change of each named entry is on disk.
 
-        Returns at once for names not in :attr:`unsaved`.
+        Returns at once for names not in :attr:`unsaved`. When the write fails, the
+        changes of ``names`` are undone in memory (and the name servers told), so the
+        broker does not serve a topic or group that a restart would not have.
 
         Raises:
             ConfigWriteError: The file could not be written.
         """
         unsaved = self.unsaved
         pending = [unsaved[n] for n in names if n in unsaved]
-        if pending:
+        if not pending:
+            return
+        try:
             await self.writer.durable(max(pending))
+        except ConfigWriteError:
+            self._undo([n for n in names if n in self.unsaved])
+            raise
+
+    def _undo(self, names: list[str]) -> None:
+        undone = False
+        for name in names:
+            if name not in self._on_disk:
+                continue  # a master's whole table (a slave's sync): retried as a whole
+            before = self._on_disk.pop(name)
+            del self.unsaved[name]
+            if before is None:
+                self._table.pop(name, None)
+            else:
+                self._table[name] = before
+            undone = True
+        if undone:
+            self.data_version = self.data_version.next_version(self._clock.now_ms())
+            if self.on_change is not None:
+                self.on_change()
 
     def _forget_saved(self, generation: int) -> None:
         for name in [n for n, gen in self.unsaved.items() if gen <= generation]:
             del self.unsaved[name]
+            self._on_disk.pop(name, None)
 
     def _changed(self, name: str) -> None:
         self.data_version = self.data_version.next_version(self._clock.now_ms())

@@ -62,8 +62,7 @@ class SubscriptionGroupManager(ConfigTable[SubscriptionGroupConfig, dict[str, An
 
     def update(self, config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
         """Create or replace a group's config."""
-        self._table[config.group_name] = config
-        self._changed(config.group_name)
+        self._put(config.group_name, config)
         return config
 
     def replace_all(self, wrapper: SubscriptionGroupWrapper) -> bool:

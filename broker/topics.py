@@ -174,8 +174,7 @@ class TopicConfigManager(ConfigTable[TopicConfig, TopicConfigSerializeWrapper]):
 
     def update(self, config: TopicConfig) -> TopicConfig:
         """Create or replace a topic's config (admin UPDATE_AND_CREATE_TOPIC)."""
-        self._table[config.topic_name] = config
-        self._changed(config.topic_name)
+        self._put(config.topic_name, config)
         return config
 
     def replace_all(self, wrapper: TopicConfigSerializeWrapper) -> bool:

@@ -15,6 +15,7 @@ from rocklet.protocol.bodies.subscription_group import SubscriptionGroupConfig
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.transport.connection import Connection
 from rocklet.transport.dial import open_connection
+from tests.broker.test_admin import create_topic
 from tests.broker.test_client_manage import cpp_heartbeat, cpp_request
 from tests.broker.test_consumer_manage import query_offset, update_offset
 from tests.broker.test_send_pull import cpp_send
@@ -164,6 +165,24 @@ async def test_a_topic_that_cannot_be_saved_refuses_the_send(tmp_path: Path) -> 
         assert "topics.json could not be saved" in answer.remark
         assert "not stored" in answer.remark
         assert cluster.broker.ctx.store.max_offset("Unsaved", 0) == 0
+        # Not kept either: a restart would not have it (before, the broker listed it
+        # in topicList and served its route until one).
+        answer = await conn.request(create_topic("Created", 4, 4), 5)
+        assert answer.code == ResponseCode.SYSTEM_ERROR
+        assert "topics.json could not be saved" in (answer.remark or "")
+        for topic in ("Unsaved", "Created"):
+            assert cluster.broker.ctx.topics.find(topic) is None
+        # A change to a topic that exists is undone back to what the file holds.
+        answer = await conn.request(create_topic("Unsaved", 2, 2), 5)
+        assert answer.code == ResponseCode.SYSTEM_ERROR
+        blocker.rmdir()
+        answer = await conn.request(create_topic("Kept", 4, 4), 5)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        blocker.mkdir()
+        answer = await conn.request(create_topic("Kept", 1, 1), 5)
+        assert answer.code == ResponseCode.SYSTEM_ERROR
+        kept = cluster.broker.ctx.topics.find("Kept")
+        assert kept is not None and kept.read_queue_nums == 4
         blocker.rmdir()
         answer = await conn.request(cpp_send("Unsaved", b"x"), 5)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
