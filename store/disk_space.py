@@ -288,7 +288,9 @@ class DiskSpace:
             DiskLevel.FULL: self._config.disk_space_warning_level_ratio,
         }
         for level in DiskLevel:
-            if before.level < level <= after.level:
+            # A level is the highest threshold passed; with diskSpaceWarningLevelRatio
+            # set below the others, FULL does not mean they were passed too.
+            if before.level < level <= after.level and fuller.ratio > thresholds[level]:
                 log.warning(
                     _RISING[level], **where, threshold=f"{_KEYS[level]}={thresholds[level]:.2f}"
                 )

@@ -143,6 +143,25 @@ def test_usage_above_the_warning_level_refuses_puts_and_logs_once(small_fs: Path
         assert store.max_offset("T", 0) == 2
 
 
+def test_a_warning_level_below_the_others_logs_only_the_threshold_passed(
+    small_fs: Path,
+) -> None:
+    # diskSpaceWarningLevelRatio=0.35 under 75 % and 85 %: at about 50 % used the disk
+    # is FULL, but the two cleaning thresholds were not passed and must not be logged.
+    cfg = small_config(
+        small_fs / "store",
+        commitlog_file_size_bytes=64 * 1024,
+        disk_space_warning_level_ratio=0.35,
+    )
+    with MessageStore.open(cfg, clock=ManualClock()) as store:
+        with capture_logs() as logs:
+            fill(small_fs / "ballast", leave=MIB // 2)
+            state = store.disk.check()
+        assert state.level is DiskLevel.FULL and 0.35 < state.ratio < 0.75
+        rising = [e["event"] for e in logs if e["log_level"] == "warning"]
+        assert len(rising) == 1 and "diskSpaceWarningLevelRatio" in rising[0], rising
+
+
 def test_forced_retention_frees_just_enough_and_resumes_puts(small_fs: Path) -> None:
     """Above diskSpaceCleanForciblyRatio the oldest segments go until usage is below it."""
     cfg = small_config(small_fs / "store", commitlog_file_size_bytes=64 * 1024)
