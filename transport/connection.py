@@ -36,6 +36,7 @@ What it does, and why:
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable, Container, Sequence
 from typing import Final, cast
 
@@ -578,10 +579,22 @@ class Connection(asyncio.BufferedProtocol):
     def _closed_error(self) -> ConnectionClosedError:
         message = f"connection to {self.peer_address} is closed"
         if self._status is not ConnectionStatus.OPEN and self._hung_up_unanswered:
-            message += (
-                " (the peer hung up without answering any request; a server that requires "
-                "TLS does this to plain connections)"
-            )
+            transport = self._transport
+            if transport is not None and transport.get_extra_info("ssl_object") is not None:
+                # TLS 1.3 completes the client's handshake before the server checks
+                # the client's certificate, so a refused one shows only as a hang-up.
+                cause = self._close_cause
+                why = f": {cause.reason or cause}" if isinstance(cause, ssl.SSLError) else ""
+                message += (
+                    f" (the peer hung up without answering any request{why}; a server "
+                    "that requires a client certificate does this to a TLS client "
+                    "without one it trusts)"
+                )
+            else:
+                message += (
+                    " (the peer hung up without answering any request; a server that "
+                    "requires TLS does this to plain connections)"
+                )
         err = ConnectionClosedError(message, peer=self.peer_address)
         err.__cause__ = self._close_cause
         return err

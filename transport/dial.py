@@ -91,7 +91,7 @@ async def open_connection(
             reason = _tls_reason(exc)
         else:  # the server hung up (or said nothing) during the handshake
             reason = (
-                f"{exc or type(exc).__name__} during the handshake; does the server "
+                f"{str(exc) or type(exc).__name__} during the handshake; does the server "
                 "accept TLS on this port?"
             )
         raise TlsHandshakeError(f"TLS handshake with {peer} failed: {reason}", peer=peer) from exc

@@ -93,8 +93,10 @@ async def test_enforcing_closes_plain_connections(pki: Pki) -> None:
 async def test_disabled_refuses_a_tls_handshake(pki: Pki) -> None:
     async with serving(None) as server:
         assert await echo_over(server.port, None) == b"ping"
-        with pytest.raises(TlsHandshakeError, match="accept TLS on this port"):
+        with pytest.raises(TlsHandshakeError, match="accept TLS on this port") as refused:
             await open_connection("127.0.0.1", server.port, tls=pki.client_context())
+        # The reason is named, never an empty gap ("failed:  during the handshake").
+        assert "failed:  " not in str(refused.value), refused.value
 
 
 async def test_the_client_refuses_a_certificate_from_an_unknown_ca(pki: Pki) -> None:
@@ -137,15 +139,19 @@ async def test_mutual_tls_refuses_a_client_without_a_certificate(pki: Pki) -> No
     )
     async with serving(tls) as server:
         assert await echo_over(server.port, pki.client_context(with_cert=True)) == b"ping"
-        # TLS 1.3: the client learns of the refusal after its handshake, on first use.
-        with pytest.raises((TlsHandshakeError, ConnectionClosedError)):
+        # TLS 1.3: the client learns of the refusal after its handshake, on first use;
+        # what it is told points at its certificate, not at plain TCP.
+        with pytest.raises((TlsHandshakeError, ConnectionClosedError)) as refused:
             await echo_over(server.port, pki.client_context())
+        assert "client certificate" in str(refused.value), refused.value
+        assert "plain connections" not in str(refused.value)
         # A certificate from another CA is refused too.
         stranger = make_pki(pki.dir / "stranger")
         ctx = pki.client_context()
         ctx.load_cert_chain(stranger.client_cert, stranger.client_key)
-        with pytest.raises((TlsHandshakeError, ConnectionClosedError)):
+        with pytest.raises((TlsHandshakeError, ConnectionClosedError)) as refused:
             await echo_over(server.port, ctx)
+        assert "client certificate" in str(refused.value), refused.value
         assert server.connections == frozenset()
 
 
