@@ -38,6 +38,10 @@ WARNING: Final[Severity] = "warning"
 _ZERO_CHUNK: Final = 64 * 1024
 
 
+#: Findings of one severity listed per file; the rest are counted in one more line.
+PER_FILE: Final = 20
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One thing the check found.
@@ -109,6 +113,9 @@ class CheckContext:
     commitlog_end: int = 0
     damaged: list[tuple[int, int]] = field(default_factory=list)
     newest_store_ts: int = 0
+    # Findings past PER_FILE in one file, by (severity, area, path): a missing segment
+    # would otherwise list every consume-queue entry that points into it.
+    held_back: dict[tuple[Severity, str, str], int] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -125,8 +132,21 @@ class CheckContext:
     def add(
         self, severity: Severity, area: str, path: Path, offset: int | None, message: str
     ) -> None:
-        """Record a finding."""
-        self.findings.append(Finding(severity, area, self.where(path), offset, message))
+        """Record a finding (past :data:`PER_FILE` of a kind in one file, count it)."""
+        where = self.where(path)
+        key = (severity, area, where)
+        seen = self.held_back.get(key, 0) + 1
+        self.held_back[key] = seen
+        if seen <= PER_FILE:
+            self.findings.append(Finding(severity, area, where, offset, message))
+
+    def close(self) -> None:
+        """Say how many findings each file had beyond those listed."""
+        for (severity, area, where), seen in self.held_back.items():
+            if seen > PER_FILE:
+                more = f"and {seen - PER_FILE} more {severity}s like these in this file"
+                self.findings.append(Finding(severity, area, where, None, more))
+        self.held_back.clear()
 
     def repairable(self) -> Severity:
         """Severity of what crash recovery repairs: expected after a crash only."""

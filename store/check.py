@@ -172,6 +172,7 @@ def check_store(
     if crashed and live is None:
         message = "the last run did not stop cleanly: a start runs crash recovery"
         ctx.add(WARNING, "directory", root / "abort", None, message)
+    ctx.close()
     summary = {key: ctx.counts.get(key, 0) for key in SUMMARY_KEYS}
     clean_stop = None if live is not None else not crashed
     return StoreCheckReport(str(root), live is not None, clean_stop, summary, ctx.findings)

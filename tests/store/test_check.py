@@ -109,6 +109,27 @@ def test_missing_and_wrong_size_segments_are_problems(tmp_path: Path) -> None:
     assert messages[f"commitlog/{3 * SEG:020d}"].startswith("100 bytes, but segments are 16384")
 
 
+def test_findings_of_one_file_are_listed_up_to_a_limit_then_counted(tmp_path: Path) -> None:
+    # A segment lost in the middle of 11: each queue file pointing into it would list
+    # every entry (hundreds of lines for a real segment); 20 are listed, then a count.
+    config = small_config(tmp_path, consume_queue_entries_per_file=1024)
+    with MessageStore.open(config) as store:
+        for n in range(600):
+            assert store.put_message(message(n, queue_id=n % 2, size=150)).ok
+    (tmp_path / "commitlog" / f"{5 * SEG:020d}").unlink()
+    report = check_store(config)
+    per_file: dict[str, int] = {}
+    for f in report.problems:
+        per_file[f.path] = per_file.get(f.path, 0) + 1
+    assert max(per_file.values()) == 21, per_file
+    more = [f for f in report.problems if f.message.startswith("and ")]
+    assert more and all(
+        f.offset is None and f.message.endswith(" more problems like these in this file")
+        for f in more
+    )
+    assert sum(int(f.message.split()[1]) for f in more) + len(report.problems) - len(more) > 60
+
+
 def test_stray_files_are_warnings(tmp_path: Path) -> None:
     _fill(tmp_path)
     strays = [
