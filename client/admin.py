@@ -14,6 +14,7 @@ same requests (docs/protocol.md):
 - messages: by key (QUERY_MESSAGE on every broker of the topic, filtered client-side
   because the broker's index is a hash index), by UNIQ_KEY, and by offset msgId
   (VIEW_MESSAGE_BY_ID to the host encoded in the id);
+- a consume queue's raw entries (QUERY_CONSUME_QUEUE, ``mqadmin queryCq``);
 - cluster info (GET_BROKER_CLUSTER_INFO).
 """
 
@@ -26,34 +27,42 @@ from typing import TypeVar
 from rocklet.client.admin_reset import reset_offline
 from rocklet.client.errors import (
     BrokerError,
+    ClientError,
     ClientStateError,
     ConsumerNotOnlineError,
     NoRouteError,
+    NotANameServerError,
     error_for_code,
 )
 from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import MessageExt
+from rocklet.client.namesrv import NameServers
 from rocklet.client.tls import TlsOption
 from rocklet.protocol.acl import Credentials
 from rocklet.protocol.bodies.cluster import ClusterInfo, TopicList
 from rocklet.protocol.bodies.consumer import GetConsumerStatusBody, ResetOffsetBody
+from rocklet.protocol.bodies.maintenance import QueryConsumeQueueResponseBody
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.bodies.route import Perm, TopicRouteData
 from rocklet.protocol.bodies.running import ConsumerConnection, ConsumerRunningInfo
 from rocklet.protocol.bodies.stats import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
+from rocklet.protocol.errors import ProtocolError
 from rocklet.protocol.headers.admin import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    QueryConsumeQueueRequestHeader,
 )
 from rocklet.protocol.headers.base import Header
 from rocklet.protocol.headers.consumer import (
     GetConsumerRunningInfoRequestHeader,
     GetConsumerStatusRequestHeader,
     GetConsumeStatsRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
     ResetOffsetRequestHeader,
 )
 from rocklet.protocol.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
@@ -63,13 +72,53 @@ from rocklet.protocol.message_id import parse_offset_msg_id
 from rocklet.protocol.names import retry_topic
 from rocklet.protocol.properties import Prop
 
-__all__ = ["Admin"]
+__all__ = ["Admin", "QueueIndexError"]
 
 T = TypeVar("T")
 #: How long to wait for INVOKE_BROKER_TO_GET_CONSUMER_STATUS at least: the broker gives
 #: each member 5 s, so a silent one must not make the admin give up first.
 _CONSUMER_STATUS_WAIT_S = 8.0
-#: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``: a consumer group's retry topic prefix.
+#: The topic :meth:`Admin.check_name_server` asks the route of (every broker has it).
+_PROBE_TOPIC = "TBW102"
+
+
+class QueueIndexError(ClientError, IndexError):
+    """A consume queue has no entry at the index asked (:meth:`Admin.query_consume_queue`).
+
+    The index is below the queue's first one still stored, or at or past its end.
+
+    Attributes:
+        topic: The topic.
+        queue_id: The queue.
+        index: The index asked.
+        remark: The broker's words (``Index 1000 of 1@demo is not exist!``).
+        min_offset: The queue's first index still stored; ``None`` when unknown.
+        max_offset: The index the next message gets; ``None`` when unknown.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        index: int,
+        remark: str | None,
+        min_offset: int | None = None,
+        max_offset: int | None = None,
+    ) -> None:
+        what = f"index {index} of queue {queue_id} of {topic} does not exist"
+        if min_offset is None or max_offset is None:
+            why = f"the broker says: {remark}" if remark else "the broker has no entry there"
+        elif max_offset <= min_offset:
+            why = f"the queue is empty; its next index is {max_offset}"
+        else:
+            why = f"the queue holds indexes {min_offset} to {max_offset - 1}"
+        super().__init__(f"{what} ({why})")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.index = index
+        self.remark = remark
+        self.min_offset = min_offset
+        self.max_offset = max_offset
 
 
 class Admin:
@@ -158,9 +207,34 @@ class Admin:
     async def _namesrv(self, code: int, header: Header | None = None) -> RemotingCommand:
         cmd = RemotingCommand(code, ext_fields={} if header is None else header.to_ext_fields())
         answer = await self._inst.invoke_namesrv(cmd, self._timeout_s)
+        if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            await self.check_name_server()
         if answer.code != ResponseCode.SUCCESS:
             raise error_for_code(answer.code, answer.remark)
         return answer
+
+    async def check_name_server(self, addr: str | None = None) -> None:
+        """Raise :class:`NotANameServerError` when a name server address is a broker's.
+
+        Asks the route query producers ask (:meth:`NameServers.fetch_route
+        <rocklet.client.namesrv.NameServers.fetch_route>`), which a broker refuses with
+        REQUEST_CODE_NOT_SUPPORTED. Worth calling when a name server request was
+        refused with that code: a broker given as the name server refuses every
+        name-server request so.
+
+        Args:
+            addr: The address to check. Default: every configured name server.
+
+        Raises:
+            NotANameServerError: The address (the first such one) is a broker.
+        """
+        for one in (addr,) if addr is not None else self._inst.name_servers.addrs:
+            try:
+                await NameServers(one, self._inst.invoke).fetch_route(_PROBE_TOPIC)
+            except NotANameServerError:
+                raise
+            except (ClientError, ProtocolError):  # unreachable, or another answer: not that
+                continue
 
     async def _route(self, topic: str) -> TopicRouteData:
         route = await self._inst.topic_route(topic, refresh=True)
@@ -465,10 +539,64 @@ class Admin:
             raise failures[0]
         return {c: dict(sorted(t.items())) for c, t in sorted(merged.items())}
 
+    async def query_consume_queue(
+        self,
+        broker_addr: str,
+        topic: str,
+        queue_id: int,
+        index: int,
+        count: int,
+        consumer_group: str | None = None,
+    ) -> QueryConsumeQueueResponseBody:
+        """Raw consume-queue entries of one queue from ``index`` on (QUERY_CONSUME_QUEUE).
+
+        Args:
+            broker_addr: The broker holding the queue.
+            topic: The topic.
+            queue_id: The queue.
+            index: The first queue offset.
+            count: Most entries.
+            consumer_group: Also report this group's subscription of the topic.
+
+        Raises:
+            QueueIndexError: No entry at ``index``. RocketMQ 4.9.4's broker (and
+                Rocklet's) answers that SUCCESS without a body, the remark saying
+                ``Index I of Q@T is not exist!``; the queue's bounds are then asked for
+                (GET_MIN_OFFSET, GET_MAX_OFFSET) to say which indexes exist.
+            BrokerError: The broker refused (SYSTEM_ERROR: it has no such queue).
+            BodyError: The answer's body is malformed.
+        """
+        header = QueryConsumeQueueRequestHeader(topic, queue_id, index, count, consumer_group)
+        answer = await self._call(broker_addr, RequestCode.QUERY_CONSUME_QUEUE, header)
+        if answer.body:
+            return QueryConsumeQueueResponseBody.from_json(answer.body)
+        low = await self._queue_bound(broker_addr, topic, queue_id, max_offset=False)
+        high = await self._queue_bound(broker_addr, topic, queue_id, max_offset=True)
+        raise QueueIndexError(topic, queue_id, index, answer.remark, low, high)
+
+    async def _queue_bound(
+        self, addr: str, topic: str, queue_id: int, *, max_offset: bool
+    ) -> int | None:
+        """A queue's min or max offset, ``None`` when it cannot be had."""
+        try:
+            if max_offset:
+                header: Header = GetMaxOffsetRequestHeader(topic, queue_id)
+                code = RequestCode.GET_MAX_OFFSET
+            else:
+                header = GetMinOffsetRequestHeader(topic, queue_id)
+                code = RequestCode.GET_MIN_OFFSET
+            answer = await self._call(addr, code, header)
+            return int(answer.ext_fields["offset"])
+        except (ClientError, ProtocolError, KeyError, ValueError):
+            return None
+
     # -- messages -----------------------------------------------------------------
 
     async def view_message(self, offset_msg_id: str) -> MessageExt:
         """The message an offset msgId names, from the broker encoded in the id.
+
+        Its ``broker_name`` is the name the name server registers for that address
+        (``""`` when none does), as :meth:`query_by_unique_key` gives it from the route.
 
         Raises:
             MessageFormatError: Not a 32-hex-digit offset msgId.
@@ -479,7 +607,18 @@ class Admin:
         answer = await self._call(
             addr, RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(where.offset)
         )
-        return next(_decode(answer.body))
+        return next(_decode(answer.body, await self._broker_name_at(addr)))
+
+    async def _broker_name_at(self, addr: str) -> str:
+        """The broker name registered for ``addr`` (a master or a slave), else ``""``."""
+        try:
+            info = await self.cluster_info()
+        except (ClientError, ProtocolError):  # the name is a nicety: the message is found
+            return ""
+        for name, data in sorted(info.broker_addr_table.items()):
+            if addr in data.broker_addrs.values():
+                return name
+        return ""
 
     async def query_by_key(
         self,

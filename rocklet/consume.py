@@ -12,10 +12,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import contextlib
 import json
 import os
-import signal
 import sys
 from collections.abc import Mapping
 from typing import Final, TextIO
@@ -26,6 +24,7 @@ from rocklet.client.errors import ClientError
 from rocklet.credentials_args import credentials_from
 from rocklet.explain import describe_error
 from rocklet.progress_note import ProgressNote
+from rocklet.stop_signals import stop_on_signals
 from rocklet.tls_args import tls_from_args
 from rocklet.transport.loop import run as run_loop
 from rocklet.transport.tls import TlsConfigError
@@ -228,16 +227,8 @@ async def run_consume_async(
 
 
 async def _main(args: argparse.Namespace) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    try:
+    async with stop_on_signals() as stop:
         return await run_consume_async(args, sys.stdout, sys.stderr, stop=stop)
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(RuntimeError):
-                loop.remove_signal_handler(signum)
 
 
 def run_consume(args: argparse.Namespace) -> int:

@@ -1,7 +1,9 @@
 """One line saying what went wrong and what to do, for ``rocklet produce`` / ``consume``.
 
 The SDK's errors are precise but terse (``CODE: 26 DESC: ...``); a first-time user
-needs the name involved and the command that fixes it.
+needs the name involved and the command that fixes it. ``rocklet admin`` words a
+broker's refusal and a broker given as the name server the same way
+(:func:`refusal`, :func:`not_a_name_server`).
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ from rocklet.client.errors import (
     ClientError,
     ConnectError,
     NoRouteError,
+    NotANameServerError,
     RequestTimeoutError,
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
-from rocklet.protocol.bodies.route import Perm
 from rocklet.protocol.codes import ResponseCode
 from rocklet.transport.errors import TlsHandshakeError
+from rocklet.write_perm_hint import read_only_hint, refused_send_hint
 
-__all__ = ["describe_error", "topic_missing"]
+__all__ = ["describe_error", "not_a_name_server", "refusal", "topic_missing"]
 
 
 async def _cluster_name(namesrv: str, tls: ssl.SSLContext | None) -> str:
@@ -33,16 +36,6 @@ async def _cluster_name(namesrv: str, tls: ssl.SSLContext | None) -> str:
     except ClientError:
         return "<clusterName>"
     return clusters[0] if len(clusters) == 1 else "<clusterName>"
-
-
-async def _read_only_on(namesrv: str, topic: str, tls: ssl.SSLContext | None) -> list[str]:
-    """The brokers that list ``topic`` without write permission (none: it is missing)."""
-    try:
-        async with Admin(namesrv, instance_name="rocklet-explain", timeout_s=3.0, tls=tls) as admin:
-            route = await admin.topic_route(topic)
-    except ClientError:
-        return []
-    return sorted(q.broker_name for q in route.queue_datas if not q.perm & Perm.WRITE)
 
 
 async def topic_missing(
@@ -113,14 +106,11 @@ async def describe_error(
     if isinstance(exc, RequestTimeoutError):
         return f"{exc.peer or 'a server'} did not answer in time: {exc}"
     if isinstance(exc, NoRouteError | TopicNotExistError):
-        if sending and (readonly := await _read_only_on(namesrv, topic, tls)):
-            return (
-                f"topic {topic!r} exists but no broker takes writes to it (permission "
-                f"without write on {', '.join(readonly)}): give it write permission with: "
-                f"rocklet admin updateTopic -n {namesrv} -c {await _cluster_name(namesrv, tls)} "
-                f"-t {topic} -p 6"
-            )
+        if sending and (read_only := await read_only_hint(namesrv, topic, tls)):
+            return read_only
         return await topic_missing(namesrv, topic, sending=sending, tls=tls)
+    if isinstance(exc, NotANameServerError):
+        return not_a_name_server(exc)
     if isinstance(exc, SubscriptionGroupNotExistError):
         where = exc.addr or "<brokerAddr>"
         return (
@@ -129,10 +119,25 @@ async def describe_error(
             f"rocklet admin updateSubGroup -n {namesrv} -b {where} -g {group}"
         )
     if isinstance(exc, BrokerError):
-        try:
-            code = ResponseCode(exc.response_code).name
-        except ValueError:
-            code = str(exc.response_code)
-        where = f"{exc.addr} " if exc.addr else ""
-        return f"{where}refused the request: {code}: {exc.remark or '(no reason given)'}"
+        if sending and (hint := await refused_send_hint(exc, namesrv, tls)):
+            return hint
+        return refusal(exc)
     return str(exc)
+
+
+def not_a_name_server(exc: NotANameServerError) -> str:
+    """Say that the address given as the name server is a broker's (every command's wording)."""
+    return (
+        f"{exc.addr} is a broker, not a name server: give the name server's address "
+        "(default port 9876) with -n or NAMESRV_ADDR"
+    )
+
+
+def refusal(exc: BrokerError) -> str:
+    """A server's error answer: who refused, the response code's name and the remark."""
+    try:
+        code = ResponseCode(exc.response_code).name
+    except ValueError:
+        code = str(exc.response_code)
+    where = f"{exc.addr} " if exc.addr else ""
+    return f"{where}refused the request: {code}: {exc.remark or '(no reason given)'}"

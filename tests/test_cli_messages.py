@@ -223,7 +223,7 @@ async def test_a_read_only_topic_is_not_called_missing(standalone: Standalone) -
     assert run.code == 1
     assert "topic 'frozen' exists but no broker takes writes to it" in run.err
     assert "does not exist" not in run.err
-    fix = re.search(r"rocklet admin updateTopic [^\n]*-p 6", run.err)
+    fix = re.search(r"rocklet admin updateTopicPerm [^\n]*-p 6", run.err)
     assert fix is not None
     assert (await rocklet(*fix.group(0).split()[1:])).code == 0
     assert (await rocklet("produce", "-n", ns, "-t", "frozen", "--body", "x")).code == 0

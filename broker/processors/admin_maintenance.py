@@ -11,6 +11,10 @@
   segments younger than ``fileReservedTime`` stay.
 - QUERY_CONSUME_QUEUE (321): a queue's min and max offset and raw entries
   (``QueryConsumeQueueResponseBody``), with the group's subscription when one is named.
+  As 4.9.4's ``queryConsumeQueue``: no such queue is SYSTEM_ERROR ``Q@T is not exist!``;
+  an index with no entry (below the queue's first, at or past its end) is SUCCESS with
+  no body and the remark ``Index I of Q@T is not exist!``, which clients must check for
+  (``Admin.query_consume_queue`` raises ``QueueIndexError``).
 
 305, 306, 316 and 329 answer SUCCESS with no remark, as RocketMQ does. Unlike RocketMQ, the work is
 done when the answer leaves (RocketMQ's 329 only asks its clean-up timer to run the

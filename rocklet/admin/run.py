@@ -3,26 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from collections.abc import Mapping
 from typing import Final, TextIO
 
 from rocklet.admin.args import DEFAULT_NAMESRV
-from rocklet.admin.format import print_output
+from rocklet.admin.format import Output, print_output
 from rocklet.admin.tool import AdminTool
 from rocklet.admin.verbs import VERBS
-from rocklet.client.errors import BrokerError, ClientError, ConnectError, NoRouteError
+from rocklet.client.errors import (
+    BrokerError,
+    ClientError,
+    ConnectError,
+    NoRouteError,
+    NotANameServerError,
+)
 from rocklet.credentials_args import credentials_from
-from rocklet.protocol.codes import ResponseCode
+from rocklet.explain import not_a_name_server, refusal
 from rocklet.protocol.errors import ProtocolError
+from rocklet.stop_signals import stop_on_signals, until_stopped
 from rocklet.tls_args import tls_from_args
 from rocklet.transport.loop import run as run_loop
 from rocklet.transport.tls import TlsConfigError
 
-__all__ = ["run_admin", "run_admin_async"]
+__all__ = ["UNTIL_STOPPED", "run_admin", "run_admin_async"]
 
 EXIT_FAILED: Final = 1
+#: A one-shot verb stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED: Final = 130
+#: Verbs that print round after round until stopped (Ctrl-C, SIGTERM) or ``--rounds``.
+UNTIL_STOPPED: Final = frozenset({"clusterRT", "startMonitoring"})
 
 
 def _describe(exc: Exception, namesrv: str) -> str:
@@ -32,13 +44,10 @@ def _describe(exc: Exception, namesrv: str) -> str:
         return f"cannot reach the {role} at {peer}: {exc}"
     if isinstance(exc, NoRouteError):
         return f"topic {exc.topic!r} does not exist (the name server has no route for it)"
+    if isinstance(exc, NotANameServerError):
+        return not_a_name_server(exc)
     if isinstance(exc, BrokerError):
-        try:
-            code = ResponseCode(exc.response_code).name
-        except ValueError:
-            code = str(exc.response_code)
-        where = f"{exc.addr} " if exc.addr else ""
-        return f"{where}refused the request: {code}: {exc.remark or '(no reason given)'}"
+        return refusal(exc)
     return str(exc)
 
 
@@ -47,6 +56,7 @@ async def run_admin_async(
     out: TextIO,
     err: TextIO,
     environ: Mapping[str, str] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> int:
     """Run one admin verb and print its result.
 
@@ -55,6 +65,8 @@ async def run_admin_async(
         out: Where results go.
         err: Where the error line goes.
         environ: The environment (``NAMESRV_ADDR``); ``os.environ`` by default.
+        stop: Set to stop the verb (Ctrl-C): a verb that runs until stopped
+            (:data:`UNTIL_STOPPED`) then ends with what it printed so far, exit 0.
 
     Returns:
         The exit code: 0, or 1 when the command failed (or, for storeCheck, found
@@ -72,7 +84,13 @@ async def run_admin_async(
         # A verb that runs until stopped (clusterRT) prints its rows here as they come.
         args.stream = out
         async with AdminTool(namesrv, args.timeout, tls, credentials) as tool:
-            output = await VERBS[args.verb](tool, args)
+            work = VERBS[args.verb](tool, args)
+            if stop is None:
+                output = await work
+            elif (done := await until_stopped(stop, work)) is not None:
+                output = done
+            else:  # stopped: its rows are printed already
+                output = Output(None, streamed=True)
     except (ClientError, ProtocolError) as exc:
         err.write(f"rocklet admin {args.verb}: {_describe(exc, namesrv)}\n")
         return EXIT_FAILED
@@ -80,8 +98,18 @@ async def run_admin_async(
     return output.exit_code
 
 
+async def _main(args: argparse.Namespace) -> int:
+    if args.verb not in UNTIL_STOPPED:
+        return await run_admin_async(args, sys.stdout, sys.stderr)
+    async with stop_on_signals() as stop:
+        return await run_admin_async(args, sys.stdout, sys.stderr, stop=stop)
+
+
 def run_admin(args: argparse.Namespace) -> int:
     """Run one admin verb on a new event loop (the ``rocklet admin`` entry point).
+
+    SIGINT and SIGTERM end a verb of :data:`UNTIL_STOPPED` cleanly (exit 0); Ctrl-C
+    during any other verb interrupts it (exit 130).
 
     Args:
         args: Parsed ``rocklet admin`` arguments.
@@ -89,4 +117,8 @@ def run_admin(args: argparse.Namespace) -> int:
     Returns:
         The exit code.
     """
-    return run_loop(run_admin_async(args, sys.stdout, sys.stderr))
+    try:
+        return run_loop(_main(args))
+    except KeyboardInterrupt:
+        sys.stderr.write(f"rocklet admin {args.verb}: interrupted\n")
+        return EXIT_INTERRUPTED

@@ -129,6 +129,7 @@ class AdminTool:
 
         Raises:
             BrokerError: The server answered with an error code.
+            NotANameServerError: ``addr`` is one of ``-n``'s and is a broker.
             TransportError: The server cannot be reached.
         """
         ext = {} if header is None else header.to_ext_fields()
@@ -136,6 +137,8 @@ class AdminTool:
         if language is not None:
             cmd = dataclasses.replace(cmd, language=language)
         answer = await self.instance.invoke(addr, cmd, self._timeout_s)
+        if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and addr in self.namesrv_addrs:
+            await self.admin.check_name_server(addr)
         if answer.code != ResponseCode.SUCCESS:
             raise error_for_code(answer.code, answer.remark, addr=addr)
         return answer
@@ -195,6 +198,8 @@ class AdminTool:
             ext_fields=GetTopicsByClusterRequestHeader(cluster).to_ext_fields(),
         )
         answer = await self.instance.invoke_namesrv(cmd, self._timeout_s)
+        if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            await self.admin.check_name_server()
         if answer.code != ResponseCode.SUCCESS:
             raise error_for_code(answer.code, answer.remark)
         return sorted(TopicList.from_json(answer.body).topic_list)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -223,8 +224,11 @@ async def _reset(
     tool: AdminTool, group: str, topic: str, stamp_text: str, force: bool, as_cpp: bool
 ) -> Output:
     stamp = parse_time(stamp_text)
+    # "now" goes out as -1 (each queue's end, as mqadmin sends it) and is shown as the
+    # time it stands for; an explicit -1 (skipAccumulatedMessage) is shown as given.
+    shown = int(time.time() * 1000) if stamp_text.strip() == "now" else stamp
     what = f"group[{group}], topic[{topic}], force[{str(force).lower()}]"
-    when = f"timestamp(string)[{stamp_text}], timestamp(long)[{stamp}]"
+    when = f"timestamp(string)[{stamp_text}], timestamp(long)[{shown}]"
     try:
         table = await _reset_online(tool, group, topic, stamp, force, as_cpp)
     except BrokerError as exc:
@@ -238,7 +242,8 @@ async def _reset(
         ]
         title = f"rollback consumer offset by specified {what}, {when}"
         headers = ("brokerName", "queueId", "offset")
-        return Output({"online": True, "queues": data}, [Table(headers, rows, title)])
+        output = {"online": True, "timestamp": shown, "queues": data}
+        return Output(output, [Table(headers, rows, title)])
     found = await _reset_offline(tool, group, topic, stamp, force)
     title = f"rollback consumer offset by specified consumer{what[0].upper()}{what[1:]}, {when}"
     rollback_headers = (
@@ -250,7 +255,8 @@ async def _reset(
         "rollbackOffset",
     )
     rows = [tuple(r.values()) for r in found]
-    return Output({"online": False, "queues": found}, [Table(rollback_headers, rows, title)])
+    output = {"online": False, "timestamp": shown, "queues": found}
+    return Output(output, [Table(rollback_headers, rows, title)])
 
 
 async def reset_offset_by_time(tool: AdminTool, args: argparse.Namespace) -> Output:

@@ -25,14 +25,10 @@ from rocklet.client.errors import ClientError
 from rocklet.client.message import Message, MessageExt, SendResult
 from rocklet.client.producer import Producer
 from rocklet.client.pull_api import PullStatus
-from rocklet.protocol.bodies.maintenance import (
-    ConsumeMessageDirectlyResult,
-    QueryConsumeQueueResponseBody,
-)
+from rocklet.protocol.bodies.maintenance import ConsumeMessageDirectlyResult
 from rocklet.protocol.bodies.queue import MessageQueue
 from rocklet.protocol.codes import RequestCode
 from rocklet.protocol.errors import MessageFormatError
-from rocklet.protocol.headers.admin import QueryConsumeQueueRequestHeader
 from rocklet.protocol.headers.consumer import ConsumeMessageDirectlyResultRequestHeader
 from rocklet.protocol.message_id import parse_client_msg_id
 
@@ -51,11 +47,10 @@ async def query_cq(tool: AdminTool, args: argparse.Namespace) -> Output:
         if not addrs:
             raise TargetError(f"topic {args.topic!r} has no master broker")
         addr = addrs[0]
-    header = QueryConsumeQueueRequestHeader(
-        args.topic, args.queue, args.index, args.count, args.consumer
+    # An index out of the queue's range raises QueueIndexError: one line, exit 1.
+    body = await tool.admin.query_consume_queue(
+        addr, args.topic, args.queue, args.index, args.count, args.consumer
     )
-    answer = await tool.call(addr, RequestCode.QUERY_CONSUME_QUEUE, header)
-    body = QueryConsumeQueueResponseBody.from_json(answer.body)
     rows: list[Sequence[object]] = [
         (
             args.index + i,

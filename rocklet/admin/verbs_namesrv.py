@@ -13,7 +13,7 @@ from typing import Any
 from rocklet.admin.format import Output, Table
 from rocklet.admin.tool import AdminTool, TargetError
 from rocklet.admin.verbs_broker import properties_body, read_properties
-from rocklet.client.errors import BrokerError, ClientError
+from rocklet.client.errors import BrokerError, ClientError, NotANameServerError
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.headers.namesrv import (
     AddWritePermOfBrokerRequestHeader,
@@ -42,6 +42,8 @@ async def _write_perm(tool: AdminTool, broker: str, wipe: bool) -> Output:
                 add = AddWritePermOfBrokerRequestHeader(broker)
                 answer = await tool.call(ns, RequestCode.ADD_WRITE_PERM_OF_BROKER, add)
                 count = int(answer.ext_fields.get("addTopicCount", 0))
+        except NotANameServerError:
+            raise  # a set-up mistake, not this name server's refusal: one line, exit 1
         except ClientError as exc:
             data[ns] = {"ok": False, "error": str(exc)}
             notes.append(f"{where} Failed: {exc}")
