@@ -108,6 +108,8 @@ async def describe_error(
     if isinstance(exc, NoRouteError | TopicNotExistError):
         if sending and (read_only := await read_only_hint(namesrv, topic, tls)):
             return read_only
+        if (routed := await _routed_but_unserved(exc, namesrv, topic, sending, tls)) is not None:
+            return routed
         return await topic_missing(namesrv, topic, sending=sending, tls=tls)
     if isinstance(exc, NotANameServerError):
         return not_a_name_server(exc)
@@ -123,6 +125,36 @@ async def describe_error(
             return hint
         return refusal(exc)
     return str(exc)
+
+
+async def _routed_but_unserved(
+    exc: ClientError, namesrv: str, topic: str, sending: bool, tls: ssl.SSLContext | None
+) -> str | None:
+    """Why a topic the name server routes cannot be used, when that is the case.
+
+    Two cases look like a missing topic to the SDK: every broker group of the route has
+    lost its master (a slave takes no sends), and a broker that the route names does
+    not have the topic (a slave that had not synced it from its master yet).
+    """
+    try:
+        async with Admin(namesrv, instance_name="rocklet-explain", timeout_s=3.0, tls=tls) as admin:
+            route = await admin.topic_route(topic)
+    except ClientError:
+        return None  # no route: the topic is missing indeed
+    groups = sorted(bd.broker_name for bd in route.broker_datas)
+    if sending and groups and not any(bd.master_addr for bd in route.broker_datas):
+        return (
+            f"topic {topic!r} is routed to {', '.join(groups)}, but no master (brokerId 0) is "
+            "registered there: a slave takes no sends. Start the master, or wait for it to "
+            "register again"
+        )
+    if isinstance(exc, TopicNotExistError) and exc.addr:
+        return (
+            f"broker {exc.addr} does not have topic {topic!r}, though name server {namesrv} "
+            "routes it there. A slave learns topics from its master every 10 s, so a topic "
+            "created just before the master stopped is not on the slave: start the master"
+        )
+    return None
 
 
 def not_a_name_server(exc: NotANameServerError) -> str:
