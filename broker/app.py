@@ -411,6 +411,13 @@ class Broker:
             tls=server.tls_mode,
             namesrv_tls=namesrv_tls is not None,
         )
+        if not parse_namesrv_addrs(config.namesrv_addr):
+            # RocketMQ starts so too; clients then never find this broker.
+            log.warning(
+                "no name server to register with: clients will not find this broker; set "
+                "namesrvAddr in the broker's configuration, --namesrv or NAMESRV_ADDR",
+                namesrv_addr=config.namesrv_addr,
+            )
         return broker
 
     async def _start_metrics(self, metrics: BrokerMetrics, host: str) -> None:

@@ -81,6 +81,8 @@ class ConnectionPool:
         self._conns: dict[str, Connection] = {}
         self._opening: dict[str, asyncio.Task[Connection]] = {}
         self._failures: dict[str, BackoffState] = {}
+        # The last connect error per address in backoff: what a refused attempt reports.
+        self._last_error: dict[str, str] = {}
         self._closed = False
         #: Runs on each new connection before it is handed out (the heartbeat).
         self.on_open: OpenHook | None = None
@@ -109,9 +111,10 @@ class ConnectionPool:
             state = self._failures.get(addr)
             now = self._clock.monotonic_ms() / 1000
             if state is not None and not state.may_attempt(now):
+                last = self._last_error.get(addr, f"cannot connect to {addr}")
                 raise ConnectError(
-                    f"not reconnecting to {addr} for another {state.retry_at - now:.2f} s "
-                    f"after {state.failures} failed attempt(s)",
+                    f"{last} (not trying {addr} again for another "
+                    f"{state.retry_at - now:.2f} s after {state.failures} failed attempt(s))",
                     peer=addr,
                 )
             opening = self._spawn(self._open(addr), f"connect-{addr}")
@@ -170,11 +173,13 @@ class ConnectionPool:
                     coalesce_writes=True,
                     tls=self._tls,
                 )
-            except ConnectError:
+            except ConnectError as exc:
                 state = self._failures.setdefault(addr, BackoffState(self._backoff))
                 state.failed(self._clock.monotonic_ms() / 1000)
+                self._last_error[addr] = str(exc)
                 raise
             self._failures.pop(addr, None)
+            self._last_error.pop(addr, None)
             conn.attributes["addr"] = addr
             conn.add_close_callback(self._dropped)
             if self._closed:

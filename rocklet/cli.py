@@ -12,7 +12,6 @@ import platform
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
 
 import structlog
 
@@ -279,13 +278,15 @@ def _run_namesrv(args: argparse.Namespace) -> int:
     return 0
 
 
-#: How to move each server to other ports, for a start that found one taken.
-_PORT_HINTS: Final = {
-    "broker": "listenPort in broker.conf (the broker also binds listenPort-2 for its VIP "
-    "port and listenPort+1 for replication)",
-    "standalone": "--namesrv-port, --listen-port (the broker also binds that port-2 for "
-    "its VIP port and port+1 for replication)",
-}
+def _port_hint(command: str, config: BrokerConfig) -> str:
+    """How to move a broker to other ports, for a start that found one taken."""
+    vip = "fastListenPort" if config.fast_listen_port is not None else "that port-2"
+    ha = "haListenPort" if config.ha_listen_port is not None else "that port+1"
+    ports = "--namesrv-port, --listen-port" if command == "standalone" else "listenPort"
+    return (
+        f"{ports} (or listenPort in broker.conf; the broker also binds {vip} for its VIP "
+        f"port and {ha} for replication)"
+    )
 
 
 def _cannot_start(command: str, exc: OSError, hint: str) -> int:
@@ -319,7 +320,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         sys.stderr.write(f"rocklet {args.command}: {exc}\n")
         return EXIT_START
     except OSError as exc:
-        return _cannot_start(args.command, exc, _PORT_HINTS[args.command])
+        return _cannot_start(args.command, exc, _port_hint(args.command, config))
     return 0
 
 

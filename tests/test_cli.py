@@ -205,6 +205,23 @@ async def test_broker_registers_with_a_separate_namesrv(
             await proc.wait()
 
 
+async def test_a_broker_without_a_name_server_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NAMESRV_ADDR", raising=False)
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir = {tmp_path / 'store'}\nmappedFileSizeCommitLog = 1048576\n")
+    proc = await spawn("broker", "-c", str(conf), "--listen-port", "0", "--host", "127.0.0.1")
+    try:
+        await wait_for_line(proc, re.compile(r"no name server to register with: clients will"))
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), TIMEOUT) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
 async def test_invalid_config_value_names_the_key(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort = eleven\n")

@@ -214,6 +214,19 @@ async def test_a_taken_port_is_reported_with_its_holder(tmp_path: Path, which: s
                 await proc.wait()
 
 
+async def test_a_taken_ha_listen_port_set_explicitly_is_named(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        conf = tmp_path / "broker.conf"
+        conf.write_text(f"haListenPort={port}\n")
+        code, out = await run_to_end("standalone", "-c", str(conf), *standalone_args(tmp_path)[1:])
+    assert code == 1, out
+    assert "a port it needs is already in use" in out, out
+    assert "and haListenPort for replication)" in out and "port+1" not in out
+
+
 def test_a_bind_error_is_explained_only_when_the_port_is_taken(tmp_path: Path) -> None:
     taken = OSError(errno.EADDRINUSE, "error while attempting to bind on address ('::1', 7, 0, 0)")
     # No procfs here: the holder is unknown, the address and the way out are still said.
