@@ -32,8 +32,16 @@ class MessageSelector:
 
     @classmethod
     def by_tag(cls, tags: str = SUB_ALL) -> MessageSelector:
-        """Messages whose tag is one of ``tags`` (``"*"`` or ``"TagA || TagB"``)."""
-        return cls(TAG, tags.strip() or SUB_ALL)
+        """Messages whose tag is one of ``tags`` (``"*"`` or ``"TagA || TagB"``).
+
+        Raises:
+            SelectorError: ``tags`` has separators but no tag (``"||"``), which Java's
+                client refuses too ("subString split error"); ``"*"`` means every tag.
+        """
+        text = tags.strip() or SUB_ALL
+        if "|" in text and parse_tag_expression(text) is None:
+            raise SelectorError(f"tag expression {tags!r} names no tag; '*' means every tag")
+        return cls(TAG, text)
 
     @classmethod
     def by_sql(cls, sql: str) -> MessageSelector:
