@@ -285,7 +285,13 @@ class LocalCluster:
         if process.returncode is not None or ready_event.split()[0] not in child.ports:
             await kill(child)
             tail = "\n  ".join(child.tail)
-            raise ClusterError(f"{name} exited during start-up; its last log lines:\n  {tail}")
+            message = f"{name} exited during start-up; its last log lines:\n  {tail}"
+            if "already in use" in tail:
+                # The child's own hint names broker.conf keys, but this command writes
+                # that file at every start: its flags are what moves a process.
+                flag = "--namesrv-port" if name == "namesrv" else f"--{name}-port"
+                message += f"\nrocklet cluster writes those files: move {name} with {flag}"
+            raise ClusterError(message)
         log.info("cluster process started", name=name, pid=process.pid, ports=child.ports)
         return child
 

@@ -10,6 +10,7 @@ drops a stopped broker at once: it unregisters and its connection closes).
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from rocklet.client.instance import ClientInstance, get_instance
 from rocklet.client.message import Message, MessageExt, SendResult
 from rocklet.client.producer import Producer
 from rocklet.client.push_consumer import PushConsumer
-from rocklet.cluster import BROKERS, LocalCluster
+from rocklet.cluster import BROKERS, ClusterError, LocalCluster
 from tests.ops.test_metrics import scrape, value
 from tests.replication.nodes import broker_status
 
@@ -111,6 +112,28 @@ async def cluster(tmp_path: Path) -> AsyncIterator[LocalCluster]:
     )
     async with local:
         yield local
+
+
+async def test_a_taken_port_names_the_flag_that_moves_the_process(tmp_path: Path) -> None:
+    # The child's own line points at listenPort in broker.conf, which this command
+    # rewrites at every start.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = dict.fromkeys(BROKERS, 0) | {"broker-b": port}
+        local = LocalCluster(
+            tmp_path,
+            namesrv_port=0,
+            broker_ports=ports,
+            metrics_ports=None,
+            broker_properties=SMALL_FILES,
+        )
+        with pytest.raises(ClusterError) as refused:
+            async with local:
+                pass
+    assert "broker-b exited during start-up" in str(refused.value)
+    assert str(refused.value).endswith("move broker-b with --broker-b-port")
 
 
 @pytest.fixture
