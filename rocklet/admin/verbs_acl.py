@@ -7,7 +7,8 @@ must be ``admin: true`` on those brokers.
 
 A cluster-wide change is sent to each master in turn and does not stop at the first
 refusal: the output says which brokers took it, and the exit code is 1 if any did not,
-so a partly applied change is never reported as done.
+so a partly applied change is never reported as done. The two reads do the same: what
+each broker that answered holds, a line for each that refused, exit code 1.
 
 getAclConfig masks secret keys unless ``--show-secrets`` is given. mqadmin prints
 them in the clear; a terminal, a shell history or a support ticket is the wrong place
@@ -107,6 +108,26 @@ async def update_global_white_addr(tool: AdminTool, args: argparse.Namespace) ->
     return await _on_each(tool, args, "update global white remote addresses to", one)
 
 
+async def _read_each(
+    tool: AdminTool, args: argparse.Namespace, read: Callable[[str], Awaitable[Any]]
+) -> tuple[dict[str, Any], list[str]]:
+    """``read`` from every target broker; a refusal is noted and the others still read.
+
+    Returns:
+        Each broker's result (or ``{"ok": false, "error": ...}``) and the notes of those
+        that failed.
+    """
+    data: dict[str, Any] = {}
+    notes: list[str] = []
+    for addr in await tool.targets(args.clusterName, args.brokerAddr):
+        try:
+            data[addr] = await read(addr)
+        except (ClientError, BodyError) as exc:
+            data[addr] = {"ok": False, "error": str(exc)}
+            notes.append(f"{addr} failed: {exc}")
+    return data, notes
+
+
 def json_object(text: str | bytes, what: str) -> dict[str, Any]:
     """A JSON object from a broker's answer; a clear error for anything else.
 
@@ -131,19 +152,12 @@ def _local_time(epoch_ms: int) -> str | None:
 
 async def cluster_acl_config_version(tool: AdminTool, args: argparse.Namespace) -> Output:
     """clusterAclConfigVersion: each ACL file's data version on each broker."""
-    data: dict[str, Any] = {}
     rows: list[list[object]] = []
-    for addr in await tool.targets(args.clusterName, args.brokerAddr):
+
+    async def read(addr: str) -> dict[str, Any]:
         answer = await tool.call(addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
         header = GetBrokerAclConfigResponseHeader.from_ext_fields(answer.ext_fields)
         files = json_object(header.all_acl_file_version or "{}", "allAclFileVersion")
-        data[addr] = {
-            "clusterName": header.cluster_name,
-            "brokerName": header.broker_name,
-            "brokerAddr": header.broker_addr,
-            "version": json_object(header.version, "ACL version"),
-            "allAclFileVersion": files,
-        }
         for path, raw in sorted(files.items()):
             version = raw if isinstance(raw, dict) else {}
             rows.append(
@@ -156,6 +170,15 @@ async def cluster_acl_config_version(tool: AdminTool, args: argparse.Namespace) 
                     _local_time(int(version.get("timestamp", 0))),
                 ]
             )
+        return {
+            "clusterName": header.cluster_name,
+            "brokerName": header.broker_name,
+            "brokerAddr": header.broker_addr,
+            "version": json_object(header.version, "ACL version"),
+            "allAclFileVersion": files,
+        }
+
+    data, notes = await _read_each(tool, args, read)
     headers = (
         "Cluster Name",
         "Broker Name",
@@ -164,7 +187,7 @@ async def cluster_acl_config_version(tool: AdminTool, args: argparse.Namespace) 
         "AclConfigVersionNum",
         "AclLastUpdateTime",
     )
-    return Output(data, [Table(headers, rows)])
+    return Output(data, [Table(headers, rows)], notes=notes, exit_code=1 if notes else 0)
 
 
 def _account_row(account: dict[str, Any]) -> list[object]:
@@ -182,7 +205,6 @@ def _account_row(account: dict[str, Any]) -> list[object]:
 
 async def get_acl_config(tool: AdminTool, args: argparse.Namespace) -> Output:
     """getAclConfig: every account and the global white list of each broker."""
-    data: dict[str, Any] = {}
     tables: list[Table] = []
     headers = (
         "AccessKey",
@@ -194,18 +216,21 @@ async def get_acl_config(tool: AdminTool, args: argparse.Namespace) -> Output:
         "TopicPerms",
         "GroupPerms",
     )
-    for addr in await tool.targets(args.clusterName, args.brokerAddr):
+
+    async def read(addr: str) -> dict[str, Any]:
         answer = await tool.call(addr, RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)
         config = json_object(answer.body or b"{}", "ACL configuration")
         accounts: list[dict[str, Any]] = config.get("plainAccessConfigs") or []
         if not args.show_secrets:
             accounts = [{**a, "secretKey": _MASK} if "secretKey" in a else a for a in accounts]
         white = config.get("globalWhiteAddrs") or []
-        data[addr] = {"globalWhiteAddrs": white, "plainAccessConfigs": accounts}
         rows = [_account_row(a) for a in accounts]
         title = f"Broker {addr}: globalWhiteRemoteAddresses: [{', '.join(white)}]"
         tables.append(Table(headers, rows, title))
-    return Output(data, tables)
+        return {"globalWhiteAddrs": white, "plainAccessConfigs": accounts}
+
+    data, notes = await _read_each(tool, args, read)
+    return Output(data, tables, notes=notes, exit_code=1 if notes else 0)
 
 
 #: This module's verbs, by mqadmin name (and the other names mqadmin accepts).

@@ -13,11 +13,12 @@ import yaml
 
 from rocklet.admin.run import run_admin_async
 from rocklet.admin.verbs_acl import json_object
+from rocklet.broker.app import Broker
 from rocklet.cli import build_parser
 from rocklet.produce import run_produce_async
 from rocklet.protocol.errors import BodyError
 from tests.broker.acl_helpers import ADMIN, PRODUCER, TOPIC, acl_document, write_acl
-from tests.cluster import running_cluster
+from tests.cluster import running_cluster, small_broker_config
 
 TIMEOUT_S = 20.0
 NEW_KEY = "newuser1"
@@ -150,6 +151,28 @@ async def test_acl_verbs_report_refusals(tmp_path: Path) -> None:
         # Neither -b nor -c.
         code, text = await admin("getAclConfig", env=ADMIN_ENV)
         assert code == 1 and "-b" in text and "-c" in text, text
+
+
+async def test_acl_reads_of_a_cluster_go_on_past_a_broker_that_refuses(tmp_path: Path) -> None:
+    # broker-a has ACL on; broker-b has not, so it refuses the ACL requests (as RocketMQ).
+    acl_file = tmp_path / "conf" / "plain_acl.yml"
+    write_acl(acl_file, acl_document())
+    async with running_cluster(tmp_path / "a", acl_enable=True, acl_file=acl_file) as cluster:
+        other = await Broker.start(
+            small_broker_config(tmp_path / "b", cluster.namesrv_addr, broker_name="broker-b")
+        )
+        try:
+            for verb in ("getAclConfig", "clusterAclConfigVersion"):
+                code, text = await run_admin(
+                    cluster.namesrv_addr, verb, "-c", "DefaultCluster", "--json", env=ADMIN_ENV
+                )
+                assert code == 1, text
+                data = json.loads(text[: text.rindex("}") + 1])
+                assert data[cluster.broker.addr].get("ok") is not False, text
+                refused = data[f"127.0.0.1:{other.port}"]
+                assert refused["ok"] is False and refused["error"], text
+        finally:
+            await other.stop()
 
 
 @pytest.mark.parametrize("text", [b"not json", b"[1, 2]", b'{"a": '])
