@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import os
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,7 +154,40 @@ def _server_context(config: ServerTlsConfig) -> ssl.SSLContext:
                 f"cannot load trusted certificates {config.trust_cert_path}: {_reason(exc)}"
             ) from None
     ctx.verify_mode = _VERIFY_MODE[config.need_client_auth]
+    _warn_if_out_of_date(config.cert_path)
     return ctx
+
+
+def _warn_if_out_of_date(cert_path: Path) -> None:
+    """Log a warning when the server certificate has expired or is not valid yet.
+
+    OpenSSL loads such a certificate without a word, and the first sign is every
+    verifying client failing with "certificate has expired". The dates come from the
+    ``ssl`` module's own PEM decoder (undocumented, as the module's tests use it);
+    without it, nothing is said.
+    """
+    decode = getattr(ssl._ssl, "_test_decode_cert", None)  # type: ignore[attr-defined]
+    if decode is None:
+        return
+    try:
+        info = decode(str(cert_path))
+        not_before = ssl.cert_time_to_seconds(info["notBefore"])
+        not_after = ssl.cert_time_to_seconds(info["notAfter"])
+    except (OSError, ssl.SSLError, KeyError, ValueError):
+        return
+    now = time.time()
+    if now > not_after:
+        _log.warning(
+            "the server certificate has expired: clients that verify it refuse to connect",
+            path=str(cert_path),
+            not_after=info["notAfter"],
+        )
+    elif now < not_before:
+        _log.warning(
+            "the server certificate is not valid yet: clients that verify it refuse to connect",
+            path=str(cert_path),
+            not_before=info["notBefore"],
+        )
 
 
 def _password(password: str | None) -> str | Callable[[], str]:

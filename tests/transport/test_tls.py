@@ -8,6 +8,7 @@ paths run under uvloop in the process tests (tests/ops/test_tls_processes.py).
 from __future__ import annotations
 
 import asyncio
+import datetime
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -28,6 +29,7 @@ from rocklet.transport.tls import (
     TlsMode,
     client_context,
 )
+from tests.logcapture import capture_sdk_logs
 from tests.tlscerts import Pki, make_pki
 
 ECHO = 1000
@@ -80,6 +82,32 @@ async def test_permissive_serves_tls_and_plain_on_one_port(pki: Pki) -> None:
         assert await echo_over(server.port, pki.client_context()) == b"ping"
         assert await echo_over(server.port, None) == b"ping"
         assert server.tls_mode == "permissive"
+
+
+@pytest.mark.parametrize(
+    ("not_before", "not_after", "said"),
+    [
+        (None, datetime.datetime(2020, 1, 1), "has expired"),
+        (datetime.datetime(2999, 1, 1), None, "is not valid yet"),
+    ],
+)
+def test_an_out_of_date_server_certificate_is_warned_about(
+    pki: Pki,
+    not_before: datetime.datetime | None,
+    not_after: datetime.datetime | None,
+    said: str,
+) -> None:
+    # OpenSSL loads it silently; the first sign would be every verifying client failing.
+    leaf = pki.ca.issue_cert("localhost", "127.0.0.1", not_before=not_before, not_after=not_after)
+    leaf.cert_chain_pems[0].write_to_path(str(pki.server_cert))
+    leaf.private_key_pem.write_to_path(str(pki.server_key))
+    with capture_sdk_logs() as logs:
+        server_tls(pki, TlsMode.ENFORCING)
+    (warning,) = [e for e in logs if e["log_level"] == "warning"]
+    assert said in warning["event"] and warning["path"] == str(pki.server_cert)
+    with capture_sdk_logs() as logs:
+        server_tls(make_pki(pki.dir / "fresh"), TlsMode.ENFORCING)
+    assert [e for e in logs if e["log_level"] == "warning"] == []
 
 
 async def test_enforcing_closes_plain_connections(pki: Pki) -> None:
