@@ -25,7 +25,9 @@ logs JSON lines to ``<data-dir>/logs/<name>.log``. The supervisor learns each ch
 ports from its "listening" log lines, so port 0 works (tests), and a stopped broker
 restarts on the same ports with the same data (:meth:`LocalCluster.start_broker`).
 The masters start first, then the slaves. SIGINT or SIGTERM stops the brokers, then the
-name server, each cleanly.
+name server, each cleanly (the children run in sessions of their own, so a terminal's
+Ctrl-C reaches the supervisor alone). A child that dies meanwhile is reported at once;
+the others keep running, and the command exits 1 at the end.
 """
 
 from __future__ import annotations
@@ -230,6 +232,11 @@ class LocalCluster:
         if failures:
             raise failures[0]
 
+    def children(self) -> list[Child]:
+        """The running children: the name server and the brokers."""
+        running = [self._namesrv, *self._brokers.values()]
+        return [c for c in running if c is not None]
+
     async def __aenter__(self) -> LocalCluster:
         await self.start()
         return self
@@ -271,6 +278,9 @@ class LocalCluster:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
+            # Its own session: a terminal's Ctrl-C reaches the supervisor only, which
+            # then stops the brokers before the name server they unregister from.
+            start_new_session=True,
         )
         assert process.stderr is not None
         child = Child(name, process, self.data_dir / "logs" / f"{name}.log")
@@ -344,10 +354,30 @@ async def _serve(cluster: LocalCluster) -> None:
     try:
         async with cluster:
             _summary(cluster, sys.stdout)
-            await stop.wait()
+            await _until_stopped(cluster, stop)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+
+
+async def _until_stopped(cluster: LocalCluster, stop: asyncio.Event) -> None:
+    """Wait for ``stop``, saying at once when a child dies (the others keep running)."""
+    exits = {asyncio.ensure_future(c.process.wait()): c for c in cluster.children()}
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        while not stop.is_set():
+            done, _ = await asyncio.wait([stopped, *exits], return_when=asyncio.FIRST_COMPLETED)
+            for task in done & exits.keys():
+                child = exits.pop(task)
+                sys.stderr.write(
+                    f"rocklet cluster: {child.name} exited with status "
+                    f"{child.process.returncode}; see {child.log_path} (the others keep "
+                    "running; Ctrl-C stops them)\n"
+                )
+                sys.stderr.flush()
+    finally:
+        for task in [stopped, *exits]:
+            task.cancel()
 
 
 def run_cluster(args: argparse.Namespace) -> int:
