@@ -282,7 +282,7 @@ def _port_hint(command: str, config: BrokerConfig) -> str:
     """How to move a broker to other ports, for a start that found one taken."""
     vip = "fastListenPort" if config.fast_listen_port is not None else "that port-2"
     ha = "haListenPort" if config.ha_listen_port is not None else "that port+1"
-    ports = "--namesrv-port, --listen-port" if command == "standalone" else "listenPort"
+    ports = "--namesrv-port, --listen-port" if command == "standalone" else "--listen-port"
     return (
         f"{ports} (or listenPort in broker.conf; the broker also binds {vip} for its VIP "
         f"port and {ha} for replication)"

@@ -316,9 +316,18 @@ def add_cluster_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         sub: The ``rocklet`` parser's subcommands.
     """
     p = sub.add_parser(
-        "cluster", help="run a name server, masters broker-a and broker-b and a slave of each"
+        "cluster",
+        help="run a name server, masters broker-a and broker-b and a slave of each",
+        description="Run a name server, masters broker-a and broker-b and a slave of each "
+        "as local processes on 127.0.0.1, until Ctrl-C or SIGTERM. A process that dies is "
+        "reported at once; the others keep running.",
     )
-    p.add_argument("--data-dir", type=Path, default=Path("data/cluster"), help="data root")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("data/cluster"),
+        help="data root (default: %(default)s)",
+    )
     p.add_argument("--namesrv-port", type=int, default=9876, help="(default: 9876)")
     for node in NODES:
         p.add_argument(
