@@ -37,10 +37,13 @@ class LatencyFaultTolerance:
     """Which brokers to avoid because they were slow or failed recently.
 
     ``MQFaultStrategy`` with ``sendLatencyFaultEnable``: after each send the producer
-    records the broker and how long the call took; a call that failed counts as
-    taking 30 s. A latency of at least 550 ms makes the broker unavailable for 30 s,
-    and more for slower calls (the table above); below that the broker stays
-    available. Selection round-robins over the queues and skips unavailable brokers;
+    records the broker and how long the call took. A latency of at least 550 ms makes
+    the broker unavailable for 30 s, and more for slower calls (the table above); below
+    that the broker stays available. A call that failed makes it unavailable for 30 s
+    (:data:`FAILURE_AVOID_MS`). Java charges a failure as 30 s of latency, which its
+    table turns into 10 minutes: one failed send during a rolling restart kept a broker
+    out of use long after it was back. Here a broker still down after 30 s fails the
+    next send fast (its connect is refused) and is avoided for another 30 s. Selection round-robins over the queues and skips unavailable brokers;
     when every broker is unavailable it picks the least bad one, as Java's
     ``pickOneAtLeast`` does, so a send is always attempted.
 
@@ -49,8 +52,11 @@ class LatencyFaultTolerance:
 
     __slots__ = ("_items",)
 
-    #: Latency charged for a failed call, ms (``MQFaultStrategy``: isolation => 30 s).
+    #: Latency recorded for a failed call, ms (``MQFaultStrategy``: isolation => 30 s):
+    #: it orders the brokers when every one is out.
     FAILURE_LATENCY_MS: Final = 30000.0
+    #: How long a broker a call failed on is avoided, ms.
+    FAILURE_AVOID_MS: Final = 30000
 
     def __init__(self) -> None:
         self._items: dict[str, _FaultItem] = {}
@@ -65,7 +71,7 @@ class LatencyFaultTolerance:
             failed: Whether the call failed (charged :attr:`FAILURE_LATENCY_MS`).
         """
         latency = self.FAILURE_LATENCY_MS if failed else latency_ms
-        duration_ms = _not_available_ms(latency)
+        duration_ms = self.FAILURE_AVOID_MS if failed else _not_available_ms(latency)
         if duration_ms == 0 and broker_name not in self._items:
             return  # the common case: a fast broker we never had trouble with
         self._items[broker_name] = _FaultItem(latency, now + duration_ms / 1000)

@@ -66,24 +66,26 @@ def test_fault_tolerance_round_robins_when_all_is_well() -> None:
 def test_slow_or_failed_broker_is_avoided_for_its_duration_then_used_again() -> None:
     fault = LatencyFaultTolerance()
     fault.update("a", 600, 100.0, failed=False)  # >= 550 ms: 30 s out
-    fault.update("b", 0, 100.0, failed=True)  # failure: charged 30 s latency -> 600 s out
+    fault.update("b", 0, 100.0, failed=True)  # failure: 30 s out (Java: 600 s)
     for i in range(12):
         assert fault.select(QUEUES, i, 100.0).broker_name == "c"
     assert not fault.is_available("a", 129.9)
     assert fault.is_available("a", 130.0)
     assert fault.select(QUEUES, 0, 130.0).broker_name == "a"
-    assert not fault.is_available("b", 699.0) and fault.is_available("b", 700.0)
+    assert not fault.is_available("b", 129.9) and fault.is_available("b", 130.0)
     # A fast call afterwards clears the record at once.
+    fault.update("b", 3000, 200.0, failed=False)  # 3 s: 180 s out
+    assert not fault.is_available("b", 200.0)
     fault.update("b", 3, 200.0, failed=False)
     assert fault.is_available("b", 200.0)
 
 
 def test_when_every_broker_is_out_the_one_back_soonest_is_used() -> None:
     fault = LatencyFaultTolerance()
-    fault.update("a", 0, 0.0, failed=True)  # out until 600
+    fault.update("a", 0, 0.0, failed=True)  # out until 30
     fault.update("b", 2000, 0.0, failed=False)  # out until 120
     fault.update("c", 3000, 0.0, failed=False)  # out until 180
-    assert fault.select(QUEUES, 0, 1.0).broker_name == "b"
+    assert fault.select(QUEUES, 0, 1.0).broker_name == "a"
 
 
 def test_avoid_skips_the_broker_just_failed_on_unless_it_is_the_only_one() -> None:
