@@ -252,6 +252,11 @@ class HASlave:
                     log.info("slave commitlog matches the master's", checked_to=mine)
                     body, offset = body[mine - offset :], mine
                     if not body:
+                        # The first report was where the check began, below what this
+                        # slave holds: without this one the master would count it that
+                        # far behind until the next write.
+                        reported = mine
+                        _report(writer, reported)
                         continue
                 elif offset != store.commitlog.max_offset() and not (
                     store.commitlog.files.last is None and offset % store.commitlog.file_size == 0
