@@ -49,6 +49,8 @@ log = structlog.get_logger(__name__)
 VERIFY_BYTES = 64 * 1024
 #: Wait before reconnecting after a failed or lost connection (RocketMQ: 5 s).
 _RETRY_S = 1.0
+#: A master that stays down is logged once a minute, not at every retry.
+_UNREACHABLE_LOG_EVERY = 60
 
 
 _Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -176,6 +178,7 @@ class HASlave:
         )
 
     async def _run(self) -> None:
+        unreachable = 0  # failed connects in a row: logged at the first, then each minute
         while self.diverged is None:
             await self._master_known.wait()
             addr = self.master_addr
@@ -190,9 +193,17 @@ class HASlave:
                 await asyncio.sleep(_RETRY_S)
                 continue
             except (OSError, TimeoutError) as exc:
-                log.warning("cannot reach the master's HA port", master=addr, error=str(exc))
+                unreachable += 1
+                if unreachable % _UNREACHABLE_LOG_EVERY == 1:
+                    log.warning(
+                        "cannot reach the master's HA port",
+                        master=addr,
+                        error=str(exc),
+                        attempts=unreachable,
+                    )
                 await asyncio.sleep(_RETRY_S)
                 continue
+            unreachable = 0
             self.connected = True
             try:
                 await self._session(reader, writer)

@@ -12,8 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import uvloop
+from structlog.testing import capture_logs
 
+from rocklet.broker.ha import slave as slave_module
 from rocklet.broker.ha.master import HAMaster
 from rocklet.broker.ha.slave import HASlave
 from rocklet.broker.ha.wire import HEADER, HEADER_SIZE, REPORT
@@ -270,3 +273,28 @@ async def test_an_unreachable_master_pauses_the_metadata_of_a_slave_with_data_on
                 assert (why is None) if expected is None else (expected in (why or "")), why
             finally:
                 await slave.stop()
+
+
+async def test_a_master_that_stays_unreachable_is_logged_now_and_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Retried every second, logged at the first failure and then once per 60: a dead
+    # master left a slave writing a warning a second.
+    monkeypatch.setattr(slave_module, "_RETRY_S", 0.0)
+    monkeypatch.setattr(slave_module, "_UNREACHABLE_LOG_EVERY", 3)
+    tried = 0
+
+    async def refuse(host: str, port: int) -> Any:
+        nonlocal tried
+        tried += 1
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    with MessageStore.open(small_config(tmp_path)) as store, capture_logs() as logs:
+        slave = HASlave(store, "127.0.0.1:1", dial=refuse)
+        slave.start()
+        try:
+            await until("seven attempts", lambda: tried >= 7, 10)
+        finally:
+            await slave.stop()
+    warned = [e["attempts"] for e in logs if e["event"] == "cannot reach the master's HA port"]
+    assert warned[:3] == [1, 4, 7]
