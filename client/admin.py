@@ -337,7 +337,7 @@ class Admin:
             BrokerError: A broker refused.
         """
         route = await self._route(topic)
-        addrs = [a for b in route.broker_datas if (a := b.master_addr) is not None]
+        addrs = [a for b in route.broker_datas if (a := b.any_addr) is not None]
         header = GetTopicStatsInfoRequestHeader(topic)
         answers = await self._each(
             addrs, lambda a: self._call(a, RequestCode.GET_TOPIC_STATS_INFO, header)
@@ -351,7 +351,7 @@ class Admin:
 
     async def _group_brokers(self, group: str) -> list[str]:
         route = await self._route(retry_topic(group))
-        return sorted({a for b in route.broker_datas if (a := b.master_addr) is not None})
+        return sorted({a for b in route.broker_datas if (a := b.any_addr) is not None})
 
     async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
         """A consumer group's progress per queue, over every broker it consumes from.

@@ -106,6 +106,18 @@ class BrokerData:
         """The master's ``ip:port``, or ``None`` when the master is not registered."""
         return self.broker_addrs.get(MASTER_ID)
 
+    @property
+    def any_addr(self) -> str | None:
+        """The master's address, else the first slave's (``BrokerData.selectBrokerAddr``).
+
+        What mqadmin reads statistics from: a group whose master is down is still
+        counted, from its slave.
+        """
+        addrs = self.broker_addrs
+        if MASTER_ID in addrs:
+            return addrs[MASTER_ID]
+        return addrs[min(addrs)] if addrs else None
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON object; ``brokerAddrs`` keeps integer keys, sorted by broker id."""
         return {
