@@ -350,7 +350,13 @@ class Admin:
     # -- consumers ----------------------------------------------------------------
 
     async def _group_brokers(self, group: str) -> list[str]:
-        route = await self._route(retry_topic(group))
+        try:
+            route = await self._route(retry_topic(group))
+        except NoRouteError:  # a group's brokers are those of its retry topic
+            raise NoRouteError(
+                retry_topic(group),
+                f"consumer group {group!r} is unknown: no consumer of it ever connected",
+            ) from None
         return sorted({a for b in route.broker_datas if (a := b.any_addr) is not None})
 
     async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:

@@ -105,6 +105,8 @@ async def test_consumer_progress_lag_connections_and_offset_reset(tmp_path: Path
         assert (progress.broker_offset, progress.consumer_offset) == (5, 2)
         assert progress.last_timestamp > 0
         assert await admin.consumer_lag("CG_LAG") == 3
+        with pytest.raises(NoRouteError, match="consumer group 'CG_NEVER' is unknown"):
+            await admin.consumer_lag("CG_NEVER")
 
         connections = await admin.consumer_connections("CG_LAG")
         assert [c.client_id for c in connections.connection_set] == [consumer_side.client_id]
