@@ -43,9 +43,11 @@ class LatencyFaultTolerance:
     (:data:`FAILURE_AVOID_MS`). Java charges a failure as 30 s of latency, which its
     table turns into 10 minutes: one failed send during a rolling restart kept a broker
     out of use long after it was back. Here a broker still down after 30 s fails the
-    next send fast (its connect is refused) and is avoided for another 30 s. Selection round-robins over the queues and skips unavailable brokers;
-    when every broker is unavailable it picks the least bad one, as Java's
-    ``pickOneAtLeast`` does, so a send is always attempted.
+    next send fast (its connect is refused) and is avoided for another 30 s.
+
+    Selection round-robins over the queues and skips unavailable brokers; when every
+    broker is unavailable it picks the least bad one, as Java's ``pickOneAtLeast``
+    does, so a send is always attempted.
 
     Times are monotonic seconds supplied by the caller.
     """

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from rocklet.client.allocate import STRATEGIES, AllocateStrategy
+from rocklet.client.arguments import check_offset, check_topic
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.errors import (
@@ -213,8 +214,11 @@ class LitePullConsumer(PullConsumerBase):
         ``expression`` is a tag expression or ``MessageSelector.by_sql(...)``.
 
         Raises:
+            ValueError: ``topic`` is not a name brokers accept (a heartbeat naming it
+                would be refused, for every group of the client instance).
             ClientStateError: Queues were assigned with :meth:`assign`, or running.
         """
+        check_topic(topic, self.group)
         if self._assigned is not None:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         if self._status is not ConsumerStatus.CREATED:
@@ -225,13 +229,17 @@ class LitePullConsumer(PullConsumerBase):
         """Consume exactly these queues, with no rebalance.
 
         Raises:
+            ValueError: A queue's topic is not a name brokers accept.
             ClientStateError: Topics were subscribed, or running.
         """
+        queues = sorted(set(mqs))
+        for topic in {mq.topic for mq in queues}:
+            check_topic(topic, self.group)
         if self._expressions:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         if self._status is not ConsumerStatus.CREATED:
             raise ClientStateError("assign before start()")
-        self._assigned = sorted(set(mqs))
+        self._assigned = queues
 
     def assignment(self) -> list[MessageQueue]:
         """The queues being consumed now, sorted."""
@@ -312,12 +320,16 @@ class LitePullConsumer(PullConsumerBase):
         """Stop prefetching, commit polled positions (auto-commit), leave the group.
 
         Idempotent. Raises, after shutting down, a background failure never reported.
+
+        Raises:
+            ClientStateError: Called from another event loop than the consumer's.
         """
         if self._status is ConsumerStatus.CREATED:
             self._status = ConsumerStatus.CLOSED
             return
         if self._status is not ConsumerStatus.RUNNING:
             return
+        self._live()
         if self._auto_commit:
             try:
                 await self.commit()
@@ -365,15 +377,16 @@ class LitePullConsumer(PullConsumerBase):
             when the wait timed out.
 
         Raises:
-            ClientStateError: The consumer is not running.
+            ClientStateError: The consumer is not running, or this is another event
+                loop than its own.
             BaseException: A background failure not handed to ``on_error``, such as a
                 broker's refusal of the subscription met by the prefetch
                 (:class:`~rocklet.client.errors.BrokerError`: SYSTEM_ERROR from a broker
                 without property filtering, SUBSCRIPTION_PARSE_FAILED).
         """
-        self.instance  # noqa: B018 - raises when not running
+        instance = self._live()
         self._background.check_errors()
-        elapsed_ms = self.instance.clock.monotonic_ms() - self._last_commit_ms
+        elapsed_ms = instance.clock.monotonic_ms() - self._last_commit_ms
         if self._auto_commit and elapsed_ms >= self._commit_s * 1000:
             try:
                 await self.commit()
@@ -422,7 +435,7 @@ class LitePullConsumer(PullConsumerBase):
             TransportError: A broker could not be reached.
         """
         assert self._offsets is not None
-        self._last_commit_ms = self.instance.clock.monotonic_ms()
+        self._last_commit_ms = self._live().clock.monotonic_ms()
         for mq, feed in self._feeds.items():
             self._offsets.update(mq, feed.consumed, increase_only=False)
         await self._offsets.persist(list(self._feeds))
@@ -431,15 +444,20 @@ class LitePullConsumer(PullConsumerBase):
         """Continue ``mq`` from ``offset``: prefetched messages are discarded.
 
         Raises:
-            ClientStateError: ``mq`` is not assigned to this consumer now.
+            ValueError: ``offset`` is not an int of at least 0 (checked here: the
+                prefetch would fail on it for ever, and the final commit with it).
+            ClientStateError: ``mq`` is not assigned to this consumer now, or this is
+                another event loop than the consumer's.
         """
+        check_offset(offset)
         feed = self._feeds.get(mq)
         if feed is None:
             raise ClientStateError(f"{mq} is not assigned to this consumer")
+        clock = self._live().clock
         feed.pq.dropped = True
         if feed.task is not None:
             feed.task.cancel()
-        pq: ProcessQueue[MessageExt] = ProcessQueue(clock=self.instance.clock)
+        pq: ProcessQueue[MessageExt] = ProcessQueue(clock=clock)
         if self._rebalancer is not None and mq in self._rebalancer.process_queues:
             self._rebalancer.process_queues[mq] = pq
         self._queue_added(mq, pq, offset)

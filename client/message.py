@@ -46,6 +46,15 @@ RESERVED_PROPERTIES: Final = frozenset(
     {Prop.TAGS, Prop.KEYS, Prop.DELAY, Prop.UNIQ_KEY, Prop.WAIT, Prop.TRAN_MSG, Prop.PGROUP}
 )
 
+#: Why a field holding 0x01 or 0x02 is refused, as the error says it.
+_SEPARATORS: Final = "'\\x01' or '\\x02', the separators of RocketMQ's message properties"
+_KEYS_TYPE: Final = "Message keys must be a str or an iterable of str, not %s"
+
+
+def _check_int(value: object, name: str) -> None:
+    if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"Message {name} must be an int, not {type(value).__name__}")
+
 
 @dataclass(slots=True)
 class Message:
@@ -53,15 +62,22 @@ class Message:
 
     Args:
         topic: Destination topic.
-        body: Payload bytes (a ``str`` is encoded as UTF-8).
+        body: Payload bytes (a ``str`` is encoded as UTF-8, a ``bytearray`` or
+            ``memoryview`` copied to bytes).
         tags: One tag consumers can filter on (``"TagA"``), or ``None``.
         keys: Business keys, indexed by the broker for query-by-key. A single string
-            is one key.
+            is one key; ``None`` is none.
         properties: User properties (names in :data:`RESERVED_PROPERTIES` are refused
             at send time; use the dedicated fields).
         delay_level: Delayed delivery level (1 = 1 s ... 18 = 2 h with the default
             levels); 0 delivers at once.
         flag: User flag, stored as-is.
+
+    Raises:
+        TypeError: A field has the wrong type: ``body`` not bytes or str, ``tags``
+            not a str, ``keys`` not strings, ``delay_level`` or ``flag`` not an int.
+            (What the values may hold is checked at send time, by
+            :func:`validate_message`.)
     """
 
     topic: str
@@ -73,12 +89,33 @@ class Message:
     flag: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.body, str):
-            self.body = self.body.encode()
-        if isinstance(self.keys, str):
-            self.keys = (self.keys,)
-        elif not isinstance(self.keys, tuple):
-            self.keys = tuple(self.keys)
+        # Wrong types fail here, named, rather than deep in the send path (a len()
+        # of an int) or, worse, sent as their str() (a delay level "2").
+        body = self.body
+        if type(body) is not bytes:
+            if isinstance(body, str):
+                self.body = body.encode()
+            elif isinstance(body, bytearray | memoryview):
+                self.body = bytes(body)
+            elif not isinstance(body, bytes):
+                raise TypeError(f"Message body must be bytes or str, not {type(body).__name__}")
+        keys = self.keys
+        if isinstance(keys, str):
+            self.keys = (keys,)
+        elif keys is None:
+            self.keys = ()
+        else:
+            if not isinstance(keys, tuple):
+                if not isinstance(keys, Iterable):
+                    raise TypeError(_KEYS_TYPE % type(keys).__name__)
+                self.keys = keys = tuple(keys)
+            for key in keys:
+                if not isinstance(key, str):
+                    raise TypeError(_KEYS_TYPE % type(key).__name__)
+        if self.tags is not None and not isinstance(self.tags, str):
+            raise TypeError(f"Message tags must be a str or None, not {type(self.tags).__name__}")
+        _check_int(self.delay_level, "delay_level")
+        _check_int(self.flag, "flag")
 
     @property
     def key_list(self) -> tuple[str, ...]:
@@ -311,14 +348,24 @@ def _ms_since_month_start(now_ms: int) -> int:
 def validate_message(msg: Message, max_size: int = MAX_MESSAGE_SIZE) -> None:
     """Check a message before sending, as Java's ``Validators.checkMessage`` does.
 
+    Also refuses text that would change the properties it is sent in: names, values,
+    tags and keys travel as ``name 0x01 value`` pairs joined by ``0x02``
+    (:func:`send_properties`), so a ``0x01`` or ``0x02`` in one of them would cut it
+    or add properties (a TAGS the reserved-name check never saw).
+
     Args:
         msg: The message.
         max_size: Largest body accepted, bytes.
 
     Raises:
         InvalidMessageError: Bad topic, empty or oversized body, reserved property,
-            or delay level out of range.
+            delay level out of range, or a separator character in the tags, a key or
+            a property.
+        TypeError: ``msg`` is not a :class:`Message`, or a field has the wrong type
+            (set after the message was made: the constructor checks them too).
     """
+    if not isinstance(msg, Message):
+        raise TypeError(f"send takes a Message or a list of Messages, not {type(msg).__name__}")
     topic = msg.topic
     if (reason := check_topic_name(topic)) is not None:
         raise InvalidMessageError(reason)
@@ -326,18 +373,61 @@ def validate_message(msg: Message, max_size: int = MAX_MESSAGE_SIZE) -> None:
         raise InvalidMessageError(
             f"the topic {AUTO_CREATE_TOPIC} is the auto-create template; send elsewhere"
         )
-    if not msg.body:
+    body = msg.body
+    if type(body) is not bytes and not isinstance(body, bytes):
+        raise TypeError(f"Message body must be bytes or str, not {type(body).__name__}")
+    if not body:
         raise InvalidMessageError("the message body is empty")
-    if len(msg.body) > max_size:
-        raise InvalidMessageError(f"the message body is {len(msg.body)} bytes; max {max_size}")
-    if msg.delay_level < 0:
-        raise InvalidMessageError(f"delay level {msg.delay_level} is negative")
-    if msg.properties:
-        reserved = RESERVED_PROPERTIES.intersection(msg.properties)
+    if len(body) > max_size:
+        raise InvalidMessageError(f"the message body is {len(body)} bytes; max {max_size}")
+    delay = msg.delay_level
+    if type(delay) is not int:
+        _check_int(delay, "delay_level")
+    if delay < 0:
+        raise InvalidMessageError(f"delay level {delay} is negative")
+    # The separator checks below search each text at C speed: this runs per send.
+    tags = msg.tags
+    if tags:
+        if not isinstance(tags, str):
+            raise TypeError(f"Message tags must be a str or None, not {type(tags).__name__}")
+        if "\x01" in tags or "\x02" in tags:
+            raise InvalidMessageError(f"the tags {tags!r} hold {_SEPARATORS}")
+    keys = msg.keys
+    if keys:
+        try:
+            text = "".join(keys)
+        except TypeError:
+            wrong = next(k for k in keys if not isinstance(k, str))
+            raise TypeError(_KEYS_TYPE % type(wrong).__name__) from None
+        if "\x01" in text or "\x02" in text:
+            key = next(k for k in keys if "\x01" in k or "\x02" in k)
+            raise InvalidMessageError(f"the key {key!r} holds {_SEPARATORS}")
+    props = msg.properties
+    if props:
+        reserved = RESERVED_PROPERTIES.intersection(props)
         if reserved:
             raise InvalidMessageError(
                 f"properties {sorted(reserved)} are set by the SDK; use the Message fields"
             )
+        try:
+            for name, value in props.items():
+                if "\x01" in name or "\x02" in name or "\x01" in value or "\x02" in value:
+                    _refuse_separator_in(props)
+        except TypeError:  # a name or value that is no str is sent as its str()
+            _refuse_separator_in(props)
+
+
+def _refuse_separator_in(props: Mapping[str, str]) -> None:
+    """Raise for the first property whose name or value holds 0x01 or 0x02, if any.
+
+    Names and values are searched as :func:`send_properties` writes them.
+    """
+    for name, value in props.items():
+        for where, text in (("name", f"{name}"), ("value", f"{value}")):
+            if "\x01" in text or "\x02" in text:
+                raise InvalidMessageError(
+                    f"the {where} of property {name!r} (value {value!r}) holds {_SEPARATORS}"
+                )
 
 
 def send_properties(

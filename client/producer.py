@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Self
 
 from rocklet.client import request_reply
+from rocklet.client.arguments import closed_while_waiting, wrong_loop
 from rocklet.client.errors import (
     BrokerError,
     ClientStateError,
@@ -125,6 +126,8 @@ class Producer:
         self._status = ProducerStatus.CREATED
         self._given_instance = instance
         self._instance: ClientInstance | None = None
+        # The loop it was started on: its connections and tasks live there (_live).
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._clock: Clock = SYSTEM_CLOCK  # the instance's, once started
         self._ids: UniqKeyGenerator | None = None
         self._fault = LatencyFaultTolerance()
@@ -168,6 +171,24 @@ class Producer:
             raise ClientStateError(f"producer {self.config.group!r} is {self._status.value}")
         return self._instance
 
+    def _live(self) -> ClientInstance:
+        """The instance, for a call made on the producer's own event loop.
+
+        Every public coroutine checks this before it writes anything: a request
+        written from another loop's thread would be sent (and stored) while its
+        caller fails. One identity comparison per call.
+
+        Raises:
+            ClientStateError: The producer is not running, or the running loop is
+                not the one it was started on.
+        """
+        instance = self._instance
+        if instance is None or self._status is not ProducerStatus.RUNNING:
+            raise ClientStateError(f"producer {self.config.group!r} is {self._status.value}")
+        if _running_loop() is not self._loop:
+            raise wrong_loop(f"producer {self.config.group!r}")
+        return instance
+
     async def start(self) -> None:
         """Join the client instance and announce the group to the brokers; idempotent.
 
@@ -193,6 +214,7 @@ class Producer:
                 await instance.release()
             raise
         self._instance = instance
+        self._loop = asyncio.get_running_loop()
         self._clock = instance.clock
         self._ids = UniqKeyGenerator(instance.client_ip, instance.clock.now_ms())
         self._status = ProducerStatus.RUNNING
@@ -201,10 +223,19 @@ class Producer:
             await self._tracer.start(instance.clock, instance.client_ip)
 
     async def close(self) -> None:
-        """Leave the group on the brokers and release the instance; idempotent."""
+        """Leave the group on the brokers and release the instance; idempotent.
+
+        Sends still waiting (for a route, a connection or an answer) fail with
+        :class:`ClientStateError` or a :class:`TransportError`, never with a
+        cancellation their callers did not ask for.
+
+        Raises:
+            ClientStateError: Called from another event loop than the producer's.
+        """
         if self._status is not ProducerStatus.RUNNING or self._instance is None:
             self._status = ProducerStatus.CLOSED
             return
+        self._live()
         self._status = ProducerStatus.CLOSED
         if self._tracer is not None:
             await self._tracer.close()  # sends the traces still queued; never raises
@@ -242,6 +273,10 @@ class Producer:
 
         Raises:
             InvalidMessageError: The message is rejected before sending.
+            TypeError: ``msg`` is neither a Message nor a list of Messages, or a field
+                of one has the wrong type.
+            ClientStateError: Not running, closed while the send waited, or called
+                from another event loop than the producer's.
             BrokerError: The broker refused it (after retries when retriable).
             TransportError: No broker could be reached in time.
             NoRouteError: No broker serves the topic.
@@ -290,7 +325,7 @@ class Producer:
             InvalidMessageError: The topic or the body's size is not allowed.
             BrokerError, TransportError, NoRouteError: As :meth:`send`.
         """
-        self.instance.check_errors()
+        self._live().check_errors()
         check_encoded_batch(batch, self.config.max_message_size)
         return await self._send(
             batch.topic,
@@ -336,21 +371,26 @@ class Producer:
             NoRouteError: No broker serves the topic.
         """
         _uniq, props, body, sys_flag = self._prepare(msg, None)
-        queues = await self._queues(msg.topic)
-        mq = self._select(msg.topic, queues, None)
-        addr = await self._master(mq)
-        guessed = self.instance.routes.routed_by_template(msg.topic)
-        cmd = self._command(
-            RequestCode.SEND_MESSAGE_V2,
-            mq,
-            body,
-            props,
-            sys_flag,
-            msg.flag,
-            batch=False,
-            any_queue=guessed,
-        )
-        await self.instance.invoke_oneway(addr, cmd)
+        try:
+            queues = await self._queues(msg.topic)
+            mq = self._select(msg.topic, queues, None)
+            addr = await self._master(mq)
+            guessed = self.instance.routes.routed_by_template(msg.topic)
+            cmd = self._command(
+                RequestCode.SEND_MESSAGE_V2,
+                mq,
+                body,
+                props,
+                sys_flag,
+                msg.flag,
+                batch=False,
+                any_queue=guessed,
+            )
+            await self.instance.invoke_oneway(addr, cmd)
+        except asyncio.CancelledError as exc:
+            if (closed := self._closed_error()) is None:
+                raise
+            raise closed from exc
 
     async def send_orderly(
         self,
@@ -378,7 +418,12 @@ class Producer:
             NoRouteError: No broker serves the topic.
         """
         uniq, props, body, sys_flag = self._prepare(msg, None)
-        queues = await self._queues(msg.topic)
+        try:
+            queues = await self._queues(msg.topic)
+        except asyncio.CancelledError as exc:
+            if (closed := self._closed_error()) is None:
+                raise
+            raise closed from exc
         mq = (selector or hash_selector)(queues, msg, sharding_key)
         if mq not in queues:
             raise InvalidMessageError(f"the selector chose {mq}, which is not a queue of the topic")
@@ -402,7 +447,7 @@ class Producer:
             RequestReplyTimeoutError: No reply in time.
             BrokerError, TransportError, NoRouteError: The request could not be sent.
         """
-        instance = self.instance
+        instance = self._live()
         return await request_reply.request(
             self.send_with_properties, instance.replies, instance.client_id, msg, timeout_ms
         )
@@ -429,8 +474,7 @@ class Producer:
     def _prepare(
         self, msg: Message, extra: Mapping[str, str] | None
     ) -> tuple[str, str, bytes, int]:
-        instance = self.instance
-        instance.check_errors()
+        self._live().check_errors()
         validate_message(msg, self.config.max_message_size)
         assert self._ids is not None
         uniq = self._ids.next()
@@ -443,9 +487,19 @@ class Producer:
         return uniq, props, body, sys_flag
 
     async def _send_batch(self, msgs: Sequence[Message]) -> SendResult:
-        self.instance.check_errors()
+        if isinstance(msgs, str | bytes) or not isinstance(msgs, Sequence):
+            raise TypeError(
+                f"send takes a Message or a list of Messages, not {type(msgs).__name__}"
+            )
+        self._live().check_errors()
         assert self._ids is not None
-        body, uniqs = encode_batch(msgs, self._ids, self.config.max_message_size)
+        try:
+            body, uniqs = encode_batch(msgs, self._ids, self.config.max_message_size)
+        except AttributeError:
+            # Something in the list that is no Message (the encoders read its fields).
+            if all(isinstance(m, Message) for m in msgs):
+                raise
+            raise TypeError("send takes a Message or a list of Messages") from None
         return await self._send(
             msgs[0].topic,
             body,
@@ -521,61 +575,75 @@ class Producer:
         code: int,
         fixed: MessageQueue | None = None,
     ) -> SendResult:
-        instance = self.instance
-        # The send budget is kept on the event loop's clock, the one the request
-        # timeouts below run on; the injected clock times fault isolation.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout_s
-        # The cached route answers without waiting; _queues also handles a topic
-        # without writable queues yet.
-        routes = instance.routes
-        queues = await routes.publish_queues(topic) or await self._queues(topic)
-        batch = code == RequestCode.SEND_BATCH_MESSAGE
-        half = bool(sys_flag & _TRANSACTION_PREPARED)
-        avoid: str | None = None
-        failures: list[BaseException] = []
-        for _attempt in range(1 + self.config.retry_times):
-            mq = fixed or self._select(topic, queues, avoid)
-            # Queues guessed from the TBW102 template: let the broker pick one it has
-            # (not for half messages, whose answer may not name the queue: see below).
-            guessed = fixed is None and not half and routes.routed_by_template(topic)
-            started = loop.time()
-            remaining = deadline - started
-            if remaining <= 0:
-                break
-            try:
-                addr = routes.master_addr(mq.broker_name) or await self._master(mq)
-                answer = await instance.invoke(
-                    addr,
-                    self._command(
-                        code, mq, body, props, sys_flag, flag, batch=batch, any_queue=guessed
-                    ),
-                    remaining,
-                )
-                result = read_send_result(answer, mq, msg_id, addr, trust_queue_id=not half)
-            except (TransportError, BrokerError, NoRouteError) as exc:
-                if isinstance(exc, BrokerError) and not exc.retriable:
-                    raise  # about this message, not the broker: no isolation, no retry
+        try:
+            instance = self.instance
+            # The send budget is kept on the event loop's clock, the one the request
+            # timeouts below run on; the injected clock times fault isolation.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self._timeout_s
+            # The cached route answers without waiting; _queues also handles a topic
+            # without writable queues yet.
+            routes = instance.routes
+            queues = await routes.publish_queues(topic) or await self._queues(topic)
+            batch = code == RequestCode.SEND_BATCH_MESSAGE
+            half = bool(sys_flag & _TRANSACTION_PREPARED)
+            avoid: str | None = None
+            failures: list[BaseException] = []
+            for _attempt in range(1 + self.config.retry_times):
+                mq = fixed or self._select(topic, queues, avoid)
+                # Queues guessed from the TBW102 template: let the broker pick one it has
+                # (not for half messages, whose answer may not name the queue: see below).
+                guessed = fixed is None and not half and routes.routed_by_template(topic)
+                started = loop.time()
+                remaining = deadline - started
+                if remaining <= 0:
+                    break
+                try:
+                    addr = routes.master_addr(mq.broker_name) or await self._master(mq)
+                    answer = await instance.invoke(
+                        addr,
+                        self._command(
+                            code, mq, body, props, sys_flag, flag, batch=batch, any_queue=guessed
+                        ),
+                        remaining,
+                    )
+                    result = read_send_result(answer, mq, msg_id, addr, trust_queue_id=not half)
+                except (TransportError, BrokerError, NoRouteError) as exc:
+                    if isinstance(exc, BrokerError) and not exc.retriable:
+                        raise  # about this message, not the broker: no isolation, no retry
+                    now_s = self._clock.monotonic_ms() / 1000
+                    self._fault.update(mq.broker_name, 0.0, now_s, failed=True)
+                    failures.append(exc)
+                    avoid = mq.broker_name
+                    if isinstance(exc, TopicNotExistError):
+                        # The broker lost the topic (or never had it): ask the name server.
+                        await routes.topic_route(topic, refresh=True)
+                        queues = await self._queues(topic)
+                    _log.debug(
+                        "send attempt failed", topic=topic, broker=mq.broker_name, error=str(exc)
+                    )
+                    continue
+                latency_ms = (loop.time() - started) * 1000
                 now_s = self._clock.monotonic_ms() / 1000
-                self._fault.update(mq.broker_name, 0.0, now_s, failed=True)
-                failures.append(exc)
-                avoid = mq.broker_name
-                if isinstance(exc, TopicNotExistError):
-                    # The broker lost the topic (or never had it): ask the name server.
-                    await routes.topic_route(topic, refresh=True)
-                    queues = await self._queues(topic)
-                _log.debug(
-                    "send attempt failed", topic=topic, broker=mq.broker_name, error=str(exc)
-                )
-                continue
-            latency_ms = (loop.time() - started) * 1000
-            now_s = self._clock.monotonic_ms() / 1000
-            self._fault.update(mq.broker_name, latency_ms, now_s, failed=False)
-            if self._tracer is not None:
-                self._tracer.sent(topic, len(body), props, addr, result, latency_ms)
-            return result
-        raise send_failure(failures, code, self._timeout_s)
+                self._fault.update(mq.broker_name, latency_ms, now_s, failed=False)
+                if self._tracer is not None:
+                    self._tracer.sent(topic, len(body), props, addr, result, latency_ms)
+                return result
+            raise send_failure(failures, code, self._timeout_s)
+        except asyncio.CancelledError as exc:
+            # Closing cancels the route fetches and connects this send may wait on.
+            if (closed := self._closed_error()) is None:
+                raise
+            raise closed from exc
+
+    def _closed_error(self) -> ClientStateError | None:
+        """What to raise instead of a ``CancelledError`` the caller did not ask for."""
+        return closed_while_waiting(
+            "producer" if self._status is ProducerStatus.CLOSED else "client instance"
+        )
 
 
+#: The running loop (``_live`` compares it with the producer's on every call).
+_running_loop: Final = asyncio.get_running_loop
 # A plain int: ``int & SysFlag.X`` goes through IntFlag's Python-level operator.
 _TRANSACTION_PREPARED: Final = int(SysFlag.TRANSACTION_PREPARED)

@@ -1,7 +1,15 @@
-"""What both pull consumers share: lifecycle, the client instance, offset look-ups."""
+"""What both pull consumers share: lifecycle, the client instance, offset look-ups.
+
+A consumer belongs to the event loop it was started on (its connections and tasks
+live there): its public coroutines check the running loop first (:meth:`_live`), so a
+call from another loop fails before it writes anything.
+"""
 
 from __future__ import annotations
 
+import asyncio
+
+from rocklet.client.arguments import closed_while_waiting, wrong_loop
 from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.errors import ClientStateError, NoRouteError
 from rocklet.client.handles import ConsumerHandle
@@ -41,6 +49,7 @@ class PullConsumerBase:
         self._credentials = credentials
         self._given_instance = instance
         self._instance: ClientInstance | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._offsets: RemoteOffsetStore | None = None
         self._consume_from: ConsumeFrom = consume_from
         self._status = ConsumerStatus.CREATED
@@ -61,6 +70,22 @@ class PullConsumerBase:
             raise ClientStateError("consumer is not running")
         return self._instance
 
+    def _live(self) -> ClientInstance:
+        """The instance, for a call made on the consumer's own event loop.
+
+        Raises:
+            ClientStateError: Not running, or the running loop (if any) is not the
+                one the consumer was started on.
+        """
+        instance = self.instance
+        if asyncio.events._get_running_loop() is not self._loop:
+            raise wrong_loop(f"consumer {self.group!r}")
+        return instance
+
+    def _closed_error(self) -> ClientStateError | None:
+        """What to raise instead of a ``CancelledError`` the caller did not ask for."""
+        return closed_while_waiting("consumer")
+
     async def _start_instance(self, handle: ConsumerHandle) -> ClientInstance:
         if self._status is not ConsumerStatus.CREATED:
             raise ClientStateError("a consumer can be started once")
@@ -78,6 +103,7 @@ class PullConsumerBase:
                 await instance.release()
             raise
         self._instance = instance
+        self._loop = asyncio.get_running_loop()
         self._offsets = RemoteOffsetStore(self.group, instance)
         self._status = ConsumerStatus.RUNNING
         return instance
@@ -91,10 +117,17 @@ class PullConsumerBase:
         self._status = ConsumerStatus.CLOSED
 
     async def _addr(self, mq: MessageQueue) -> str:
-        routes = self.instance.routes
+        routes = self._live().routes
         addr = routes.admin_addr(mq.broker_name)
         if addr is None:
-            await routes.topic_route(mq.topic, refresh=True)
+            try:
+                await routes.topic_route(mq.topic, refresh=True)
+            except asyncio.CancelledError as exc:
+                # Shutting down cancels the fetch; a caller that did not cancel must
+                # not see a cancellation.
+                if (closed := self._closed_error()) is None:
+                    raise
+                raise closed from exc
             addr = routes.admin_addr(mq.broker_name)
         if addr is None:
             raise NoRouteError(mq.topic, f"no address known for broker {mq.broker_name}")
@@ -114,14 +147,20 @@ class PullConsumerBase:
         """
         addr = await self._addr(mq)
         try:
-            return addr, await self.instance.invoke(addr, cmd, timeout_s)
-        except ConnectionClosedError:
-            routes = self.instance.routes
-            await routes.topic_route(mq.topic, refresh=True)
-            other = routes.admin_addr(mq.broker_name)
-            if other is None or other == addr:
+            try:
+                return addr, await self.instance.invoke(addr, cmd, timeout_s)
+            except ConnectionClosedError:
+                routes = self.instance.routes
+                await routes.topic_route(mq.topic, refresh=True)
+                other = routes.admin_addr(mq.broker_name)
+                if other is None or other == addr:
+                    raise
+            return other, await self.instance.invoke(other, cmd, timeout_s)
+        except asyncio.CancelledError as exc:
+            # Shutting down cancels the connects and route fetches a pull may wait on.
+            if (closed := self._closed_error()) is None:
                 raise
-        return other, await self.instance.invoke(other, cmd, timeout_s)
+            raise closed from exc
 
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic`` (``fetchSubscribeMessageQueues``).
@@ -129,11 +168,16 @@ class PullConsumerBase:
         Raises:
             NoRouteError: The topic has no route.
         """
-        routes = self.instance.routes
-        queues = await routes.subscribe_queues(topic)
-        if not queues:
-            await routes.topic_route(topic, refresh=True)
+        routes = self._live().routes
+        try:
             queues = await routes.subscribe_queues(topic)
+            if not queues:
+                await routes.topic_route(topic, refresh=True)
+                queues = await routes.subscribe_queues(topic)
+        except asyncio.CancelledError as exc:
+            if (closed := self._closed_error()) is None:
+                raise
+            raise closed from exc
         if not queues:
             raise NoRouteError(topic)
         return list(queues)
@@ -153,7 +197,7 @@ class PullConsumerBase:
     async def committed(self, mq: MessageQueue) -> int | None:
         """The group's offset for ``mq`` stored on the broker, or ``None``."""
         assert self._offsets is not None
-        self.instance  # noqa: B018 - raises when not running
+        self._live()
         return await self._offsets.read_store(mq)
 
     async def reset_offset(self, offsets: dict[MessageQueue, int]) -> None:

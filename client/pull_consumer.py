@@ -17,6 +17,7 @@ Both talk to brokers through the shared :class:`~rocklet.client.instance.ClientI
 
 from __future__ import annotations
 
+from rocklet.client.arguments import check_offset, check_topic
 from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.instance import ClientInstance
 from rocklet.client.lite_pull_consumer import LitePullConsumer
@@ -85,8 +86,13 @@ class PullConsumer(PullConsumerBase):
         await self._start_instance(self)
 
     async def shutdown(self) -> None:
-        """Leave the group; idempotent."""
+        """Leave the group; idempotent.
+
+        Raises:
+            ClientStateError: Called from another event loop than the consumer's.
+        """
         if self._status is ConsumerStatus.RUNNING:
+            self._live()
             self._status = ConsumerStatus.CLOSING
             await self._stop_instance()
         self._status = ConsumerStatus.CLOSED
@@ -123,10 +129,14 @@ class PullConsumer(PullConsumerBase):
             The status, the messages and where the next pull starts.
 
         Raises:
+            ValueError: ``offset`` or ``long_poll_ms`` is not an int of at least 0,
+                ``max_nums`` not one of at least 1, or the topic is not a valid name.
+            ClientStateError: Not running, or called from another event loop.
             BrokerError: The broker refused the pull.
             TransportError: The broker could not be reached in time.
             NoRouteError: The queue's broker is unknown.
         """
+        check_offset(long_poll_ms, "long_poll_ms")
         selector = as_selector(expression)
         addr, answer = await self._pull_answer(mq, offset, max_nums, selector, long_poll_ms)
         return read_pull_response(answer, mq.broker_name, tags=selector.tags(), addr=addr)
@@ -156,6 +166,9 @@ class PullConsumer(PullConsumerBase):
             The status, the raw records and where the next pull starts.
 
         Raises:
+            ValueError: ``offset`` is not an int of at least 0, ``max_nums`` not one
+                of at least 1, or the topic is not a valid name.
+            ClientStateError: Not running, or called from another event loop.
             BrokerError: The broker refused the pull.
             TransportError: The broker could not be reached in time.
             NoRouteError: The queue's broker is unknown.
@@ -173,7 +186,14 @@ class PullConsumer(PullConsumerBase):
         long_poll_ms: int,
     ) -> tuple[str, RemotingCommand]:
         """Send one PULL_MESSAGE of ``mq``; the broker that answered and its answer."""
-        self._topics.setdefault(mq.topic, self.instance.clock.now_ms())
+        check_offset(offset)
+        check_offset(max_nums, "max_nums", 1)
+        instance = self._live()
+        if mq.topic not in self._topics:
+            # Heartbeats name every topic pulled: one brokers refuse would get the
+            # heartbeat of every group of the client instance refused.
+            check_topic(mq.topic, self.group)
+            self._topics[mq.topic] = instance.clock.now_ms()
         cmd = pull_request(
             self.group,
             mq,
@@ -189,11 +209,14 @@ class PullConsumer(PullConsumerBase):
         """Store ``offset`` as the group's position in ``mq`` on the broker (sync).
 
         Raises:
+            ValueError: ``offset`` is not an int of at least 0.
+            ClientStateError: Not running, or called from another event loop.
             BrokerError: The broker refused.
             TransportError: The broker could not be reached.
         """
         assert self._offsets is not None
-        self.instance  # noqa: B018 - raises when not running
+        check_offset(offset)
+        self._live()
         self._offsets.update(mq, offset, increase_only=False)
         await self._offsets.persist([mq])
 

@@ -37,10 +37,12 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, Self
 
+from rocklet.client.arguments import check_listener, check_topic, wrong_loop
 from rocklet.client.consume_result import ConsumeResult
 from rocklet.client.consumer_status import ConsumerStatus
 from rocklet.client.errors import TRANSIENT_ERRORS, ClientStateError
@@ -112,6 +114,8 @@ class PushConsumer:
         )
         self._background = BackgroundTasks(f"rocklet-{group}", on_error, transient=TRANSIENT_ERRORS)
         self._runtime: PushRuntime | None = None
+        # The loop it was started on: its tasks and connections live there.
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._remove_error_cb: Callable[[], None] | None = None
 
     # -- settings -----------------------------------------------------------------------
@@ -178,7 +182,17 @@ class PushConsumer:
         """
         if self._runtime is None:
             raise ClientStateError("consumer is not running")
+        self._check_loop()
         return await self._runtime.running_info()
+
+    def _check_loop(self) -> None:
+        """Refuse a call of a running consumer from another event loop than its own.
+
+        Raises:
+            ClientStateError: The running loop (if any) is not the consumer's.
+        """
+        if asyncio.events._get_running_loop() is not self._loop:
+            raise wrong_loop(f"consumer {self.config.group!r}")
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -203,14 +217,22 @@ class PushConsumer:
             subscribes and starts in one line.
 
         Raises:
-            ValueError: No listener.
-            ClientStateError: The consumer is closed.
+            ValueError: No listener, or a topic name brokers refuse (empty, too long,
+                characters other than letters, digits, ``%``, ``|``, ``-``, ``_``):
+                a heartbeat naming it would be refused whole, and with it every
+                group of the client instance.
+            TypeError: ``topic`` is not a string, or ``listener`` is not callable.
+            ClientStateError: The consumer is closed, or running and called from
+                another event loop than its own.
             BaseException: An unreported background failure.
         """
-        if listener is None:
-            raise ValueError("subscribe needs a listener")
+        check_topic(topic, self.config.group)
+        check_listener(listener)
+        assert listener is not None  # for the type checker: check_listener refuses None
         if self._status in (ConsumerStatus.CLOSING, ConsumerStatus.CLOSED):
             raise ClientStateError("consumer is closed")
+        if self._runtime is not None:
+            self._check_loop()
         self.check_errors()
         self._expressions[topic] = expression
         self._listeners.add(topic, listener)
@@ -257,6 +279,7 @@ class PushConsumer:
                 await instance.release()
             raise
         self._runtime = runtime
+        self._loop = asyncio.get_running_loop()
         if self._on_error is not None:
             self._remove_error_cb = instance.on_error(self._on_error)
         self._status = ConsumerStatus.RUNNING  # from here on, _close() undoes it all
@@ -273,12 +296,22 @@ class PushConsumer:
 
         Idempotent. Raises, after shutting down, a background failure that was never
         reported (as :meth:`check_errors`).
+
+        Listeners still running are not waited for: an ``async def`` listener is
+        cancelled (this waits until it unwinds); a plain function already running goes
+        on in its thread, unwaited, and its verdict is dropped. The offsets committed
+        stop before the first message not consumed, so the messages of those calls are
+        delivered again (to another member of the group, or after a restart).
+
+        Raises:
+            ClientStateError: Called from another event loop than the consumer's.
         """
         if self._status is ConsumerStatus.CREATED:
             self._status = ConsumerStatus.CLOSED
             return
         if self._status is not ConsumerStatus.RUNNING:
             return
+        self._check_loop()
         await self._close()
         self._background.check_errors()
 

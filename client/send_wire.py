@@ -147,6 +147,7 @@ def encode_batch(
         raise InvalidMessageError("a batch needs at least one message")
     topic = msgs[0].topic
     validate_message(msgs[0], max_size)
+    _check_separators(msgs, max_size)
     if _speedups is not None:
         prefix, counter = ids.parts()
         fast = _speedups.encode_send_batch(msgs, topic, prefix, counter, max_size)
@@ -186,6 +187,22 @@ def encode_batch(
     if len(body) > max_size:
         raise InvalidMessageError(f"the batch is {len(body)} bytes; max {max_size}")
     return bytes(body), uniqs
+
+
+def _check_separators(msgs: Sequence[Message], max_size: int) -> None:
+    """Refuse a batch whose tags or keys hold a property separator (0x01, 0x02).
+
+    Neither encoder checks them (the compiled one writes tags and keys as given), so
+    the batch's tags and keys are searched once, joined: far cheaper than a check per
+    message, and a hit leaves it to :func:`validate_message` to name the message.
+    """
+    try:
+        text = "".join([m.tags or "" for m in msgs]) + "".join(["".join(m.keys) for m in msgs])
+    except TypeError:
+        text = "\x01"  # a tag or key of another type: validate_message names it
+    if "\x01" in text or "\x02" in text:
+        for msg in msgs:
+            validate_message(msg, max_size)
 
 
 @dataclass(frozen=True, slots=True)

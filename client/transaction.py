@@ -132,8 +132,18 @@ class TransactionProducer(Producer):
         group: Producer group; the broker sends check-backs to any member of it.
         namesrv: Name server address(es).
         check_listener: Answers check-backs about undecided half messages; an
-            ``async def`` or a plain function (run in a worker thread).
+            ``async def`` or a plain function (run in a worker thread). If it raises
+            (or returns something else than a state), the failure is logged with its
+            traceback, the broker is answered UNKNOWN and asks again later (Java's
+            ``checkLocalTransaction`` contract), and ``on_error`` gets the exception.
+        on_error: Called, on the event loop, with each failure of ``check_listener``
+            (and of answering a check-back). It is this producer's own channel: such
+            failures never surface in another producer's or consumer's calls, nor in
+            this producer's sends. Default: None (logged only).
         **options: Further :class:`~rocklet.client.producer.ProducerConfig` fields.
+
+    Raises:
+        TypeError: ``check_listener`` or ``on_error`` is not callable.
     """
 
     def __init__(
@@ -142,10 +152,16 @@ class TransactionProducer(Producer):
         namesrv: str = "127.0.0.1:9876",
         *,
         check_listener: CheckListener,
+        on_error: Callable[[BaseException], object] | None = None,
         **options: Any,
     ) -> None:
+        if not callable(check_listener):
+            raise TypeError(f"check_listener must be callable, not {check_listener!r}")
+        if on_error is not None and not callable(on_error):
+            raise TypeError(f"on_error must be callable, not {on_error!r}")
         super().__init__(group, namesrv, **options)
         self._check_listener = check_listener
+        self._on_error = on_error
 
     async def send_in_transaction(
         self, msg: Message, local_transaction: LocalTransaction, arg: Any = None
@@ -218,10 +234,11 @@ class TransactionProducer(Producer):
         """
         if state is LocalTransactionState.UNKNOWN:
             raise ValueError("end() takes COMMIT or ROLLBACK")
-        addr = self.instance.routes.master_addr(half.broker_name)
+        instance = self._live()
+        addr = instance.routes.master_addr(half.broker_name)
         if addr is None:
-            await self.instance.topic_route(half.topic, refresh=True)
-            addr = self.instance.routes.master_addr(half.broker_name)
+            await instance.topic_route(half.topic, refresh=True)
+            addr = instance.routes.master_addr(half.broker_name)
         if addr is None:
             _log.warning("no master to end the transaction", broker=half.broker_name)
             return False
@@ -261,14 +278,26 @@ class TransactionProducer(Producer):
     ) -> None:
         """Answer a broker's CHECK_TRANSACTION_STATE with END_TRANSACTION.
 
-        A listener that raises answers "unknown" (the broker asks again later) and
-        the failure is reported through the client instance's error channel.
+        A listener that raises answers "unknown" (the broker asks again later), as
+        Java treats an exception in ``checkLocalTransaction``. Its failure is the
+        application's, not the client instance's: it is logged and handed to this
+        producer's ``on_error`` only, never to the instance's error channel, whose
+        failures the next call of every producer and consumer sharing the instance
+        would raise. Nothing here raises (the dispatcher would report it there).
         """
+        try:
+            await self._answer_check(msg, header, broker_addr)
+        except Exception as exc:
+            self._check_failed(exc, "answering a transaction check-back failed")
+
+    async def _answer_check(
+        self, msg: MessageExt, header: CheckTransactionStateRequestHeader, broker_addr: str
+    ) -> None:
         remark: str | None = None
         try:
             state = await _call(self._check_listener, msg)
         except Exception as exc:
-            self.instance.report_error(exc, where="transaction check listener")
+            self._check_failed(exc, "transaction check listener failed; answering UNKNOWN")
             state, remark = LocalTransactionState.UNKNOWN, f"{type(exc).__name__}: {exc}"
         uniq = msg.properties.get(Prop.UNIQ_KEY) or header.msg_id or msg.msg_id
         end = EndTransactionRequestHeader(
@@ -283,6 +312,15 @@ class TransactionProducer(Producer):
         await self._end(
             broker_addr, end, remark, state=state, topic=msg.topic, props=msg.properties
         )
+
+    def _check_failed(self, exc: Exception, event: str) -> None:
+        """Log a check-back failure with its traceback and hand it to ``on_error``."""
+        _log.error(event, group=self.config.group, exc_info=exc)
+        if self._on_error is not None:
+            try:
+                self._on_error(exc)
+            except Exception:
+                _log.exception("on_error failed", group=self.config.group)
 
     async def _end(
         self,
