@@ -29,9 +29,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from rocklet.client.errors import InvalidMessageError, TransportError
+from rocklet.client.errors import BrokerError, InvalidMessageError, TransportError
 from rocklet.client.message import Message, MessageExt, SendResult, SendStatus
 from rocklet.client.producer import Producer
+from rocklet.protocol.bodies.cluster import ClusterInfo
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.headers.transaction import (
@@ -41,6 +42,7 @@ from rocklet.protocol.headers.transaction import (
 )
 from rocklet.protocol.message import SysFlag
 from rocklet.protocol.message_id import parse_offset_msg_id
+from rocklet.protocol.names import AUTO_CREATE_TOPIC
 from rocklet.protocol.properties import Prop
 from rocklet.transport.logs import get_logger
 
@@ -162,6 +164,40 @@ class TransactionProducer(Producer):
         super().__init__(group, namesrv, **options)
         self._check_listener = check_listener
         self._on_error = on_error
+
+    async def start(self) -> None:
+        """Start, and make every broker a check-back may come from know this group.
+
+        Heartbeats go to the brokers the client's routes name. A producer started only
+        to answer check-backs (a restarted one that sends nothing) knew none, and the
+        brokers found no live member of its group to ask, while each failed attempt
+        counted towards ``transactionCheckMax``. As Java's producer does, it reads the
+        auto-create template topic's route, which names every broker that allows
+        auto-creation; without it, the route of each cluster's own topic (brokers
+        register one per cluster, ``clusterTopicEnable``).
+
+        Raises:
+            ClientStateError: Closed, or the group already runs in this instance.
+        """
+        await super().start()
+        instance = self._live()
+        try:
+            if await instance.topic_route(AUTO_CREATE_TOPIC) is None:
+                answer = await instance.invoke_namesrv(
+                    RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO)
+                )
+                if answer.code == ResponseCode.SUCCESS:
+                    for cluster in ClusterInfo.from_json(answer.body).cluster_addr_table:
+                        await instance.topic_route(cluster)
+        except (TransportError, BrokerError) as exc:
+            _log.warning(
+                "cannot list the brokers to announce the group to; check-backs reach it "
+                "once it sends",
+                group=self.config.group,
+                error=str(exc),
+            )
+            return
+        await instance.groups.send_heartbeat()
 
     async def send_in_transaction(
         self, msg: Message, local_transaction: LocalTransaction, arg: Any = None

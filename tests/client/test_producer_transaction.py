@@ -13,6 +13,7 @@ import pytest
 from rocklet.client.errors import InvalidMessageError
 from rocklet.client.message import Message, MessageExt
 from rocklet.client.transaction import HalfMessage, LocalTransactionState, TransactionProducer
+from rocklet.protocol.bodies.topic import TopicConfig
 from rocklet.protocol.message import SysFlag
 from rocklet.protocol.names import TRANS_OP_HALF_TOPIC
 from rocklet.protocol.properties import Prop
@@ -135,6 +136,35 @@ async def test_undecided_transaction_is_resolved_by_the_check_listener(tmp_path:
         mq = outcome.send_result.message_queue
         (got,) = await long_poll(cluster.broker.port, "TxLater", mq.queue_id)
         assert got.body == b"maybe"
+
+
+@pytest.mark.parametrize("auto_create", [True, False])
+async def test_a_restarted_producer_that_sends_nothing_is_checked_back(
+    tmp_path: Path, auto_create: bool
+) -> None:
+    # The process that sent the half message is gone; a new member of the group only
+    # answers check-backs. It must be a live member on the broker without sending.
+    asked: asyncio.Queue[MessageExt] = asyncio.Queue()
+
+    async def check(msg: MessageExt) -> LocalTransactionState:
+        await asked.put(msg)
+        return State.COMMIT
+
+    async with running_cluster(tmp_path, auto_create_topic_enable=auto_create) as cluster:
+        cluster.broker.ctx.topics.update(TopicConfig("TxOrphan", 2, 2))
+        await cluster.broker.next_registration()
+        async with TransactionProducer(
+            "PG_ORPHAN", cluster.namesrv_addr, check_listener=lambda m: State.UNKNOWN
+        ) as sender:
+            await sender.send_in_transaction(
+                Message("TxOrphan", b"orphan"), lambda m, a: State.UNKNOWN
+            )
+        async with TransactionProducer(
+            "PG_ORPHAN", cluster.namesrv_addr, check_listener=check, instance_name="recovery"
+        ):
+            assert await cluster.broker.transaction_check.check_once(far_future_ms()) == 1
+            msg = await asyncio.wait_for(asked.get(), WAIT_S)
+            assert msg.body == b"orphan"
 
 
 async def test_failing_local_transaction_is_unknown_then_rolled_back_on_check(
