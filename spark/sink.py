@@ -140,15 +140,17 @@ def rows_to_messages(
         user = {k: v for k, v in (props[i] or ()) if v is not None and k not in SYSTEM_PROPERTIES}
         if write_ids is not None:
             user[WRITE_ID_PROPERTY] = next(write_ids)
-        key = keys[i]
+        key, tag = keys[i], tags[i]
         out.append(
             Message(
                 dest,
                 body.encode() if isinstance(body, str) else body,
-                tags=tags[i] or None,
+                # A tags or keys column of another type (numbers) is sent as its text,
+                # as properties are: the Message checks its fields' types.
+                tags=str(tag) if tag else None,
                 keys=tuple(key.split())
                 if isinstance(key, str)
-                else tuple(k for k in key or () if k),
+                else tuple(str(k) for k in key or () if k),
                 properties=user or None,
             )
         )
