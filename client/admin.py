@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
 from rocklet.client.admin_reset import reset_offline
+from rocklet.client.arguments import check_offset, check_topic
 from rocklet.client.errors import (
     BrokerError,
     ClientError,
@@ -50,6 +51,7 @@ from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import ProtocolError
 from rocklet.protocol.headers.admin import (
+    MAX_QUEUE_NUMS,
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
@@ -278,7 +280,7 @@ class Admin:
         Args:
             topic: The topic.
             cluster: Cluster name. Default: ``"DefaultCluster"``.
-            queue_nums: Read and write queue count per broker. Default: 8.
+            queue_nums: Read and write queue count per broker, 1 to 1024. Default: 8.
             perm: Permission bits. Default: read + write.
             order: Mark the topic ordered.
 
@@ -286,9 +288,12 @@ class Admin:
             The broker addresses that created it.
 
         Raises:
+            ValueError: The topic name is invalid, or ``queue_nums`` is out of range.
             NoRouteError: The cluster is unknown.
             BrokerError: A broker refused.
         """
+        check_topic(topic)
+        check_offset(queue_nums, "queue_nums", 1, MAX_QUEUE_NUMS)
         header = CreateTopicRequestHeader(
             topic=topic,
             default_topic="TBW102",

@@ -48,24 +48,29 @@ def check_topic(topic: object, group: str | None = None) -> None:
         raise ValueError(f"topic: {reason}")
 
 
-def check_offset(value: object, name: str = "offset", minimum: int = 0) -> int:
-    """Refuse anything but an ``int`` of at least ``minimum`` (``bool`` is not one).
+def check_offset(
+    value: object, name: str = "offset", minimum: int = 0, maximum: int | None = None
+) -> int:
+    """Refuse anything but an ``int`` from ``minimum`` to ``maximum`` (``bool`` is not one).
 
     Args:
         value: The value given.
         name: The argument's name, for the message.
         minimum: The smallest value allowed.
+        maximum: The largest value allowed; ``None``: no limit.
 
     Returns:
         ``value``.
 
     Raises:
-        ValueError: ``value`` is not an int, or is below ``minimum``.
+        ValueError: ``value`` is not an int, or is outside the range.
     """
     if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
         raise ValueError(f"{name} must be an int, not {type(value).__name__} {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, not {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, not {value}")
     return value
 
 

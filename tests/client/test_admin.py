@@ -117,3 +117,26 @@ async def test_consumer_progress_lag_connections_and_offset_reset(tmp_path: Path
         told = await asyncio.wait_for(consumer.resets.get(), WAIT_S)
         assert told == table
         assert await admin.consumer_lag("CG_LAG", "Lag") == 5
+
+
+@pytest.mark.parametrize(
+    ("topic", "queue_nums", "error"),
+    [
+        ("NoQueues", 0, "queue_nums must be at least 1"),
+        ("TooMany", 1025, "queue_nums must be at most 1024"),
+        ("Flag", True, "queue_nums must be an int"),
+        ("a b", 8, "topic"),
+    ],
+)
+async def test_create_topic_refuses_what_would_make_a_useless_topic(
+    topic: str, queue_nums: int, error: str, tmp_path: Path
+) -> None:
+    # A topic of 0 read and 0 write queues is created by brokers (writeQueueNums 0 is how
+    # a topic is drained), but as a new topic nobody can send to it or read it.
+    async with running_cluster(tmp_path) as cluster, Admin(cluster.namesrv_addr) as admin:
+        with pytest.raises(ValueError, match=error):
+            await admin.create_topic(topic, queue_nums=queue_nums)
+        assert topic not in await admin.list_topics()
+        assert len(await admin.create_topic("Widest", queue_nums=1024)) == 1
+        route = await admin.topic_route("Widest")
+        assert [q.write_queue_nums for q in route.queue_datas] == [1024]
