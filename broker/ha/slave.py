@@ -49,8 +49,15 @@ log = structlog.get_logger(__name__)
 VERIFY_BYTES = 64 * 1024
 #: Wait before reconnecting after a failed or lost connection (RocketMQ: 5 s).
 _RETRY_S = 1.0
-#: A master that stays down is logged once a minute, not at every retry.
+#: A master that stays down (or keeps refusing) is logged once a minute, not at every retry.
 _UNREACHABLE_LOG_EVERY = 60
+#: Why a master closes an HA connection before its first frame: its own log says which.
+_REFUSED_HINT = (
+    "the master refuses this slave; its log line 'HA connection refused' says why: an "
+    "address outside its haAllowedSlaves, no client certificate it trusts when it "
+    "requires one, or no HA handshake when it requires one (haAuthEnable); or it was "
+    "stopping"
+)
 
 
 _Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -58,6 +65,30 @@ _Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 class _Diverged(Exception):
     """The slave's commitlog is not a prefix of the master's."""
+
+
+class _Refused(Exception):
+    """The master closed the connection before sending a single frame."""
+
+
+class _Failures:
+    """Failed attempts in a row: each kind is logged at once, a repeat once a minute."""
+
+    __slots__ = ("_last", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._last = ""
+
+    def warn(self, event: str, **fields: object) -> None:
+        self.count += 1
+        if event != self._last or self.count % _UNREACHABLE_LOG_EVERY == 1:
+            log.warning(event, attempts=self.count, **fields)
+        self._last = event
+
+    def reset(self) -> None:
+        self.count = 0
+        self._last = ""
 
 
 class HASlave:
@@ -102,6 +133,8 @@ class HASlave:
         #: rather than at its next round).
         self.on_checked: Callable[[], None] | None = None
         self.connected = False
+        #: Failed connections in a row (reset by a session's first frame).
+        self._failures = _Failures()
         #: The highest master offset a frame showed (end of a chunk, or a heartbeat's
         #: offset); -1 before the first frame.
         self.master_offset = -1
@@ -178,7 +211,7 @@ class HASlave:
         )
 
     async def _run(self) -> None:
-        unreachable = 0  # failed connects in a row: logged at the first, then each minute
+        failures = self._failures
         while self.diverged is None:
             await self._master_known.wait()
             addr = self.master_addr
@@ -189,27 +222,27 @@ class HASlave:
             except HandshakeError as exc:
                 # Reached, but refused us or could not prove it is the master: no byte
                 # of its commitlog was read.
-                log.warning("HA handshake with the master failed", master=addr, error=str(exc))
+                failures.warn("HA handshake with the master failed", master=addr, error=str(exc))
                 await asyncio.sleep(_RETRY_S)
                 continue
             except (OSError, TimeoutError) as exc:
-                unreachable += 1
-                if unreachable % _UNREACHABLE_LOG_EVERY == 1:
-                    log.warning(
-                        "cannot reach the master's HA port",
-                        master=addr,
-                        error=str(exc),
-                        attempts=unreachable,
-                    )
+                failures.warn("cannot reach the master's HA port", master=addr, error=str(exc))
                 await asyncio.sleep(_RETRY_S)
                 continue
-            unreachable = 0
             self.connected = True
             try:
                 await self._session(reader, writer)
             except _Diverged as exc:
                 self.diverged = str(exc)
                 log.error("replication stopped: the slave's commitlog diverged", why=str(exc))
+            except _Refused:
+                # A TLS 1.3 client finishes its handshake before the server has checked
+                # its certificate: a refusal shows only as a close, here.
+                failures.warn(
+                    "the master closed the HA connection before sending anything",
+                    master=addr,
+                    hint=_REFUSED_HINT,
+                )
             except (OSError, asyncio.IncompleteReadError, TimeoutError, ReplicaError) as exc:
                 log.warning("HA connection lost", master=addr, error=str(exc) or type(exc).__name__)
             except Exception:
@@ -230,16 +263,28 @@ class HASlave:
         verified = cursor == mine
         if verified:
             self._checked()  # nothing of its own to compare: it cannot differ
-        log.info("following the master", master=self.master_addr, offset=mine, check_from=cursor)
+        # Said once per run of failures, not at each retry of a master that refuses us.
+        (log.debug if self._failures.count else log.info)(
+            "following the master", master=self.master_addr, offset=mine, check_from=cursor
+        )
         reported = cursor
         _report(writer, reported)
         heartbeat = asyncio.create_task(self._heartbeats(writer, lambda: reported))
+        frames = 0
         try:
             while True:
                 # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a
                 # cancellation that arrives as the read completes (a stop that hangs).
                 async with asyncio.timeout(self._housekeeping_s):
-                    head = await reader.readexactly(HEADER_SIZE)
+                    try:
+                        head = await reader.readexactly(HEADER_SIZE)
+                    except (asyncio.IncompleteReadError, ConnectionResetError) as exc:
+                        if not frames and not getattr(exc, "partial", b""):
+                            raise _Refused from exc
+                        raise
+                frames += 1
+                if frames == 1:
+                    self._failures.reset()
                 offset, size = HEADER.unpack(head)
                 body = await reader.readexactly(size) if size else b""
                 self.master_offset = max(self.master_offset, offset + size)

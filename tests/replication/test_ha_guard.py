@@ -455,3 +455,42 @@ async def test_slave_with_ha_tls_off_follows_a_plain_ha_port(tmp_path: Path) -> 
             # (It learned the HA address from its REGISTER_BROKER answer: over TLS.)
         finally:
             await slave.close()
+
+
+async def test_slave_without_the_client_certificate_a_master_requires_says_so(
+    tmp_path: Path,
+) -> None:
+    # TLS 1.3 lets a client finish its handshake before the server checks its
+    # certificate, so the refusal reaches the slave as a bare close: it used to log
+    # "HA connection lost ... 0 bytes read on a total of 12 expected bytes", every second.
+    pki = make_pki(tmp_path / "pki")
+    tls = {
+        "tls.server.mode": "enforcing",
+        "tls.server.certPath": str(pki.server_cert),
+        "tls.server.keyPath": str(pki.server_key),
+        "tls.server.trustCertPath": str(pki.ca_file),
+        "tls.server.need.client.auth": "require",
+    }
+    async with running_master(tmp_path / "m", master_props(**tls)) as master:
+        port = await ha_port(master)
+        slave_conf = {
+            "tls.enable": "true",
+            "tls.client.trustCertPath": str(pki.ca_file),
+            "haMasterAddress": f"127.0.0.1:{port}",
+        }
+        slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props(**slave_conf))
+        try:
+            await slave.start()
+            # Three refusals on the master's side: the slave retried twice meanwhile.
+            await until("three refusals", lambda: _refused_at_least(master, 3))
+            said = [ln for ln in slave.lines if "closed the HA connection" in ln]
+            assert len(said) == 1, said
+            assert "HA connection refused" in said[0] and "client certificate" in said[0]
+            assert not any("HA connection lost" in ln for ln in slave.lines)
+            assert sum("following the master" in ln for ln in slave.lines) == 1
+        finally:
+            await slave.close()
+
+
+async def _refused_at_least(master: BrokerProcess, count: int) -> bool:
+    return await _refusals(master, "did not return a certificate") >= count
