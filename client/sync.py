@@ -5,7 +5,10 @@ private event loop in a background thread; each method blocks until the coroutin
 stands for is done and returns its result or raises its exception. All facade objects
 of a process share that one loop, so they share client instances (connections,
 routes, heartbeats) exactly as async producers and consumers in one loop do. The loop
-thread starts with the first object and stops when the last one is closed.
+thread starts with the first object and stops when the last one is closed. An object
+dropped without being closed is closed when it is garbage-collected, with a
+``ResourceWarning`` (as an unclosed file), so its connections and the loop thread do
+not outlive it.
 
 Listeners of the blocking :class:`PushConsumer` are plain functions; they run in the
 consumer's thread pool, never on the loop, so they may block. Do not call blocking
@@ -22,7 +25,9 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import warnings
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
@@ -81,6 +86,7 @@ class _Runtime:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
+        self.loop.close()  # (a second close, by release(), does nothing)
 
     @classmethod
     def acquire(cls) -> _Runtime:
@@ -100,6 +106,31 @@ class _Runtime:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()
+
+    def release_soon(self, closing: Coroutine[Any, Any, object] | None) -> None:
+        """Await ``closing``, then release, on the loop: from ``__del__``, in any thread.
+
+        The garbage collector may run a finalizer anywhere, the loop thread included,
+        and while other threads hold the runtime's lock: nothing here blocks.
+        """
+
+        async def close_then_release() -> None:
+            if closing is not None:
+                with contextlib.suppress(Exception):
+                    await closing
+            with _Runtime._lock:
+                self.users -= 1
+                if self.users > 0:
+                    return
+                _Runtime._current = None
+            await _cancel_leftovers()
+            self.loop.stop()
+
+        try:
+            asyncio.run_coroutine_threadsafe(close_then_release(), self.loop)
+        except RuntimeError:  # the loop is already closed (the interpreter is exiting)
+            if closing is not None:
+                closing.close()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop and wait for its outcome."""
@@ -137,6 +168,27 @@ class _Facade:
             self._released = True
             self._rt.release()
 
+    def _closing(self) -> Coroutine[Any, Any, object]:
+        """The wrapped object's own close, for :meth:`__del__`."""
+        raise NotImplementedError
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # (``__dict__``: a half-made object, and _Proxy's __getattr__, must not recurse.)
+        if self.__dict__.get("_released", True):
+            return
+        self._released = True
+        _warn(
+            f"unclosed {type(self).__name__}: close it, or use it in a with block; "
+            "closing it now",
+            ResourceWarning,
+            source=self,
+        )
+        try:
+            closing: Coroutine[Any, Any, object] | None = self._closing()
+        except AttributeError:  # made without its async twin
+            closing = None
+        self._rt.release_soon(closing)
+
 
 class Producer(_Facade):
     """Blocking :class:`rocklet.client.producer.Producer` (same arguments)."""
@@ -160,6 +212,9 @@ class Producer(_Facade):
     def start(self) -> None:
         """Start the producer."""
         self._rt.run(self._p.start())
+
+    def _closing(self) -> Coroutine[Any, Any, object]:
+        return self._p.close()
 
     def close(self) -> None:
         """Close the producer; idempotent."""
@@ -256,6 +311,9 @@ class PushConsumer(_Facade):
         """Join the group and start consuming."""
         self._rt.run(self._c.start())
 
+    def _closing(self) -> Coroutine[Any, Any, object]:
+        return self._c.shutdown()
+
     def shutdown(self) -> None:
         """Commit offsets, leave the group and stop; idempotent."""
         if not self._released:
@@ -324,6 +382,11 @@ class _Proxy(_Facade):
 
         return blocking
 
+    def _closing(self) -> Coroutine[Any, Any, object]:
+        target = self.__dict__["_target"]
+        close = getattr(target, "close", None) or target.shutdown
+        return close()  # type: ignore[no-any-return]
+
     def __enter__(self) -> Any:
         # Mirror the async object's own ``async with``: it starts the consumer.
         try:
@@ -368,11 +431,18 @@ class Admin(_Facade):
 
     def __init__(self, namesrv: str = "127.0.0.1:9876", **options: Any) -> None:
         super().__init__()
-        self._a = _admin.Admin(namesrv, **options)
+        try:
+            self._a = _admin.Admin(namesrv, **options)
+        except BaseException:
+            self._release()
+            raise
 
     def start(self) -> None:
         """Join the client instance."""
         self._rt.run(self._a.start())
+
+    def _closing(self) -> Coroutine[Any, Any, object]:
+        return self._a.close()
 
     def close(self) -> None:
         """Release the client instance; idempotent."""

@@ -7,6 +7,7 @@ The broker runs on the test's event loop, so each scenario runs in a worker thre
 from __future__ import annotations
 
 import asyncio
+import gc
 import queue
 import threading
 from pathlib import Path
@@ -134,3 +135,48 @@ def test_the_loop_thread_stops_with_the_last_object() -> None:
     admin.close()
     admin.close()
     assert "rocklet-sync-loop" not in {t.name for t in threading.enumerate()}
+
+
+def _sync_loop_thread() -> threading.Thread:
+    runtime = sync._Runtime._current
+    assert runtime is not None
+    return runtime._thread
+
+
+def drop_unclosed(namesrv: str, kind: str) -> tuple[list[str], bool]:
+    """Make a started facade object, drop it unclosed; the warnings, and the loop's end."""
+    with pytest.warns(ResourceWarning) as caught:
+        if kind == "producer":
+            obj: Any = sync.Producer("PG_DROPPED", namesrv)
+            obj.start()
+            obj.send(Message("Dropped", b"x"))
+        elif kind == "push":
+            obj = sync.PushConsumer("CG_DROPPED", namesrv).subscribe(
+                "Dropped", "*", lambda m: ConsumeResult.SUCCESS
+            )
+            obj.start()
+        elif kind == "lite":
+            obj = sync.LitePullConsumer("CG_LITE_DROPPED", namesrv)
+            obj.subscribe("Dropped", "*")
+            obj.start()
+        else:
+            obj = sync.Admin(namesrv)
+            obj.start()
+        thread = _sync_loop_thread()
+        del obj
+        gc.collect()
+    thread.join(WAIT_S)
+    return [str(w.message) for w in caught], thread.is_alive()
+
+
+@pytest.mark.parametrize("kind", ["producer", "push", "lite", "admin"])
+async def test_a_facade_dropped_unclosed_warns_and_closes(tmp_path: Path, kind: str) -> None:
+    # Dropped unclosed, a started object used to keep its connections, heartbeats and
+    # the loop thread for the life of the process, without a word.
+    async with running_cluster(tmp_path) as cluster:
+        said, alive = await asyncio.to_thread(drop_unclosed, cluster.namesrv_addr, kind)
+        assert len(said) == 1 and said[0].startswith("unclosed ") and "closing it now" in said[0]
+        assert not alive
+        if kind == "push":
+            # It left its group: the broker no longer lists it.
+            assert cluster.broker.ctx.clients.consumer_group("CG_DROPPED") is None
