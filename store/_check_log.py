@@ -175,6 +175,8 @@ def _record(
     ctx.newest_store_ts = max(ctx.newest_store_ts, req.store_timestamp)
     if req.sys_flag & TRANSACTION_MASK in NOT_IN_QUEUE:
         return  # half and rolled-back transaction records have no queue offset
+    if queues.of_dropped_queue(req):
+        return  # (a queue made again since numbers from 0 again)
     key = (req.topic, req.queue_id)
     previous = last_offsets.get(key)
     if previous is not None and req.queue_offset <= previous:

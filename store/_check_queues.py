@@ -24,6 +24,7 @@ from rocklet.store._check_io import (
 )
 from rocklet.store._consume_queue import BLANK_ENTRY_SIZE, ENTRY, ENTRY_SIZE
 from rocklet.store._dispatch_request import DispatchRequest, record_mismatch
+from rocklet.store.dropped_queues import DroppedQueues
 
 __all__ = ["QueueFiles", "check_queues"]
 
@@ -70,6 +71,8 @@ class QueueFiles:
         # Per queue, records with no entry: why, the first (commitlog offset, queue
         # offset) and the last commitlog offset; reported once the walk is over.
         self._unindexed: dict[tuple[str, int], tuple[str, int, int, int]] = {}
+        # Records of queues dropped on purpose (deleteTopic) need no entry.
+        self._dropped = DroppedQueues.load(ctx.root).marks
         self._list()
 
     def _list(self) -> None:
@@ -111,6 +114,15 @@ class QueueFiles:
                 return files
             files.append(path)
         return files
+
+    def of_dropped_queue(self, req: DispatchRequest) -> bool:
+        """Whether a record belongs to a queue dropped since (deleteTopic): it needs no entry."""
+        if self._dropped and req.commitlog_offset < self._dropped.get(
+            (req.topic, req.queue_id), -1
+        ):
+            self._ctx.count("dropped_queue_records")
+            return True
+        return False
 
     def check_record_entry(self, req: DispatchRequest) -> None:
         """Check the entry of a whole, queued record the commitlog walk read.

@@ -18,6 +18,7 @@ with blank entries (offset 0, size 0x7FFFFFFF, tags 0: ``fillPreBlank``).
 
 from __future__ import annotations
 
+import shutil
 import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -375,6 +376,22 @@ class ConsumeQueue:
     def close(self) -> None:
         """Release the maps."""
         self.files.close()
+
+    def delete_files(self) -> None:
+        """Close and delete every file of the queue, and its directory (a dropped queue).
+
+        A reader's view keeps its map; the unlink still frees it when the view goes.
+        """
+        files = self.files
+        files.release_reserved()
+        for mf in files.files + files.pending_destroy:
+            mf.try_close()
+            mf.path.unlink(missing_ok=True)
+        files.files, files.pending_destroy = [], []
+        shutil.rmtree(files.directory, ignore_errors=True)
+        topic_dir = files.directory.parent
+        if topic_dir.is_dir() and not any(topic_dir.iterdir()):
+            topic_dir.rmdir()
 
 
 def _may_overlap(view: memoryview, lo: int, hi: int) -> bool:

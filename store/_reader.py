@@ -10,11 +10,12 @@ fails is skipped like a blank entry and logged, never served (RocketMQ sends the
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Set
+from collections.abc import Callable, Iterable, Set
 
 import structlog
 
-from rocklet.protocol.message import MESSAGE_MAGIC
+from rocklet.protocol.errors import MessageFormatError
+from rocklet.protocol.message import MESSAGE_MAGIC, decode_message
 from rocklet.store._commitlog import CommitLog
 from rocklet.store._consume_queue import BLANK_ENTRY_SIZE, ENTRY, ENTRY_SIZE, ConsumeQueue
 from rocklet.store.results import GetMessageStatus, GetResult
@@ -252,3 +253,48 @@ def earliest_store_time(cq: ConsumeQueue, commitlog: CommitLog) -> int:
     """
     ts = _store_time(cq, commitlog, cq.min_offset())
     return -1 if ts is None else ts
+
+
+def matching_records(
+    commitlog: CommitLog,
+    candidates: Iterable[int],
+    topic: str,
+    key: str,
+    max_num: int,
+    begin_ms: int,
+    end_ms: int,
+) -> list[memoryview]:
+    """The records among index hits that really have ``key`` (hashes collide).
+
+    Args:
+        commitlog: The commitlog.
+        candidates: Commitlog offsets the index gave, newest first.
+        topic: Topic.
+        key: One key or a UNIQ_KEY.
+        max_num: Most records.
+        begin_ms: Earliest store time.
+        end_ms: Latest store time.
+
+    Returns:
+        Views of the first ``max_num`` matches, in commitlog order.
+    """
+    out: list[tuple[int, memoryview]] = []
+    for phy in candidates:
+        size = commitlog.record_size_at(phy)
+        view = commitlog.read(phy, size) if size else None
+        if view is None:
+            continue
+        try:
+            msg = decode_message(view)
+        except MessageFormatError:
+            continue  # damaged bytes an index entry still points at
+        if (
+            msg.topic == topic
+            and begin_ms <= msg.store_timestamp <= end_ms
+            and (key in msg.keys or msg.uniq_key == key)
+        ):
+            out.append((phy, view))
+            if len(out) >= max_num:
+                break
+    out.sort(key=lambda hit: hit[0])
+    return [view for _, view in out]

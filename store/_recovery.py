@@ -36,6 +36,7 @@ from rocklet.store._encoder import NOT_IN_QUEUE
 from rocklet.store._index_file import IndexFile
 from rocklet.store._index_service import IndexService
 from rocklet.store._mapped_file import MappedFile
+from rocklet.store.dropped_queues import DroppedQueues
 
 __all__ = [
     "CommitLogRecovery",
@@ -170,10 +171,14 @@ class QueueCrossCheck:
 
     Args:
         queues: The loaded consume queues, by (topic, queue id).
+        dropped: Queues dropped on purpose: their records are not theirs to check.
     """
 
-    def __init__(self, queues: Mapping[tuple[str, int], ConsumeQueue]) -> None:
+    def __init__(
+        self, queues: Mapping[tuple[str, int], ConsumeQueue], dropped: DroppedQueues | None = None
+    ) -> None:
         self._queues = queues
+        self._dropped = dropped.marks if dropped is not None else {}
         #: Per queue, the lowest queue offset whose entry differs from its record.
         self.first_bad: dict[tuple[str, int], int] = {}
         #: Commitlog offset of the first record whose queue has no files at all.
@@ -189,6 +194,8 @@ class QueueCrossCheck:
         if req.sys_flag & TRANSACTION_MASK in NOT_IN_QUEUE:
             return
         key = (req.topic, req.queue_id)
+        if self._dropped and req.commitlog_offset < self._dropped.get(key, -1):
+            return  # the record of a dropped queue (a queue made since starts above)
         byte = req.queue_offset * ENTRY_SIZE
         lo, hi, view = self._files.get(key, _NO_FILE)
         if not lo <= byte < hi:

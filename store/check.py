@@ -62,6 +62,7 @@ SUMMARY_KEYS: Final = (
     "blank_entries",
     "entries_damaged",
     "records_without_entry",
+    "dropped_queue_records",
     "index_files",
     "index_entries",
     "index_entries_bad",

@@ -8,7 +8,9 @@ RocketMQ's ``DefaultMessageStore`` equivalents:
   trimmed as retention trims it (:func:`~rocklet.store.retention.clean_logics`).
 - :func:`clean_unused_topics` is ``cleanUnusedTopic``: the queues of topics the broker
   no longer has a config for go, except the delayed-delivery and transaction-op queues,
-  which the broker writes without a topic config.
+  which the broker writes without a topic config. ``deleteTopic`` runs it for
+  its topic. The drop is written down first (:mod:`~rocklet.store.dropped_queues`),
+  so no start brings the records back.
 - :func:`queue_entries` reads raw entries for ``QUERY_CONSUME_QUEUE``.
 
 Everything runs under the store lock, so no put, pull, reput or retention pass sees a
@@ -34,7 +36,12 @@ from rocklet.store._files import unlink_all
 from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import clean_logics
 
-__all__ = ["QueueEntries", "clean_expired_queues", "clean_unused_topics", "queue_entries"]
+__all__ = [
+    "QueueEntries",
+    "clean_expired_queues",
+    "clean_unused_topics",
+    "queue_entries",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -105,7 +112,7 @@ def clean_expired_queues(store: MessageStore) -> list[tuple[str, int]]:
             # indexed yet, RocketMQ's "maybe created just now"): all of it is gone when
             # that end is at or below the min, since records never straddle segments.
             if 0 < cq.max_physic_offset <= cl_min:
-                _drop(store, key, cq)
+                store.forget_queue(key)  # (nothing of it left to mark)
                 dropped.append(key)
         clean_logics(store, unlink_later)
     unlink_all(unlink_later)
@@ -114,55 +121,51 @@ def clean_expired_queues(store: MessageStore) -> list[tuple[str, int]]:
     return dropped
 
 
-def clean_unused_topics(store: MessageStore, has_topic: Callable[[str], bool]) -> list[str]:
+def clean_unused_topics(
+    store: MessageStore, has_topic: Callable[[str], bool], only: str | None = None
+) -> list[str]:
     """Drop the queues of every topic ``has_topic`` no longer knows.
 
     Any thread; takes the store lock. ``has_topic`` is asked under it, so a topic
     created and written meanwhile is either seen or not written yet (the broker creates
-    a topic's config before the first put).
+    a topic's config before the first put). The drop is written down before any file
+    goes (:mod:`~rocklet.store.dropped_queues`): the records, which stay in the
+    commitlog until retention, are never dispatched to the topic's queues again, and a
+    topic made again under the name starts from offset 0, as in RocketMQ.
 
     Args:
         store: The store.
         has_topic: Whether the broker has a config for a topic.
+        only: Look at this topic alone (``deleteTopic``); ``None``: at every topic.
 
     Returns:
         The topics dropped.
+
+    Raises:
+        OSError: The drop could not be written down; nothing was dropped.
     """
-    dropped: list[str] = []
     with store.lock:
         by_topic: dict[str, list[tuple[tuple[str, int], ConsumeQueue]]] = {}
         for key, cq in store.queues.items():
-            by_topic.setdefault(key[0], []).append((key, cq))
-        for topic, queues in sorted(by_topic.items()):
-            if topic in _KEPT_WITHOUT_CONFIG or topic.startswith(_LMQ_PREFIX):
-                continue
-            if has_topic(topic):
-                continue
-            for key, cq in queues:
-                _drop(store, key, cq)
+            if only is None or key[0] == only:
+                by_topic.setdefault(key[0], []).append((key, cq))
+        gone = {
+            topic: queues
+            for topic, queues in sorted(by_topic.items())
+            if topic not in _KEPT_WITHOUT_CONFIG
+            and not topic.startswith(_LMQ_PREFIX)
+            and not has_topic(topic)
+        }
+        if gone:
+            keys = [key for queues in gone.values() for key, _cq in queues]
+            store.dropped.add(keys, store.commitlog.max_offset(), store.commitlog.min_offset())
+        for topic, queues in gone.items():
+            for key, _cq in queues:
+                store.forget_queue(key)
             _remove_topic_dir(store, topic)
-            dropped.append(topic)
-    for topic in dropped:
+    for topic in gone:
         log.info("unused topic's consume queues removed", topic=topic)
-    return dropped
-
-
-def _drop(store: MessageStore, key: tuple[str, int], cq: ConsumeQueue) -> None:
-    """Forget a queue and delete its files. Store lock held."""
-    del store.queues[key]
-    # The next put of this queue numbers from 0 again (the store's own table of next
-    # queue offsets; RocketMQ's removeQueueFromTopicQueueTable).
-    store._next_queue_offset.pop(key, None)
-    files = cq.files
-    files.release_reserved()
-    for mf in files.files + files.pending_destroy:
-        mf.try_close()  # a reader's view keeps its map; the unlink below still frees it
-        mf.path.unlink(missing_ok=True)
-    files.files, files.pending_destroy = [], []
-    shutil.rmtree(files.directory, ignore_errors=True)
-    topic_dir = files.directory.parent
-    if topic_dir.is_dir() and not any(topic_dir.iterdir()):
-        topic_dir.rmdir()
+    return list(gone)
 
 
 def _remove_topic_dir(store: MessageStore, topic: str) -> None:

@@ -20,8 +20,7 @@ from typing import Any, Final, cast
 
 import structlog
 
-from rocklet.protocol.errors import MessageFormatError
-from rocklet.protocol.message import TRANSACTION_MASK, decode_message
+from rocklet.protocol.message import TRANSACTION_MASK
 from rocklet.protocol.properties import Prop
 from rocklet.store._checkpoint import Checkpoint
 from rocklet.store._commitlog import CommitLog
@@ -33,7 +32,12 @@ from rocklet.store._files import NoSpaceError
 from rocklet.store._flush import FlushService
 from rocklet.store._index_service import IndexService
 from rocklet.store._raw_batch import RawBatch, encode_raw_batch
-from rocklet.store._reader import earliest_store_time, get_messages, offset_for_time
+from rocklet.store._reader import (
+    earliest_store_time,
+    get_messages,
+    matching_records,
+    offset_for_time,
+)
 from rocklet.store._recovery import (
     QueueCrossCheck,
     RecoveryReport,
@@ -47,6 +51,7 @@ from rocklet.store._reput import ReputService
 from rocklet.store.config import FlushDiskType, StoreConfig
 from rocklet.store.directory import StoreLock
 from rocklet.store.disk_space import DiskSpace
+from rocklet.store.dropped_queues import DroppedQueues
 from rocklet.store.results import (
     GetResult,
     MessageArrivingListener,
@@ -89,6 +94,7 @@ class MessageStore:
             root / "index", config.index_hash_slots, config.index_max_entries, clock
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.dropped = DroppedQueues.load(root)  # (store/dropped_queues.py says why)
         self._next_queue_offset: dict[tuple[str, int], int] = {}
         self._logics_ts = 0
         dispatchers = [self._dispatch_consume_queue]
@@ -164,7 +170,8 @@ class MessageStore:
         self.commitlog.load()
         self._load_queues(root / "consumequeue")
         self.index.load()
-        cross = QueueCrossCheck(self.queues)
+        self.dropped.forget_below(self.commitlog.min_offset())
+        cross = QueueCrossCheck(self.queues, self.dropped)
         cl = recover_commitlog(
             self.commitlog,
             self.checkpoint,
@@ -291,6 +298,8 @@ class MessageStore:
         key = (req.topic, req.queue_id)
         cq = self.queues.get(key)
         if cq is None:
+            if self.dropped.below(key, req.commitlog_offset):
+                return  # a record of a queue dropped with its topic: not brought back
             cq = self._new_queue(req.topic, req.queue_id)
         if cq.put(req.commitlog_offset, req.size, req.tags_code, req.queue_offset):
             self._logics_ts = req.store_timestamp
@@ -298,6 +307,18 @@ class MessageStore:
                 self.listener.arriving(
                     req.topic, req.queue_id, cq.max_offset(), req.tags_code, req.store_timestamp
                 )
+        elif req.commitlog_offset >= cq.max_physic_offset:
+            # Not a replay, yet below the queue's end: a slave's master dropped the queue
+            # (deleteTopic) and made it again from offset 0. Follow it from this record.
+            log.warning("queue numbered from a lower offset again: its old files go", key=key)
+            self.dropped.add([key], req.commitlog_offset, self.commitlog.min_offset())
+            self.forget_queue(key)
+            self._dispatch_consume_queue(req)
+
+    def forget_queue(self, key: tuple[str, int]) -> None:
+        """Forget a queue, delete its files (mark it in :attr:`dropped` first). Store lock held."""
+        self.queues.pop(key).delete_files()
+        self._next_queue_offset.pop(key, None)  # numbered from 0 again, as in RocketMQ
 
     def _dispatch_index(self, req: DispatchRequest) -> None:
         self.index.build(req)
@@ -600,28 +621,11 @@ class MessageStore:
             ``queryMessage`` sorts them. With more than ``max_num`` matches the newest
             ``max_num`` are kept (the index is walked newest first, as there).
         """
-        out: list[tuple[int, memoryview]] = []
         with self._lock:
             candidates = self.index.query(topic, key, max(max_num * 4, 64), begin_ms, end_ms)
-            for phy in candidates:
-                size = self.commitlog.record_size_at(phy)
-                view = self.commitlog.read(phy, size) if size else None
-                if view is None:
-                    continue
-                try:
-                    msg = decode_message(view)
-                except MessageFormatError:
-                    continue  # damaged bytes an index entry still points at
-                if (
-                    msg.topic == topic
-                    and begin_ms <= msg.store_timestamp <= end_ms
-                    and (key in msg.keys or msg.uniq_key == key)
-                ):
-                    out.append((phy, view))
-                    if len(out) >= max_num:
-                        break
-        out.sort(key=lambda hit: hit[0])
-        return [view for _, view in out]
+            return matching_records(
+                self.commitlog, candidates, topic, key, max_num, begin_ms, end_ms
+            )
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         """A queue's min offset (0 if unknown). Any thread; takes the store lock."""
