@@ -178,8 +178,7 @@ class _Facade:
             return
         self._released = True
         _warn(
-            f"unclosed {type(self).__name__}: close it, or use it in a with block; "
-            "closing it now",
+            f"unclosed {type(self).__name__}: close it, or use it in a with block; closing it now",
             ResourceWarning,
             source=self,
         )

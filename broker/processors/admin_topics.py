@@ -5,10 +5,12 @@
   could not be written). The topic table's change makes the broker re-register with
   its name servers at once, so routes show the topic without waiting for the 30 s timer.
 - DELETE_TOPIC_IN_BROKER (215): forget a topic's config and every group's offsets on it,
-  on disk before the answer.
-  Its messages stay in the commitlog and its consume-queue files stay on disk until
-  retention removes them (RocketMQ's ``cleanUnusedTopic`` deletes the queue files at
-  once). The name servers keep the route until DELETE_TOPIC_IN_NAMESRV, as in RocketMQ.
+  on disk before the answer, then delete its consume-queue files, as RocketMQ's
+  ``cleanUnusedTopic`` does there (a broker that kept them would hold their descriptors
+  until retention: topics made and deleted by the thousand ran it out of them). Its
+  messages stay in the commitlog until retention, never dispatched to the topic again;
+  made again, the topic starts from offset 0. The name servers keep the route until
+  DELETE_TOPIC_IN_NAMESRV, as in RocketMQ.
 - GET_ALL_TOPIC_CONFIG (21): the ``TopicConfigSerializeWrapper``.
 - GET_TOPIC_STATS_INFO (202): each write queue's min / max offset and last store time.
 - QUERY_TOPIC_CONSUME_BY_WHO (300): groups subscribed to the topic or holding offsets.
@@ -19,6 +21,7 @@ and reply topics) cannot be created, changed or deleted this way, as in 4.9.4.
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from typing import Final
 
@@ -55,6 +58,7 @@ from rocklet.protocol.names import (
     TRANS_OP_HALF_TOPIC,
     check_topic_name,
 )
+from rocklet.store.maintenance import clean_unused_topics
 from rocklet.store.message_store import MessageStore
 from rocklet.transport import ProcessorRegistry, RequestContext
 
@@ -216,6 +220,14 @@ class TopicAdmin:
             await self._offsets.durable()
         except ConfigWriteError as exc:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, remark=str(exc))
+        has_topic = self._topics.find  # asked under the store lock: a send may make it again
+        try:
+            await asyncio.to_thread(
+                clean_unused_topics, self._store, lambda t: has_topic(t) is not None, header.topic
+            )
+        except OSError as exc:
+            # The topic is deleted; its files stay until a cleanUnusedTopic or retention.
+            log.error("deleted topic's queue files not removed", topic=header.topic, error=str(exc))
         await self._registered()
         return cmd.make_response(ResponseCode.SUCCESS)
 

@@ -173,3 +173,45 @@ async def test_offsets_never_move_back_but_a_reset_on_the_master_does(tmp_path: 
             assert await _committed(slave.broker_addr) == 5
         finally:
             await slave.close()
+
+
+async def _delete_topic(addr: str, topic: str) -> None:
+    async with await _connect(addr) as conn:
+        cmd = RemotingCommand(RequestCode.DELETE_TOPIC_IN_BROKER, ext_fields={"topic": topic})
+        resp = await conn.request(cmd, 5)
+        assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+
+
+async def test_a_topic_deleted_on_the_master_is_dropped_or_followed_on_the_slave(
+    tmp_path: Path,
+) -> None:
+    async with running_master(tmp_path / "m", master_props()) as master:
+        await ha_port(master)
+        await send_some(master.broker_addr, 8)
+        async with await _connect(master.broker_addr) as conn:
+            resp = await conn.request(cpp_send("Brief", b"short-lived"), 5)
+            assert resp.code == ResponseCode.SUCCESS
+        slave = SlaveProcess(tmp_path / "s", master.namesrv_addr, slave_props())
+        try:
+            await slave.start()
+            await slave.wait_line(_STARTED, 30)
+            await caught_up(master, slave)
+            brief = slave.store / "consumequeue" / "Brief"
+            assert brief.is_dir()
+            # Deleted and made again at once (the slave's sync cannot see it): the
+            # queues number from 0 again on the master, and the slave follows them.
+            await _delete_topic(master.broker_addr, TOPIC)
+            await send_some(master.broker_addr, 4, start=100)
+            await caught_up(master, slave)
+            for queue_id in range(4):
+                on_master = await bodies(master.broker_addr, queue_id)
+                assert len(on_master) == 1
+                assert await bodies(slave.broker_addr, queue_id) == on_master
+            # Deleted for good: the slave's sync drops its queue files too.
+            await _delete_topic(master.broker_addr, "Brief")
+            await _resync(slave)
+            assert not brief.exists()
+            for queue_id in range(4):
+                assert len(await bodies(slave.broker_addr, queue_id)) == 1
+        finally:
+            await slave.close()
