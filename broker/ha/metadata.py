@@ -49,7 +49,6 @@ from rocklet.protocol.command import RemotingCommand
 from rocklet.protocol.errors import BodyError
 from rocklet.protocol.names import SCHEDULE_TOPIC
 from rocklet.store.durable_file import replace_file
-from rocklet.store.maintenance import clean_unused_topics
 from rocklet.store.message_store import MessageStore
 from rocklet.store.schedule import read_delay_offsets
 from rocklet.transport.dial import open_connection
@@ -171,7 +170,6 @@ class MetadataSync:
         topics, offsets, delay, groups = answers
         replaced = False
         if self._ok(topics, "topics", addr):
-            before = set(self._topics.all())
             try:
                 replaced = self._topics.replace_all(
                     TopicConfigSerializeWrapper.from_json(topics.body)
@@ -180,7 +178,6 @@ class MetadataSync:
                 log.warning("master's topic table does not parse", master=addr, error=str(exc))
             if replaced:
                 log.info("topic table synced from the master", master=addr)
-                await self._drop_deleted(before - set(self._topics.all()))
         if self._ok(offsets, "consumer offsets", addr):
             self._take_offsets(offsets.body, addr)
         if self._ok(groups, "subscription groups", addr):
@@ -217,19 +214,6 @@ class MetadataSync:
             return True
         log.warning("master refused the sync", what=what, master=addr, remark=resp.remark)
         return False
-
-    async def _drop_deleted(self, topics: set[str]) -> None:
-        # Topics deleted on the master lose their queue files here too, as there: a
-        # slave that kept them would run out of descriptors, and would not follow a
-        # topic made again under the name (its queues start from offset 0 again).
-        has_topic = self._topics.find
-        for topic in sorted(topics):
-            try:
-                await asyncio.to_thread(
-                    clean_unused_topics, self._store, lambda t: has_topic(t) is not None, topic
-                )
-            except OSError as exc:
-                log.error("deleted topic's queue files not removed", topic=topic, error=str(exc))
 
     def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
         return cmd if self._credentials is None else sign(cmd, self._credentials)
