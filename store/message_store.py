@@ -296,10 +296,10 @@ class MessageStore:
         if req.sys_flag & TRANSACTION_MASK in NOT_IN_QUEUE:
             return  # CommitLogDispatcherBuildConsumeQueue skips half / rolled-back
         key = (req.topic, req.queue_id)
+        if self.dropped.marks and self.dropped.below(key, req.commitlog_offset):
+            return  # a record of a queue dropped with its topic: not brought back
         cq = self.queues.get(key)
         if cq is None:
-            if self.dropped.below(key, req.commitlog_offset):
-                return  # a record of a queue dropped with its topic: not brought back
             cq = self._new_queue(req.topic, req.queue_id)
         if cq.put(req.commitlog_offset, req.size, req.tags_code, req.queue_offset):
             self._logics_ts = req.store_timestamp

@@ -125,3 +125,21 @@ def test_an_unreadable_marks_file_falls_back_to_its_bak(tmp_path: Path) -> None:
         assert ("First", 0) not in store.queues
         assert store.dropped.below(("First", 0), 0)
     assert "dropped-queue marks unreadable" in _warnings(logs)
+
+
+def test_a_queue_made_again_but_empty_gets_no_old_entry_from_a_crash_recovery(
+    tmp_path: Path,
+) -> None:
+    # The queue's directory exists again (made for a put that a crash cut short) and
+    # holds nothing: the re-dispatch after the crash meets the old records first.
+    config = small_config(tmp_path)
+    with MessageStore.open(config) as store:
+        _fill(store, "Again", range(30))
+        clean_unused_topics(store, lambda t: False)
+    (tmp_path / "consumequeue" / "Again" / "0").mkdir(parents=True)
+    (tmp_path / "abort").touch()
+    with MessageStore.open(config) as store:
+        assert store.max_offset("Again", 0) == 0
+        assert _seqs(store, "Again") == []
+        _fill(store, "Again", range(300, 302))
+        assert _seqs(store, "Again") == [300, 301]
