@@ -319,6 +319,7 @@ class Broker:
                 socket_rcvbuf=config.server_socket_rcv_buf_size,
                 socket_sndbuf=config.server_socket_snd_buf_size,
                 tls=server_tls,
+                idle_s=config.server_channel_max_idle_time_seconds,
             )
 
         server = remoting_server(config.listen_port, "broker")

@@ -196,6 +196,8 @@ class BrokerConfig:
     #: SO_RCVBUF / SO_SNDBUF of client sockets, bytes; 0 = the kernel's default.
     server_socket_rcv_buf_size: int = 0
     server_socket_snd_buf_size: int = 0
+    #: Close a client connection silent both ways this long (rocklet.transport.idle); 0: never.
+    server_channel_max_idle_time_seconds: int = 120
     #: Answers queued for a client, bytes, before its socket stops being read; 0 = 64 KiB.
     write_buffer_high_water_mark: int = 0
     transaction_check_interval_ms: int = 60_000
@@ -388,6 +390,7 @@ class NamesrvConfig:
     server_socket_rcv_buf_size: int = 0
     server_socket_snd_buf_size: int = 0
     write_buffer_high_water_mark: int = 0
+    server_channel_max_idle_time_seconds: int = 120
     #: Rocklet only: refuse unsigned registrations and admin writes (docs/security.md).
     acl_enable: bool = False
     #: Rocklet only: the ACL file; ``None`` = ``$ROCKETMQ_HOME/conf/plain_acl.yml``, or
@@ -507,6 +510,7 @@ def _check_network_limits(config: BrokerConfig | NamesrvConfig) -> None:
         "serverSocketRcvBufSize",
         "serverSocketSndBufSize",
         "writeBufferHighWaterMark",
+        "serverChannelMaxIdleTimeSeconds",
     ):
         _check_min(key, getattr(config, _field_of(key)), 0)
 

@@ -211,6 +211,11 @@ class Connection(asyncio.BufferedProtocol):
         return None if self._peer is None else f"{self._peer[0]}:{self._peer[1]}"
 
     @property
+    def transport(self) -> asyncio.Transport | None:
+        """The socket's transport, once connected."""
+        return self._transport
+
+    @property
     def pending_requests(self) -> int:
         """Requests sent and still waiting for their answer."""
         return len(self._requests)

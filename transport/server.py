@@ -12,6 +12,7 @@ from rocklet.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from rocklet.transport.connection import Connection
 from rocklet.transport.dispatch import ProcessorRegistry, dispatch, dispatch_now
 from rocklet.transport.flow import FlowLimits, ServerLoad
+from rocklet.transport.idle import IdleSweeper
 from rocklet.transport.logs import get_logger
 from rocklet.transport.tls import ServerTls
 from rocklet.transport.tls_accept import SniffingListener
@@ -54,6 +55,9 @@ class RemotingServer:
             enforcing; each socket's first byte picks TLS or plain
             (:mod:`rocklet.transport.tls_accept`). ``None`` (TLS disabled) serves plain
             TCP only, through ``loop.create_server``. Default: ``None``.
+        idle_s: Close a connection that carried no data either way for this long
+            (RocketMQ's ``serverChannelMaxIdleTimeSeconds``; :mod:`rocklet.transport.idle`);
+            0: never. Default: 0.
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class RemotingServer:
         socket_rcvbuf: int = 0,
         socket_sndbuf: int = 0,
         tls: ServerTls | None = None,
+        idle_s: float = 0,
     ) -> None:
         self._host = host
         self._requested_port = port
@@ -84,6 +89,7 @@ class RemotingServer:
         self._limits = FlowLimits() if limits is None else limits
         self._load = ServerLoad(self._limits)
         self._buffer_sizes = {socket.SO_RCVBUF: socket_rcvbuf, socket.SO_SNDBUF: socket_sndbuf}
+        self._idle = IdleSweeper(lambda: self._connections, idle_s, name)
 
     @property
     def host(self) -> str:
@@ -155,6 +161,7 @@ class RemotingServer:
                     if size > 0:
                         sock.setsockopt(socket.SOL_SOCKET, option, size)
             self._port = int(server.sockets[0].getsockname()[1])
+        self._idle.start()
         _log.debug(
             "remoting server listening",
             server=self._name,
@@ -176,6 +183,7 @@ class RemotingServer:
         if self._server is None or self._stopping:
             return
         self._stopping = True
+        self._idle.stop()
         self._server.close()
         connections = list(self._connections)
         for conn in connections:

@@ -82,6 +82,7 @@ class NamesrvServer:
             socket_rcvbuf=config.server_socket_rcv_buf_size,
             socket_sndbuf=config.server_socket_snd_buf_size,
             tls=tls.server_tls(),
+            idle_s=config.server_channel_max_idle_time_seconds,
         )
         self._tasks = BackgroundTasks("namesrv")
         #: The ACL files in force (``aclEnable``), or ``None``.
