@@ -14,8 +14,12 @@ directory is locked as well: ``flock`` on the directory itself, since a file of 
 the segments would break RocketMQ's loader. A directory has no room for the holder's
 details; its holder is found in ``/proc`` instead.
 
-Java's ``FileLock`` is a POSIX record lock, which Linux keeps apart from ``flock``: this
-lock keeps Rocklet processes apart, not a Java broker from a Rocklet one.
+Java's ``FileLock`` is a POSIX record lock, which Linux keeps apart from ``flock``. So
+the lock file is also locked with an open-file-description record lock
+(``F_OFD_SETLK``, Linux), which does conflict with Java's: a RocketMQ broker running on
+the store keeps Rocklet out, and the other way round. (A classic ``lockf`` would do too,
+but the process drops it when any descriptor of the file is closed, a failed second
+open in the same process included.)
 
 :func:`check_writable` probes a directory the way the store and the broker will use it
 (create, write, fsync, remove), so an unwritable directory is reported at start, before
@@ -32,6 +36,7 @@ import errno
 import fcntl
 import os
 import socket
+import struct
 from pathlib import Path
 from typing import Final, Self
 
@@ -177,6 +182,7 @@ class StoreLock:
         except OSError as exc:
             os.close(fd)
             raise StoreDirectoryError(_cannot_write(root, "the store", exc)) from None
+        _record_lock(fd, path, root, fcntl.F_WRLCK)
         lock = cls(path, fd)
         lock._write_holder(program)
         return lock
@@ -219,6 +225,7 @@ class StoreLock:
             text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
             os.close(fd)
             raise StoreInUseError(root, _parse_holder(text)) from None
+        _record_lock(fd, path, root, fcntl.F_RDLCK)
         lock = cls(path, fd)
         if writable:
             lock._write_holder(program)
@@ -243,7 +250,7 @@ class StoreLock:
             os.close(fd)
             raise StoreInUseError(
                 directory,
-                _directory_holder(directory),
+                _holder_of(directory),
                 "the commitlog directory",
                 "choose another one (storePathCommitLog)",
             ) from None
@@ -289,8 +296,30 @@ class StoreLock:
         self.release()
 
 
-def _directory_holder(directory: Path) -> dict[str, str]:
-    """Who has ``directory`` open besides us, in the holder-details form."""
+#: ``struct flock`` for F_OFD_SETLK: type, whence, start, len 0 (the whole file), pid 0.
+_FLOCK: Final = struct.Struct("@hhqqixxxx")
+
+
+def _record_lock(fd: int, path: Path, root: Path, kind: int) -> None:
+    """Take the record lock a Java broker's ``FileLock`` conflicts with (``fd`` is flocked).
+
+    Raises:
+        StoreInUseError: Another process (a RocketMQ broker) holds one; ``fd`` is closed.
+    """
+    ofd_setlk = getattr(fcntl, "F_OFD_SETLK", None)
+    if ofd_setlk is None:
+        return  # not Linux: the flock alone keeps Rocklet processes apart
+    try:
+        fcntl.fcntl(fd, ofd_setlk, _FLOCK.pack(kind, os.SEEK_SET, 0, 0, 0))
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            return  # a filesystem without record locks: the flock still holds
+        os.close(fd)
+        raise StoreInUseError(root, _holder_of(path)) from None
+
+
+def _holder_of(directory: Path) -> dict[str, str]:
+    """Who has ``directory`` (or a file) open besides us, in the holder-details form."""
     others = [(pid, cmd) for pid, cmd in holders({str(directory.resolve())}) if pid != os.getpid()]
     if not others:
         return {"program": "another process"}

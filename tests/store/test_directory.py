@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,61 @@ def test_a_commitlog_outside_the_root_is_locked_too(tmp_path: Path) -> None:
     assert check is not None
     with check, pytest.raises(StoreInUseError):
         MessageStore.open(first)
+
+
+#: What a RocketMQ broker does to ``<store>/lock`` (Java's ``FileChannel.tryLock``: a
+#: classic POSIX record lock on the whole file), in a child process that then waits.
+_JAVA_LIKE_HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except OSError:
+    print("refused", flush=True)
+    sys.exit(0)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def _java_like(lock_file: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _JAVA_LIKE_HOLDER, str(lock_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_store_a_rocketmq_broker_holds_is_refused_untouched(tmp_path: Path) -> None:
+    # A RocketMQ broker's lock is invisible to flock: Rocklet used to recover the live
+    # store (deleting its abort marker, rewriting its checkpoint) before failing on the
+    # port.
+    holder = _java_like(tmp_path / "lock")
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        (tmp_path / "abort").touch()
+        before = sorted(p.name for p in tmp_path.iterdir())
+        with pytest.raises(StoreInUseError) as refused:
+            MessageStore.open(small(tmp_path))
+        assert f"in use by pid {holder.pid} " in str(refused.value)
+        with pytest.raises(StoreInUseError):
+            StoreLock.acquire_shared(tmp_path, "rocklet store check")
+        assert sorted(p.name for p in tmp_path.iterdir()) == before
+    finally:
+        holder.communicate("")
+    with MessageStore.open(small(tmp_path)) as store:
+        assert store.put_message(message(b"mine now")).ok
+        # And the other way round: RocketMQ's tryLock fails while Rocklet runs.
+        late = _java_like(tmp_path / "lock")
+        assert late.communicate("")[0] == "refused\n"
+
+
+def test_a_refused_second_open_in_the_same_process_keeps_the_record_lock(tmp_path: Path) -> None:
+    # Closing any descriptor of a file drops a process's classic POSIX locks on it; the
+    # open-file-description lock survives the refused open's close.
+    with MessageStore.open(small(tmp_path)):
+        with pytest.raises(StoreInUseError):
+            MessageStore.open(small(tmp_path))
+        late = _java_like(tmp_path / "lock")
+        assert late.communicate("")[0] == "refused\n"
