@@ -229,7 +229,13 @@ class TransactionCheckService:
         """
         config = self._topics.find(TRANS_HALF_TOPIC)
         if config is None:
-            return 0
+            # Half messages without the topic's config: a RocketMQ broker killed before
+            # its first check round wrote it (that round creates it, with one queue).
+            queues = [q for t, q in list(self._store.queues) if t == TRANS_HALF_TOPIC]
+            if not queues:
+                return 0
+            config = self._topics.create_system_topic(TRANS_HALF_TOPIC, max(queues) + 1)
+            log.info("transaction half topic config created for stored half messages")
         checked = 0
         async with self._round:
             for queue_id in range(config.read_queue_nums):

@@ -9,6 +9,7 @@ Check rounds are run with an explicit ``now_ms``; nothing waits on the periodic 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -292,3 +293,21 @@ async def test_a_remark_without_utf8_form_is_logged_escaped(
         answer = await conn.request(cmd, 5)
     assert answer.code == ResponseCode.SUCCESS, answer.remark
     assert "remark='\\\\ud800 unknown'" in capsys.readouterr().out
+
+
+async def test_a_half_left_without_its_topic_config_is_checked_back(tmp_path: Path) -> None:
+    # RocketMQ writes the half topic's config at its first check round: a RocketMQ
+    # broker killed before then leaves half messages that topics.json does not name.
+    async with running_cluster(tmp_path) as cluster, producer(cluster) as prod:
+        await send_half(prod.conn, "TxOrphan", b"left behind", "U-ORPHAN")
+    topics = tmp_path / "config" / "topics.json"
+    table = json.loads(topics.read_text())
+    del table["topicConfigTable"][TRANS_HALF_TOPIC]
+    topics.write_text(json.dumps(table))
+    topics.with_name("topics.json.bak").unlink(missing_ok=True)
+    async with running_cluster(tmp_path) as cluster, producer(cluster) as prod:
+        check = cluster.broker.transaction_check
+        assert await check.check_once(BORN + TIMEOUT_MS + 1) == 1
+        asked = await asyncio.wait_for(prod.checks.get(), 5)
+        assert asked.ext_fields["transactionId"] == "U-ORPHAN"
+        assert cluster.broker.ctx.topics.find(TRANS_HALF_TOPIC) is not None
