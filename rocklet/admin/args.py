@@ -50,8 +50,10 @@ def _args_update_sub_group(p: argparse.ArgumentParser) -> None:
     add_target(p, "create the group on")
     p.add_argument("-g", "--groupName", required=True, help="consumer group name")
     p.add_argument("-s", "--consumeEnable", type=parse_bool, default=True)
-    p.add_argument("-m", "--consumeFromMinEnable", type=parse_bool, default=True)
-    p.add_argument("-d", "--consumeBroadcastEnable", type=parse_bool, default=True)
+    # False unless given, as mqadmin sets them (SubscriptionGroupConfig's own default
+    # is true, which a group auto-created by a heartbeat gets).
+    p.add_argument("-m", "--consumeFromMinEnable", type=parse_bool, default=False)
+    p.add_argument("-d", "--consumeBroadcastEnable", type=parse_bool, default=False)
     p.add_argument("-q", "--retryQueueNums", type=int, default=1)
     p.add_argument("-r", "--retryMaxTimes", type=int, default=16)
     p.add_argument("-i", "--brokerId", type=int, default=0, help="consume from this broker id")

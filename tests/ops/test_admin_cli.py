@@ -144,6 +144,8 @@ async def test_group_verbs_progress_and_running_status(tmp_path: Path) -> None:
         assert code == 0 and out == f"create subscription group to {addr} success.\n"
         config = groups.find("Billing", create=False)
         assert config is not None and config.retry_max_times == 5 and not config.consume_enable
+        # Unless given, as mqadmin 4.9.4 writes them (the config's own default is true).
+        assert not config.consume_broadcast_enable and not config.consume_from_min_enable
         code, _, _ = await admin(cluster, "deleteSubGroup", "-c", "DefaultCluster", "-g", "Billing")
         assert code == 0 and groups.find("Billing", create=False) is None
 
