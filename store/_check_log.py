@@ -154,8 +154,9 @@ def _walk_segment(
             _AREA,
             path,
             base + pos,
-            f"{end - pos} damaged bytes ({describe_invalid(view, pos, base)}): a start skips "
-            "them and the records after them are kept; what they held is lost",
+            f"{end - pos} damaged bytes ({describe_invalid(view, pos, base)}): a Rocklet start "
+            "skips them and keeps the records after them; what they held is lost (RocketMQ "
+            "4.x cuts its commitlog there instead, dropping every later record)",
         )
         if found is None:
             return False
