@@ -57,6 +57,7 @@ from rocklet.transport.flow import (
     writelines_pause_check,
 )
 from rocklet.transport.inbound import InboundRequests, Parked
+from rocklet.transport.log_limit import LimitedWarnings
 from rocklet.transport.logs import get_logger
 from rocklet.transport.outbound import OutboundRequests
 from rocklet.transport.read_scratch import thread_scratch
@@ -80,6 +81,8 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
+#: Any client can send garbage on connection after connection: a few lines a minute.
+_BROKEN_FRAMES = LimitedWarnings(_log, "connections closed for broken frames without a log line")
 
 
 #: How long close() lets queued bytes drain before it aborts the socket.
@@ -501,7 +504,7 @@ class Connection(asyncio.BufferedProtocol):
                 try:
                     cmd = decoder.next_command()
                 except FrameError as exc:
-                    _log.warning(
+                    _BROKEN_FRAMES.warn(
                         "closing connection: broken frame", peer=self.peer_address, error=str(exc)
                     )
                     self._abort(exc)

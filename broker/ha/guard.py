@@ -39,6 +39,7 @@ from rocklet.broker.ha.handshake import (
     master_mac,
     slave_mac,
 )
+from rocklet.transport.log_limit import LimitedWarnings
 
 if TYPE_CHECKING:
     from rocklet.transport.tls import ServerTls
@@ -220,12 +221,11 @@ class AllowList:
         return addresses
 
 
-class RefusalLog:
+class RefusalLog(LimitedWarnings):
     """WARNINGs for refused connections, at most ``limit`` a minute.
 
     A stranger reconnecting in a loop (or a RocketMQ slave of an ACL master, every 5 s)
-    must not flood the log; past the limit, refusals are counted and the count is
-    logged with the first refusal of a later minute.
+    must not flood the log.
 
     Args:
         limit: WARNINGs per minute.
@@ -233,24 +233,7 @@ class RefusalLog:
     """
 
     def __init__(self, limit: int = 20, clock: Callable[[], float] = time.monotonic) -> None:
-        self._limit = limit
-        self._clock = clock
-        self._start = clock()
-        self._logged = 0
-        self.suppressed = 0
-
-    def warn(self, event: str, **fields: object) -> None:
-        """Log one refusal, unless this minute's share is used up."""
-        now = self._clock()
-        if now - self._start >= 60:
-            if self.suppressed:
-                log.warning("HA connections refused without a log line", count=self.suppressed)
-            self._start, self._logged, self.suppressed = now, 0, 0
-        if self._logged < self._limit:
-            self._logged += 1
-            log.warning(event, **fields)
-        else:
-            self.suppressed += 1
+        super().__init__(log, "HA connections refused without a log line", limit, clock)
 
 
 class SlaveAccount(Protocol):
