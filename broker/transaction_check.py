@@ -277,8 +277,8 @@ class TransactionCheckService:
         for qoff, half in read_queue(self._store, TRANS_HALF_TOPIC, queue_id, half_offset, end):
             if qoff in ops.removed:
                 ops.done.append(ops.removed.pop(qoff))
-            elif self._must_discard(half, now_ms):
-                if not self._discard(half):
+            elif (why := self._discard_reason(half, now_ms)) is not None:
+                if not self._discard(half, why):
                     break  # refused (a full disk): the half stays for the next round
             elif self._too_young(half, now_ms):
                 break
@@ -319,12 +319,14 @@ class TransactionCheckService:
         return True
 
     # -- decisions -----------------------------------------------------------------
-    def _must_discard(self, half: StoredMessage, now_ms: int) -> bool:
+    def _discard_reason(self, half: StoredMessage, now_ms: int) -> str | None:
         times = _int_prop(half, Prop.TRANSACTION_CHECK_TIMES, 0)
         if times >= self._check_max:
-            return True
+            return "half message checked too many times"
         # ``isNeedSkip``: the half outlived the files that would hold it.
-        return now_ms - half.born_timestamp > self._reserved_ms
+        if now_ms - half.born_timestamp > self._reserved_ms:
+            return "half message older than fileReservedTime"
+        return None
 
     def _too_young(self, half: StoredMessage, now_ms: int) -> bool:
         immunity = self._timeout_ms
@@ -336,10 +338,10 @@ class TransactionCheckService:
         return 0 <= age < immunity
 
     # -- actions -------------------------------------------------------------------
-    def _discard(self, half: StoredMessage) -> bool:
+    def _discard(self, half: StoredMessage, why: str) -> bool:
         """Move a half message to the discard topic; False if the store refused it."""
         log.warning(
-            "half message checked too many times; moving it to the discard topic",
+            f"{why}; moving it to the discard topic",
             topic=half.properties.get(Prop.REAL_TOPIC),
             uniq_key=half.uniq_key,
             check_times=half.properties.get(Prop.TRANSACTION_CHECK_TIMES),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from structlog.testing import capture_logs
 
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC, TRANS_SYS_GROUP
 from rocklet.protocol.bodies.heartbeat import HeartbeatData, ProducerData
@@ -311,3 +312,18 @@ async def test_a_half_left_without_its_topic_config_is_checked_back(tmp_path: Pa
         asked = await asyncio.wait_for(prod.checks.get(), 5)
         assert asked.ext_fields["transactionId"] == "U-ORPHAN"
         assert cluster.broker.ctx.topics.find(TRANS_HALF_TOPIC) is not None
+
+
+async def test_a_half_older_than_the_reserved_time_is_discarded_saying_why(
+    tmp_path: Path,
+) -> None:
+    async with running_cluster(tmp_path) as cluster, producer(cluster) as prod:
+        check = cluster.broker.transaction_check
+        await send_half(prod.conn, "TxOld", b"too old", "U-OLD")
+        with capture_logs() as logs:
+            assert await check.check_once(BORN + 73 * 3600 * 1000) == 0
+        said = [e["event"] for e in logs if e["log_level"] == "warning"]
+        assert said == ["half message older than fileReservedTime; moving it to the discard topic"]
+        moved = await prod.conn.request(pull(CHECK_MAX_TIME_TOPIC, 0), 5)
+        assert [m.body for m in iter_messages(moved.body)] == [b"too old"]
+        assert prod.checks.empty()
