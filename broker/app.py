@@ -430,7 +430,9 @@ class Broker:
             "addr": ctx.identity.addr,
         }
         prometheus = _prometheus()
-        collector = prometheus.BrokerStateCollector(ctx.store, ctx.offsets, ctx.holds, info)
+        collector = prometheus.BrokerStateCollector(
+            ctx.store, ctx.offsets, ctx.holds, info, ctx.clients, ctx.clock
+        )
         metrics.registry.register(collector)
         if self.replication is not None:
             from rocklet.broker.ha.metrics import ReplicationCollector  # prometheus-client

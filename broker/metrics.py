@@ -34,6 +34,14 @@ class MetricsSink(Protocol):
         """A request was processed (``response_code`` is ``None`` when nothing was sent)."""
         ...
 
+    def on_topic_deleted(self, topic: str) -> None:
+        """A topic was deleted: forget what was reported under it. Event loop only."""
+        ...
+
+    def on_group_deleted(self, group: str) -> None:
+        """A consumer group was deleted: forget what was reported under it. Event loop only."""
+        ...
+
 
 class NullMetrics:
     """The sink used when metrics are off: every report is dropped."""
@@ -51,6 +59,12 @@ class NullMetrics:
 
     def on_request(self, request_code: int, response_code: int | None, duration_s: float) -> None:
         """Drop the report."""
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """Nothing to forget."""
+
+    def on_group_deleted(self, group: str) -> None:
+        """Nothing to forget."""
 
 
 #: The shared no-op sink (the default of :attr:`rocklet.broker.context.BrokerContext.metrics`).

@@ -16,7 +16,12 @@ offsets, the parked long-poll pulls and what the last start's recovery found (da
 bytes skipped, bytes truncated, consume-queue entries dropped or blanked, stray files)
 are computed by :class:`BrokerStateCollector` at scrape time. The HTTP endpoint
 (:class:`MetricsServer`) runs on the broker's event loop, so the collector reads the
-offset table and the hold service on the loop that owns them.
+offset table, the client table and the hold service on the loop that owns them.
+
+The endpoint stays bounded however many topics and groups come and go: deleting a topic
+or a group removes its labelled series (:meth:`BrokerMetrics.on_topic_deleted`,
+:meth:`BrokerMetrics.on_group_deleted`, whatever ``autoDeleteUnusedStats`` says), and
+lag is exported only for the groups :class:`_LagGroups` finds active.
 
 The broker's own statistics (:mod:`rocklet.broker.stats_sink`) receive every report
 first and pass it on to :class:`BrokerMetrics`. TPS is not exported as a gauge:
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 import structlog
@@ -47,12 +52,14 @@ from prometheus_client.core import (
     Metric,
 )
 
+from rocklet.broker.clients import ClientManager
 from rocklet.broker.long_polling import PullHoldService
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.protocol.codes import RequestCode, ResponseCode
 from rocklet.store.message_store import MessageStore
+from rocklet.transport.clock import Clock
 
-__all__ = ["BrokerMetrics", "BrokerStateCollector", "MetricsServer"]
+__all__ = ["LAG_WINDOW_MS", "BrokerMetrics", "BrokerStateCollector", "MetricsServer"]
 
 log = structlog.get_logger(__name__)
 
@@ -78,6 +85,14 @@ _DURATION_BUCKETS: Final = (
 )
 #: How long a scraper may take to send its request line and headers.
 _READ_TIMEOUT_S: Final = 10.0
+#: How long a group without live consumers keeps its lag series after it was last seen
+#: active (online, or its committed offsets moved). Ten minutes outlasts what briefly
+#: takes a group's consumers away (a restart, a deploy, a network cut: the broker drops
+#: a silent channel after 120 s) and several scrape intervals, so the series of a group
+#: that comes back has no gap; it is RocketMQ's medium statistics window too. A group
+#: gone for good stops being exported after it, so the series count follows the groups
+#: of the last ten minutes, not every group that ever committed.
+LAG_WINDOW_MS: Final = 600_000
 
 
 def _code_name(code: int, enum: type[RequestCode] | type[ResponseCode]) -> str:
@@ -91,11 +106,15 @@ class BrokerMetrics:
     """The Prometheus counters and histograms of one broker, in their own registry.
 
     Counters are thread-safe (prometheus-client locks each value), so puts from the
-    delayed-delivery and transaction worker threads may report directly.
+    delayed-delivery and transaction worker threads may report directly. Gets and
+    deletions are reported on the event loop only.
     """
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # The groups with get series, per topic: a deletion finds the (topic, group)
+        # children here instead of in prometheus-client's private tables. Event loop only.
+        self._get_groups: dict[str, set[str]] = {}
         self._put_msgs = Counter(
             "rocklet_messages_put",
             "Messages written to the store, by the topic they were sent to.",
@@ -159,11 +178,46 @@ class BrokerMetrics:
             nbytes: Stored bytes returned.
             read_ms: The store read's time (not exported here).
         """
+        groups = self._get_groups.get(topic)
+        if groups is None:
+            groups = self._get_groups[topic] = set()
+        groups.add(group)
         self._get_msgs.labels(topic, group).inc(count)
         self._get_bytes.labels(topic, group).inc(nbytes)
 
     def on_get_miss(self) -> None:
         """Nothing to count: pull outcomes are in the per-code request series."""
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """Remove a deleted topic's series: its puts, and the gets of every group on it.
+
+        Always, unlike the broker statistics (``autoDeleteUnusedStats``): a deleted
+        topic's series would be exported forever. If the topic comes back, its counters
+        start again from zero, which Prometheus' ``rate`` reads as a counter reset.
+
+        Args:
+            topic: The deleted topic.
+        """
+        for counter in (self._put_msgs, self._put_bytes):
+            _remove(counter, topic)
+        for group in self._get_groups.pop(topic, ()):
+            for counter in (self._get_msgs, self._get_bytes):
+                _remove(counter, topic, group)
+
+    def on_group_deleted(self, group: str) -> None:
+        """Remove a deleted group's get series, on every topic (always, as for topics).
+
+        Args:
+            group: The deleted consumer group.
+        """
+        for topic, groups in list(self._get_groups.items()):
+            if group not in groups:
+                continue
+            groups.discard(group)
+            if not groups:
+                del self._get_groups[topic]
+            for counter in (self._get_msgs, self._get_bytes):
+                _remove(counter, topic, group)
 
     def on_request(self, request_code: int, response_code: int | None, duration_s: float) -> None:
         """Record one processed request.
@@ -183,6 +237,70 @@ class BrokerMetrics:
         return generate_latest(self.registry)
 
 
+def _remove(counter: Counter, *labels: str) -> None:
+    # Older prometheus-client versions raise KeyError for a child they do not have (a
+    # topic nobody sent to, say); newer ones ignore it.
+    with contextlib.suppress(KeyError):
+        counter.remove(*labels)
+
+
+class _LagGroups:
+    """Which groups' lag is exported: those active in the last ``window_ms``. Event loop only.
+
+    A group is active while it has consumers online (in the :class:`ClientManager`) and
+    when its committed offsets moved; it stays exported ``window_ms`` after it was last
+    seen so. The offset table is compared with the copy taken at the previous scrape,
+    and only when it changed since (its writer's generation), so an idle broker's scrape
+    reads nothing but the online groups. What the offset table held when the broker
+    started does not count as a move: a group that was gone before a restart stays gone.
+
+    Args:
+        offsets: Committed consumer offsets.
+        clients: The online consumer groups.
+        clock: Time source (monotonic).
+        window_ms: How long an inactive group stays exported.
+    """
+
+    def __init__(
+        self, offsets: ConsumerOffsetManager, clients: ClientManager, clock: Clock, window_ms: int
+    ) -> None:
+        self._offsets = offsets
+        self._clients = clients
+        self._clock = clock
+        self._window_ms = window_ms
+        self._generation = offsets.writer.generation
+        self._table = self._read()
+        #: Group -> monotonic ms it was last seen active; holds only the window's groups.
+        self._active: dict[str, int] = {}
+
+    def _read(self) -> dict[str, dict[str, dict[int, int]]]:
+        """The offset table by group, then topic (copies)."""
+        table: dict[str, dict[str, dict[int, int]]] = {}
+        for topic, group, queues in self._offsets.entries():
+            table.setdefault(group, {})[topic] = queues
+        return table
+
+    def exported(self) -> Iterator[tuple[str, str, dict[int, int]]]:
+        """Yield ``(group, topic, {queue: committed offset})`` of every active group."""
+        now = self._clock.monotonic_ms()
+        active = self._active
+        generation = self._offsets.writer.generation
+        if generation != self._generation:
+            self._generation = generation
+            previous, self._table = self._table, self._read()
+            for group, topics in self._table.items():
+                if previous.get(group) != topics:
+                    active[group] = now
+        for info in self._clients.consumer_groups():
+            active[info.group] = now  # the client table forgets a group with no channels
+        cutoff = now - self._window_ms
+        for group in [g for g, seen in active.items() if seen < cutoff]:
+            del active[group]
+        for group in active:
+            for topic, queues in self._table.get(group, {}).items():
+                yield group, topic, queues
+
+
 class BrokerStateCollector:
     """Gauges read from the broker's state when Prometheus scrapes. Event loop only.
 
@@ -191,6 +309,10 @@ class BrokerStateCollector:
         offsets: Committed consumer offsets.
         holds: Parked long-poll pulls.
         info: Labels of the ``rocklet_broker`` info metric (cluster, name, address...).
+        clients: The consumer groups online (their lag is always exported).
+        clock: The broker's clock (how long ago a group was active).
+        lag_window_ms: How long a group without consumers online keeps its lag series
+            after it was last active (:data:`LAG_WINDOW_MS`).
     """
 
     def __init__(
@@ -199,11 +321,15 @@ class BrokerStateCollector:
         offsets: ConsumerOffsetManager,
         holds: PullHoldService,
         info: dict[str, str],
+        clients: ClientManager,
+        clock: Clock,
+        *,
+        lag_window_ms: int = LAG_WINDOW_MS,
     ) -> None:
         self._store = store
-        self._offsets = offsets
         self._holds = holds
         self._info = info
+        self._lag_groups = _LagGroups(offsets, clients, clock, lag_window_ms)
 
     def collect(self) -> Iterable[Metric]:
         """Build the gauges from the current state."""
@@ -250,10 +376,11 @@ class BrokerStateCollector:
     def _lag(self) -> GaugeMetricFamily:
         lag = GaugeMetricFamily(
             "rocklet_consumer_lag_messages",
-            "Messages behind the queue's max offset, per group and queue (committed offsets).",
+            "Messages behind the queue's max offset, per group and queue (committed offsets; "
+            "groups online or recently active).",
             labels=["group", "topic", "queue"],
         )
-        for topic, group, queues in self._offsets.entries():
+        for group, topic, queues in self._lag_groups.exported():
             for queue_id, committed in sorted(queues.items()):
                 behind = max(0, self._store.max_offset(topic, queue_id) - committed)
                 lag.add_metric([group, topic, str(queue_id)], behind)

@@ -153,6 +153,28 @@ class StatsSink:
         """A request was processed (only while ``metricsPort`` is set): for Prometheus."""
         self._inner.on_request(request_code, response_code, duration_s)
 
+    def on_topic_deleted(self, topic: str) -> None:
+        """A topic was deleted (DELETE_TOPIC_IN_BROKER, cleanUnusedTopic).
+
+        Its statistics go only with ``autoDeleteUnusedStats`` (RocketMQ keeps them by
+        default, and mqadmin may still ask); its Prometheus series always go, since an
+        endpoint that kept every deleted topic's series would grow without bound.
+
+        Args:
+            topic: The deleted topic.
+        """
+        self.broker.topic_deleted(topic)
+        self._inner.on_topic_deleted(topic)
+
+    def on_group_deleted(self, group: str) -> None:
+        """A consumer group was deleted (DELETE_SUBSCRIPTIONGROUP); as for a topic.
+
+        Args:
+            group: The deleted group.
+        """
+        self.broker.group_deleted(group)
+        self._inner.on_group_deleted(group)
+
 
 class MeteredMessageStore(MessageStore):
     """The message store, reporting each store call to :attr:`sink`.

@@ -159,7 +159,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             registration=ctx.registration,
             identity=identity,
             register_timeout_ms=cfg.register_broker_timeout_ms,
-            stats=stats.broker,
+            stats=stats,
         ),
         GroupAdmin(
             store=store,
@@ -168,7 +168,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
             offsets=ctx.offsets,
             clients=clients,
             identity=identity,
-            stats=stats.broker,
+            stats=stats,
         ),
         RuntimeAdmin(
             config=cfg,
@@ -199,7 +199,7 @@ def register_processors(registry: ProcessorRegistry, ctx: BrokerContext) -> None
     admin_maintenance.register(
         registry,
         MaintenanceAdmin(
-            store=store, topics=topics, clients=clients, identity=identity, stats=stats.broker
+            store=store, topics=topics, clients=clients, identity=identity, stats=stats
         ),
     )
     admin_stats.register(

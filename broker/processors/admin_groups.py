@@ -42,7 +42,7 @@ from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.offsets import RESET_STAMPS_KEY, ConsumerOffsetManager
 from rocklet.broker.processors.admin_topics import SLAVE_REFUSAL, store_time_at
 from rocklet.broker.processors.refusal import refuse_bad_group, refuse_bad_topic
-from rocklet.broker.stats import BrokerStats
+from rocklet.broker.stats_sink import StatsSink
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol import fastjson
 from rocklet.protocol.bodies.consumer import ResetOffsetBody
@@ -80,8 +80,9 @@ class GroupAdmin:
         offsets: Committed consumer offsets.
         clients: Consumer channels (online members are told of an offset reset).
         identity: This broker's name and whether it is a master.
-        stats: Per-key statistics (``consumeTps``; a deleted group's are dropped when
-            they are set to); ``None``: always 0.
+        stats: Per-key statistics and Prometheus series (``consumeTps``; a deleted
+            group's series are dropped, its statistics when they are set to); ``None``:
+            ``consumeTps`` always 0.
     """
 
     def __init__(
@@ -93,7 +94,7 @@ class GroupAdmin:
         offsets: ConsumerOffsetManager,
         clients: ClientManager,
         identity: BrokerIdentity,
-        stats: BrokerStats | None = None,
+        stats: StatsSink | None = None,
     ) -> None:
         self._stats = stats
         self._store = store
@@ -139,7 +140,7 @@ class GroupAdmin:
         if header.remove_offset:
             self._offsets.remove_group(header.group_name)
         if self._stats is not None:
-            self._stats.group_deleted(header.group_name)
+            self._stats.on_group_deleted(header.group_name)
         log.info(
             "subscription group deleted by admin", group=header.group_name, peer=rctx.peer_address
         )
@@ -181,7 +182,7 @@ class GroupAdmin:
                     topic, queue_id, committed.get(queue_id, 0)
                 )
             if self._stats is not None:
-                consume_tps += self._stats.group_get_tps(group, topic)
+                consume_tps += self._stats.broker.group_get_tps(group, topic)
         body = ConsumeStats(table, consume_tps).to_json()
         return cmd.make_response(ResponseCode.SUCCESS, body=body)
 

@@ -35,7 +35,7 @@ import structlog
 from rocklet.broker.clients import ClientManager
 from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.processors.admin_topics import VALIDATOR_SYSTEM_TOPICS, own_system_topics
-from rocklet.broker.stats import BrokerStats
+from rocklet.broker.stats_sink import StatsSink
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.protocol.bodies.cluster import TopicList
 from rocklet.protocol.bodies.maintenance import ConsumeQueueData, QueryConsumeQueueResponseBody
@@ -63,8 +63,8 @@ class MaintenanceAdmin:
         topics: Topic configs (which topics the broker still has).
         clients: Consumer subscriptions (QUERY_CONSUME_QUEUE with a group).
         identity: The broker's cluster and name (their topics are system topics).
-        stats: Per-key statistics (a cleaned topic's are dropped when they are set
-            to); ``None``: none kept.
+        stats: Per-key statistics and Prometheus series (a cleaned topic's series
+            are dropped, its statistics when they are set to); ``None``: none kept.
     """
 
     def __init__(
@@ -74,7 +74,7 @@ class MaintenanceAdmin:
         topics: TopicConfigManager,
         clients: ClientManager,
         identity: BrokerIdentity,
-        stats: BrokerStats | None = None,
+        stats: StatsSink | None = None,
     ) -> None:
         self._store = store
         self._stats = stats
@@ -112,7 +112,7 @@ class MaintenanceAdmin:
         log.warning("cleanUnusedTopic done", topics_dropped=dropped)
         if self._stats is not None:
             for topic in dropped:
-                self._stats.topic_deleted(topic)
+                self._stats.on_topic_deleted(topic)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def delete_expired_commitlog(

@@ -33,7 +33,7 @@ from rocklet.broker.identity import BrokerIdentity
 from rocklet.broker.offsets import ConsumerOffsetManager
 from rocklet.broker.processors.refusal import Refused, refuse_bad_topic
 from rocklet.broker.registration import RegistrationTracker
-from rocklet.broker.stats import BrokerStats
+from rocklet.broker.stats_sink import StatsSink
 from rocklet.broker.topics import TopicConfigManager
 from rocklet.broker.transaction_check import CHECK_MAX_TIME_TOPIC
 from rocklet.protocol.bodies.cluster import GroupList
@@ -142,8 +142,8 @@ class TopicAdmin:
         identity: This broker's names (its own topics) and whether it is a master.
         register_timeout_ms: ``registerBrokerTimeoutMills``: the longest an admin
             change waits for the name servers.
-        stats: Per-key statistics (a deleted topic's are dropped when they are set
-            to); ``None``: none kept.
+        stats: Per-key statistics and Prometheus series (a deleted topic's series
+            are dropped, its statistics when they are set to); ``None``: none kept.
     """
 
     def __init__(
@@ -156,7 +156,7 @@ class TopicAdmin:
         registration: RegistrationTracker,
         identity: BrokerIdentity,
         register_timeout_ms: int,
-        stats: BrokerStats | None = None,
+        stats: StatsSink | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
@@ -213,7 +213,7 @@ class TopicAdmin:
         self._topics.delete(header.topic)
         self._offsets.remove_topic(header.topic)
         if self._stats is not None:
-            self._stats.topic_deleted(header.topic)
+            self._stats.on_topic_deleted(header.topic)
         log.info("topic deleted by admin", topic=header.topic, peer=rctx.peer_address)
         try:
             await self._topics.saved(header.topic)

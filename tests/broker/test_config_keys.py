@@ -48,6 +48,7 @@ def test_our_property_names_are_rocketmqs() -> None:
         "serverSocketRcvBufSize",
         "serverSocketSndBufSize",
         "writeBufferHighWaterMark",
+        "serverChannelMaxIdleTimeSeconds",
     }
 
 
