@@ -157,6 +157,11 @@ class StatsItem:
         """The last day (``getStatsDataInDay``)."""
         return _compute(self._day)
 
+    def idle_for_a_day(self) -> bool:
+        """Whether a whole day of hourly snapshots saw no report: every figure is 0."""
+        day = self._day
+        return len(day) == _DAY_KEEP and day[0][1] == day[-1][1]
+
 
 def _report(pair: tuple[StatsItem, StatsItem], count: int, nbytes: int) -> None:
     """One report of ``count`` messages of ``nbytes`` bytes to a (NUMS, SIZE) item pair."""
@@ -343,6 +348,36 @@ class BrokerStats:
             item.sample_hour(now_ms)
 
     def sample_day(self, now_ms: int) -> None:
-        """Take every item's hourly snapshot."""
+        """Take every item's hourly snapshot, then forget the items idle for a day.
+
+        Consumer groups that come and go (a name per deployment, per job) would
+        otherwise leave their items behind for good. An item left out reads as zeros
+        to mqadmin's ``statsAll``, which is what a day without reports shows; it comes
+        back at its key's next report.
+        """
         for item in self._items():
             item.sample_day(now_ms)
+        with self._lock:
+            idle = {
+                id(item)
+                for name, table in self._sets.items()
+                if name not in (BROKER_PUT_NUMS, BROKER_GET_NUMS)
+                for item in table.values()
+                if item.idle_for_a_day()
+            }
+            if not idle:
+                return
+            for table in self._sets.values():
+                for key in [k for k, item in table.items() if id(item) in idle]:
+                    del table[key]
+            # The hot-path caches hold the same items: a cached one left behind would
+            # take reports nobody reads.
+            self._put_items = {
+                t: pair for t, pair in self._put_items.items() if id(pair[0]) not in idle
+            }
+            for by_group in self._get_items.values():
+                for group in [g for g, pair in by_group.items() if id(pair[0]) in idle]:
+                    del by_group[group]
+            self._latency_items = {
+                k: item for k, item in self._latency_items.items() if id(item) not in idle
+            }

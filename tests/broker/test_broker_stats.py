@@ -348,3 +348,33 @@ def test_dropping_a_topic_or_group_takes_every_item_keyed_by_it() -> None:
     topic_item = stats.item("TOPIC_PUT_NUMS", "T1")
     assert topic_item is not None and topic_item.value == 5
     assert stats.item("BROKER_PUT_NUMS", "DefaultCluster").value == 2 + 2 + 5  # type: ignore[union-attr]
+
+
+def test_items_idle_for_a_whole_day_are_forgotten() -> None:
+    # Groups that come and go (a name per job) used to leave their items for good.
+    stats = BrokerStats("DefaultCluster")
+    hour = 3_600_000
+    now = 1_000 * hour
+    stats.put("Busy", 1, 100)
+    stats.get("Gone", "Busy", 1, 100)
+    stats.get_latency("Gone", "Busy", 0, 0)
+    stats.send_back("Gone", "Busy")
+    for _ in range(24):
+        stats.put("Busy", 1, 100)  # this topic keeps being written
+        stats.sample_day(now)
+        now += hour
+    # 24 hourly snapshots without a report of Gone's: not yet a whole day.
+    assert stats.item("GROUP_GET_NUMS", "Busy@Gone") is not None
+    stats.sample_day(now)
+    keys = {name: set(stats._sets[name]) for name in stats._sets}
+    assert keys["GROUP_GET_NUMS"] == keys["GROUP_GET_SIZE"] == set()
+    assert keys["GROUP_GET_LATENCY"] == keys["SNDBCK_PUT_NUMS"] == set()
+    assert keys["TOPIC_PUT_NUMS"] == {"Busy"}
+    assert keys["BROKER_GET_NUMS"] == {"DefaultCluster"}  # the broker's own stay
+    # A report after the drop makes a new item, which the views read.
+    stats.get("Gone", "Busy", 3, 300)
+    stats.get_latency("Gone", "Busy", 0, 4)
+    item = stats.item("GROUP_GET_NUMS", "Busy@Gone")
+    assert item is not None and item.value == 3
+    latency = stats.item("GROUP_GET_LATENCY", "0@Busy@Gone")
+    assert latency is not None and latency.value == 4
