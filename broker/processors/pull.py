@@ -70,6 +70,9 @@ _SUSPEND = int(PullSysFlag.SUSPEND)
 _SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
 _READ = int(Perm.READ)
 _CODES_CACHE_MAX = 1024
+#: Longest a pull stays parked, whatever it asks (clients ask 15-30 s): one a client
+#: gave up on, over a connection it keeps, must not hold the broker's memory for an hour.
+MAX_SUSPEND_S = 300.0
 #: A stored record's physical offset: after size, magic, body CRC, queue id, flag and
 #: queue offset.
 _PHYSICAL_OFFSET = struct.Struct(">q")
@@ -190,7 +193,9 @@ class PullProcessor:
         code = pull_response_code(result.status, h.queue_offset)
         if code == ResponseCode.PULL_NOT_FOUND and flags & _SUSPEND:
             timeout_s = (
-                h.suspend_timeout_millis / 1000 if self._long_polling else self._short_poll_s
+                min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
+                if self._long_polling
+                else self._short_poll_s
             )
             # Parked, not working: a consumer holds a pull per queue on one connection,
             # and those must not count against its in-flight limit.

@@ -10,6 +10,7 @@ from typing import NoReturn
 
 import pytest
 
+from rocklet.broker.processors import pull as pull_module
 from rocklet.protocol.batch import BatchItem, encode_batch
 from rocklet.protocol.bodies.route import TopicRouteData
 from rocklet.protocol.codes import RequestCode, ResponseCode
@@ -230,6 +231,19 @@ async def test_long_poll_times_out_with_not_found(tmp_path: Path) -> None:
         assert (await conn.request(cpp_send("Empty", b"x"), 5)).code == ResponseCode.SUCCESS
         got = await conn.request(pull("Empty", 0, 1, suspend_ms=50), 5)
         assert got.code == ResponseCode.PULL_NOT_FOUND
+
+
+async def test_a_long_poll_is_held_no_longer_than_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An hour asked for: answered at the cap (here shortened), PULL_NOT_FOUND as a
+    # timeout is, so a pull a client gave up on does not stay parked for the hour.
+    monkeypatch.setattr(pull_module, "MAX_SUSPEND_S", 0.2)
+    async with running_cluster(tmp_path) as cluster, await connect(cluster) as conn:
+        assert (await conn.request(cpp_send("Capped", b"x"), 5)).code == ResponseCode.SUCCESS
+        got = await conn.request(pull("Capped", 0, 1, suspend_ms=3_600_000), 10)
+        assert got.code == ResponseCode.PULL_NOT_FOUND
+        assert cluster.broker.ctx.holds.held == 0
 
 
 async def test_send_refusals(tmp_path: Path) -> None:
