@@ -266,14 +266,8 @@ def matching_records(
 ) -> list[memoryview]:
     """The records among index hits that really have ``key`` (hashes collide).
 
-    Args:
-        commitlog: The commitlog.
-        candidates: Commitlog offsets the index gave, newest first.
-        topic: Topic.
-        key: One key or a UNIQ_KEY.
-        max_num: Most records.
-        begin_ms: Earliest store time.
-        end_ms: Latest store time.
+    ``candidates`` are the commitlog offsets the index gave, newest first; the other
+    arguments are :meth:`~rocklet.store.message_store.MessageStore.query_by_key`'s.
 
     Returns:
         Views of the first ``max_num`` matches, in commitlog order.
