@@ -231,9 +231,10 @@ class TransactionCheckService:
         if config is None:
             # Half messages without the topic's config: a RocketMQ broker killed before
             # its first check round wrote it (that round creates it, with one queue).
-            queues = [q for t, q in list(self._store.queues) if t == TRANS_HALF_TOPIC]
-            if not queues:
+            # (Queue 0 first: a broker without transactions pays a lookup, not a scan.)
+            if (TRANS_HALF_TOPIC, 0) not in self._store.queues:
                 return 0
+            queues = [q for t, q in list(self._store.queues) if t == TRANS_HALF_TOPIC]
             config = self._topics.create_system_topic(TRANS_HALF_TOPIC, max(queues) + 1)
             log.info("transaction half topic config created for stored half messages")
         checked = 0
