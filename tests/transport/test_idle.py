@@ -7,12 +7,16 @@ used to keep its descriptor and connection for the life of the server.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from rocklet.protocol import RemotingCommand
 from rocklet.protocol.frame import encode_command
 from rocklet.transport import ProcessorRegistry, RemotingServer, RequestContext
 from rocklet.transport.connection import HandlerResult
 from rocklet.transport.idle import silent_ms
+from rocklet.transport.tls import TlsMode
+from tests.tlscerts import make_pki
+from tests.transport.test_tls import server_tls
 
 PING = 1000
 IDLE_S = 0.6
@@ -94,6 +98,22 @@ async def test_the_kernel_tells_how_long_a_socket_has_been_silent() -> None:
         await writer.drain()
         again = silent_ms(writer.transport)
         assert again is not None and again < later
+        writer.close()
+    finally:
+        await server.stop()
+
+
+async def test_a_silent_tls_connection_is_closed_too(tmp_path: Path) -> None:
+    # The kernel's figures come from the socket under the TLS transport.
+    pki = make_pki(tmp_path)
+    tls = server_tls(pki, TlsMode.ENFORCING)
+    server = RemotingServer("127.0.0.1", 0, _registry(), idle_s=IDLE_S, tls=tls)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", server.port, ssl=pki.client_context(), server_hostname="127.0.0.1"
+        )
+        assert await _closed_by_server(reader, WITHIN_S)
         writer.close()
     finally:
         await server.stop()
