@@ -59,6 +59,7 @@ from rocklet.store.retention import RetentionService
 from rocklet.store.schedule import DelayDeliveryService
 from rocklet.transport import ProcessorRegistry, RemotingServer
 from rocklet.transport.clock import Clock, SystemClock
+from rocklet.transport.server import probe_port
 from rocklet.transport.tasks import BackgroundTasks
 
 if TYPE_CHECKING:
@@ -252,6 +253,11 @@ class Broker:
             store_lock = await claim_store_directory(
                 config.store_path_root_dir, "rocklet broker", config.commit_log_dir
             )
+        try:
+            probe_port(host, config.listen_port)  # before a recovery that may take minutes
+        except BaseException:
+            store_lock.release()
+            raise
         conf_dir = config.store_path_root_dir / "config"
         topics = TopicConfigManager(
             conf_dir / "topics.json",

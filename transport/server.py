@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 from functools import partial
 from typing import Final
@@ -17,7 +18,7 @@ from rocklet.transport.logs import get_logger
 from rocklet.transport.tls import ServerTls
 from rocklet.transport.tls_accept import SniffingListener
 
-__all__ = ["DEFAULT_GRACE_S", "RemotingServer"]
+__all__ = ["DEFAULT_GRACE_S", "RemotingServer", "probe_port"]
 
 _log = get_logger(__name__)
 
@@ -221,3 +222,33 @@ class RemotingServer:
         self._connections.add(conn)
         conn.add_close_callback(self._connections.discard)
         return conn
+
+
+def probe_port(host: str, port: int) -> None:
+    """Fail now, as the server's bind would later, when ``port`` is taken on ``host``.
+
+    A broker opens (and may recover) its store before it binds: a port another
+    process holds would otherwise be found only after minutes of recovery. The probe
+    binds as the server does (``SO_REUSEADDR``) and closes at once; port 0 is not
+    probed.
+
+    Raises:
+        OSError: The bind's error; "address already in use" reads as the server's own.
+    """
+    if port <= 0:
+        return
+    for family, kind, proto, _name, addr in socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(addr)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                raise OSError(
+                    errno.EADDRINUSE,
+                    f"error while attempting to bind on address {addr[:2]!r}: "
+                    "address already in use",
+                ) from None
