@@ -38,8 +38,8 @@ FILE_NAME: Final = "droppedQueues.json"
 class DroppedQueues:
     """The marks of dropped queues: (topic, queue id) → commitlog end at the drop.
 
-    Read by recovery and by the dispatch of a queue that has no files (both cold
-    paths); changed under the store lock.
+    Read by recovery and by dispatch (one truthiness test per record while there are
+    no marks); changed under the store lock.
 
     Args:
         path: The file.

@@ -36,12 +36,7 @@ from rocklet.store._files import unlink_all
 from rocklet.store.message_store import MessageStore
 from rocklet.store.retention import clean_logics
 
-__all__ = [
-    "QueueEntries",
-    "clean_expired_queues",
-    "clean_unused_topics",
-    "queue_entries",
-]
+__all__ = ["QueueEntries", "clean_expired_queues", "clean_unused_topics", "queue_entries"]
 
 log = structlog.get_logger(__name__)
 

@@ -307,9 +307,10 @@ class MessageStore:
                 self.listener.arriving(
                     req.topic, req.queue_id, cq.max_offset(), req.tags_code, req.store_timestamp
                 )
-        elif req.commitlog_offset >= cq.max_physic_offset:
-            # Not a replay, yet below the queue's end: a slave's master dropped the queue
-            # (deleteTopic) and made it again from offset 0. Follow it from this record.
+        elif req.queue_offset == 0 and req.commitlog_offset >= cq.max_physic_offset:
+            # Offset 0 again, and not a replay: a slave's master dropped the queue
+            # (deleteTopic) and made it again. Follow it from this record. (Only offset
+            # 0: any other record below the queue's end is left out, as before.)
             log.warning("queue numbered from a lower offset again: its old files go", key=key)
             self.dropped.add([key], req.commitlog_offset, self.commitlog.min_offset())
             self.forget_queue(key)
