@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection
 from typing import Final, Protocol
 
 from rocklet.transport.logs import get_logger
+from rocklet.transport.tasks import BackgroundTasks
 
 __all__ = ["IdleSweeper", "silent_ms"]
 
@@ -83,19 +84,18 @@ class IdleSweeper:
         self._connections = connections
         self._idle_ms = int(idle_s * 1000)
         self._name = name
-        self._task: asyncio.Task[None] | None = None
-        self._closing: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks(f"{name}-idle")
+        self._started = False
 
     def start(self) -> None:
         """Start sweeping (when an idle period is set). Event loop only."""
-        if self._idle_ms > 0 and _TCP_INFO is not None and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        if self._idle_ms > 0 and _TCP_INFO is not None and not self._started:
+            self._started = True
+            self._tasks.every(self._idle_ms / 1000 / _SWEEPS_PER_PERIOD, self._step, "sweep")
 
-    def stop(self) -> None:
-        """Stop sweeping."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+    async def stop(self) -> None:
+        """Stop sweeping (and closing)."""
+        await self._tasks.cancel_all()
 
     def sweep(self) -> int:
         """Start closing every connection silent for the idle period. Event loop only.
@@ -116,13 +116,9 @@ class IdleSweeper:
                     peer=conn.peer_address,
                     silent_s=silent // 1000,
                 )
-                task = asyncio.get_running_loop().create_task(conn.close())
-                self._closing.add(task)
-                task.add_done_callback(self._closing.discard)
+                self._tasks.spawn(conn.close(), "close")
                 closed += 1
         return closed
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._idle_ms / 1000 / _SWEEPS_PER_PERIOD)
-            self.sweep()
+    async def _step(self) -> None:
+        self.sweep()

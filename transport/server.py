@@ -184,7 +184,7 @@ class RemotingServer:
         if self._server is None or self._stopping:
             return
         self._stopping = True
-        self._idle.stop()
+        await self._idle.stop()
         self._server.close()
         connections = list(self._connections)
         for conn in connections:
